@@ -1,0 +1,47 @@
+"""Task configs, submission contracts, the registry and the release manifest."""
+
+from ale_robotics.tasks.manifest import (
+    ComputeBudget,
+    ManifestEntry,
+    PaperTarget,
+    ReleaseManifest,
+    TargetSource,
+    load_manifest,
+)
+from ale_robotics.tasks.registry import Registry, TaskEntry, default_registry
+from ale_robotics.tasks.spec import (
+    ContractFile,
+    Direction,
+    EvalProtocol,
+    FileFormat,
+    MetricRole,
+    MetricSpec,
+    PolicyArchitecture,
+    SubmissionContract,
+    TaskMode,
+    TaskSpec,
+    TensorRule,
+)
+
+__all__ = [
+    "ComputeBudget",
+    "ContractFile",
+    "Direction",
+    "EvalProtocol",
+    "FileFormat",
+    "ManifestEntry",
+    "MetricRole",
+    "MetricSpec",
+    "PaperTarget",
+    "PolicyArchitecture",
+    "Registry",
+    "ReleaseManifest",
+    "SubmissionContract",
+    "TargetSource",
+    "TaskEntry",
+    "TaskMode",
+    "TaskSpec",
+    "TensorRule",
+    "default_registry",
+    "load_manifest",
+]

@@ -1,0 +1,156 @@
+"""The task registry: configs shipped as package data, plus third-party tasks by entry point.
+
+A :class:`Registry` is an ordinary object (no module-level mutable state), so tests
+build their own instead of cleaning a global one. Configs are parsed lazily and
+cached per registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata, resources
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ale_robotics.errors import ConfigError, TaskNotFoundError
+from ale_robotics.tasks.manifest import (
+    ManifestEntry,
+    PaperTarget,
+    ReleaseManifest,
+    config_sha256,
+    load_manifest,
+)
+from ale_robotics.tasks.spec import TaskSpec
+
+__all__ = ["ENTRY_POINT_GROUP", "Registry", "TaskEntry", "default_registry"]
+
+ENTRY_POINT_GROUP = "ale_robotics.tasks"
+"""Third-party packages register a callable returning the path of a task config JSON."""
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """A task config as found, with the exact bytes its manifest hash is taken over."""
+
+    spec: TaskSpec
+    raw: bytes
+    origin: str
+
+    @property
+    def sha256(self) -> str:
+        return config_sha256(self.raw)
+
+
+class Registry:
+    """Task configs by id, and the release manifest that gives them targets and budgets."""
+
+    def __init__(
+        self,
+        config_files: dict[str, bytes] | None = None,
+        manifest: ReleaseManifest | None = None,
+    ) -> None:
+        self._raw: dict[str, tuple[bytes, str]] = {}
+        self._cache: dict[str, TaskEntry] = {}
+        if config_files is not None:
+            for origin, raw in config_files.items():
+                self._add(raw, origin)
+        self._manifest = manifest
+
+    @classmethod
+    def bundled(cls, manifest: ReleaseManifest | None = None) -> Registry:
+        """The tasks shipped in ``ale_robotics/tasks/configs`` and registered by entry points."""
+        files: dict[str, bytes] = {}
+        root = resources.files("ale_robotics.tasks") / "configs"
+        for item in sorted(root.iterdir(), key=lambda p: p.name):
+            if item.name.endswith(".json"):
+                files[f"ale_robotics/tasks/configs/{item.name}"] = item.read_bytes()
+        for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+            path = Path(ep.load()())
+            files[f"{ep.value} ({path})"] = path.read_bytes()
+        return cls(files, manifest if manifest is not None else load_manifest())
+
+    def _add(self, raw: bytes, origin: str) -> None:
+        try:
+            task_id = json.loads(raw)["id"]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"task config {origin} has no readable 'id': {exc}") from exc
+        if task_id in self._raw:
+            raise ConfigError(f"task {task_id} is defined twice: {self._raw[task_id][1]} and {origin}")
+        self._raw[task_id] = (raw, origin)
+
+    def ids(self) -> list[str]:
+        return sorted(self._raw)
+
+    def __iter__(self) -> Iterator[TaskEntry]:
+        return (self.entry(i) for i in self.ids())
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._raw
+
+    def entry(self, task_id: str) -> TaskEntry:
+        if task_id not in self._raw:
+            close = difflib.get_close_matches(task_id, self.ids(), n=3, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise TaskNotFoundError(
+                f"unknown task {task_id!r}{hint} (run 'ale-robotics tasks list' to see all)"
+            )
+        if task_id not in self._cache:
+            raw, origin = self._raw[task_id]
+            try:
+                spec = TaskSpec.model_validate_json(raw)
+            except ValidationError as exc:
+                raise ConfigError(f"task config {origin} ({task_id}) is invalid: {exc}") from exc
+            if spec.id != task_id:
+                raise ConfigError(f"task config {origin}: id {spec.id!r} != {task_id!r}")
+            self._cache[task_id] = TaskEntry(spec=spec, raw=raw, origin=origin)
+        return self._cache[task_id]
+
+    def get(self, task_id: str) -> TaskSpec:
+        return self.entry(task_id).spec
+
+    @property
+    def manifest(self) -> ReleaseManifest | None:
+        return self._manifest
+
+    def manifest_entry(self, task_id: str) -> ManifestEntry | None:
+        """The manifest's entry for a task, refused when it was made for another config."""
+        entry = self.entry(task_id)
+        if self._manifest is None or task_id not in self._manifest.tasks:
+            return None
+        m = self._manifest.tasks[task_id]
+        if m.config_sha256 != entry.sha256:
+            raise ConfigError(
+                f"manifest {self._manifest.release} entry for {task_id} was made for config "
+                f"sha256 {m.config_sha256[:12]}..., but the installed config is "
+                f"{entry.sha256[:12]}...: sync a manifest made for this task version"
+            )
+        if m.version != entry.spec.version:
+            raise ConfigError(
+                f"manifest entry for {task_id} says version {m.version}; the config is "
+                f"version {entry.spec.version}"
+            )
+        if m.target is not None and m.target.metric != entry.spec.primary_metric.name:
+            raise ConfigError(
+                f"manifest target for {task_id} is for metric {m.target.metric!r}; the task's "
+                f"primary metric is {entry.spec.primary_metric.name!r}"
+            )
+        return m
+
+    def target(self, task_id: str) -> PaperTarget | None:
+        m = self.manifest_entry(task_id)
+        return None if m is None else m.target
+
+
+_DEFAULT: Registry | None = None
+
+
+def default_registry() -> Registry:
+    """The bundled registry, built once per process (configs are immutable package data)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Registry.bundled()
+    return _DEFAULT

@@ -1,0 +1,264 @@
+"""The task config and the submission contract, as versioned pydantic models.
+
+A task config is data shipped with the package (``tasks/configs/<id>.json``);
+what a run needs to know about a task (its simulator, its evaluation protocol,
+what an agent must submit) is read from it, never from code. Paper targets and
+compute budgets are *not* here: they come from the release manifest
+(:mod:`ale_robotics.tasks.manifest`), so that a config and its target can be
+audited separately.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ale_robotics.scoring.config import ScoringConfig
+
+__all__ = [
+    "ContractFile",
+    "Direction",
+    "EnvSpec",
+    "EvalProtocol",
+    "FileFormat",
+    "MetricRole",
+    "MetricSpec",
+    "PaperRef",
+    "PolicyArchitecture",
+    "SimulatorSpec",
+    "SubmissionContract",
+    "TaskMode",
+    "TaskSpec",
+    "TensorRule",
+]
+
+TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*-v[0-9]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskMode(StrEnum):
+    BATCH = "batch"
+    INTERACTIVE = "interactive"
+    TASK_CONFIG = "task_config"
+
+
+class Direction(StrEnum):
+    HIGHER_IS_BETTER = "higher_is_better"
+    LOWER_IS_BETTER = "lower_is_better"
+
+
+class MetricRole(StrEnum):
+    PRIMARY = "primary"
+    """The metric normalized against the paper target."""
+    SAFETY = "safety"
+    """A zero-target metric that multiplies the score by a penalty factor."""
+    CONDITION = "condition"
+    """A metric that must reach a threshold for the task to score at all."""
+    REPORT = "report"
+    """Reported alongside the score, never scored."""
+
+
+class MetricSpec(_Strict):
+    name: str = Field(description="Key in EvalResult.metrics, e.g. 'mean_return'.")
+    direction: Direction
+    role: MetricRole = MetricRole.PRIMARY
+    unit: str = ""
+    description: str = ""
+    can_be_negative: bool = Field(
+        default=False,
+        description="True when the metric can be below zero (raw returns of some tasks); "
+        "such a metric cannot be the primary one of a ratio score.",
+    )
+
+
+class PaperRef(_Strict):
+    title: str
+    authors: str
+    year: int
+    url: str = ""
+    citation: str = ""
+
+
+class SimulatorSpec(_Strict):
+    name: Literal["mujoco", "pybullet", "dm_control"]
+    package: str = Field(description="Python distribution whose version is recorded in results.")
+
+
+class EnvSpec(_Strict):
+    gym_id: str = Field(description="Gymnasium id, e.g. 'InvertedPendulum-v5'.")
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    max_episode_steps: int = Field(gt=0)
+
+
+class EvalProtocol(_Strict):
+    """How the evaluator runs its own episodes (the paper's protocol)."""
+
+    episodes: int = Field(gt=0, description="Evaluation episodes, one hidden seed each.")
+    base_seeds: list[int] = Field(
+        description="Public base seeds s_i; the evaluator uses SHA256(s_i || run_id || secret)."
+    )
+    deterministic: bool = Field(default=True, description="Policy used without exploration noise.")
+    envs_per_shard: int = Field(
+        default=16,
+        gt=0,
+        description="Episodes simulated together in one shard. Fixed by the task, not the host, "
+        "so that results do not depend on how many processes the evaluator happens to use.",
+    )
+
+    @model_validator(mode="after")
+    def _seeds_cover_episodes(self) -> EvalProtocol:
+        if len(self.base_seeds) != self.episodes:
+            raise ValueError(
+                f"eval.base_seeds has {len(self.base_seeds)} entries; "
+                f"eval.episodes is {self.episodes}: give exactly one base seed per episode"
+            )
+        if len(set(self.base_seeds)) != len(self.base_seeds):
+            raise ValueError("eval.base_seeds must be distinct")
+        return self
+
+
+class FileFormat(StrEnum):
+    TORCH_STATE_DICT = "torch_state_dict"
+    SAFETENSORS = "safetensors"
+    JSON = "json"
+    CSV = "csv"
+    YAML = "yaml"
+    NPZ = "npz"
+
+
+class ContractFile(_Strict):
+    """One artifact the agent must (or may) write into the submission directory."""
+
+    role: str = Field(description="What the file is for, e.g. 'policy'.")
+    names: dict[str, FileFormat] = Field(
+        description="Accepted file names and their format; exactly one must be present "
+        "when the file is required, e.g. {'policy.safetensors': 'safetensors', "
+        "'policy.pt': 'torch_state_dict'}."
+    )
+    required: bool = True
+    max_bytes: int = Field(gt=0)
+
+    @field_validator("names")
+    @classmethod
+    def _plain_names(cls, names: dict[str, FileFormat]) -> dict[str, FileFormat]:
+        for name in names:
+            if "/" in name or "\\" in name or name in ("", ".", "..") or name.startswith("."):
+                raise ValueError(f"contract file name {name!r} must be a plain file name")
+        if not names:
+            raise ValueError("a contract file needs at least one accepted name")
+        return names
+
+
+class TensorRule(_Strict):
+    key: str
+    shape: list[int]
+    dtype: Literal["float32", "float64"] = "float32"
+
+
+class PolicyArchitecture(_Strict):
+    """The network the evaluator builds itself; the agent only supplies weights."""
+
+    kind: Literal["mlp"] = "mlp"
+    hidden_sizes: list[int]
+    activation: Literal["relu", "tanh"] = "relu"
+    output_activation: Literal["tanh", "identity"] = "tanh"
+    layer_names: list[str] = Field(
+        description="State-dict prefixes of the linear layers in order, e.g. ['l1','l2','l3']."
+    )
+    action_scale: Literal["env_high"] = Field(
+        default="env_high",
+        description="Outputs in [-1, 1] are multiplied by the action space's high bound.",
+    )
+
+    @model_validator(mode="after")
+    def _layers_match(self) -> PolicyArchitecture:
+        if len(self.layer_names) != len(self.hidden_sizes) + 1:
+            raise ValueError("policy.layer_names needs one name per linear layer (hidden + output)")
+        return self
+
+    def tensor_rules(self, obs_dim: int, act_dim: int, dtype: str = "float32") -> list[TensorRule]:
+        """Required state-dict keys with their shapes (torch Linear layout: out x in)."""
+        sizes = [obs_dim, *self.hidden_sizes, act_dim]
+        rules: list[TensorRule] = []
+        for name, fan_in, fan_out in zip(self.layer_names, sizes[:-1], sizes[1:], strict=True):
+            rules.append(TensorRule(key=f"{name}.weight", shape=[fan_out, fan_in], dtype=dtype))  # type: ignore[arg-type]
+            rules.append(TensorRule(key=f"{name}.bias", shape=[fan_out], dtype=dtype))  # type: ignore[arg-type]
+        return rules
+
+
+class SubmissionContract(_Strict):
+    """What a batch task requires the agent to write, exactly; served by GetSpec."""
+
+    schema_version: Literal[1] = 1
+    submission_path: str = Field(
+        default="/submission",
+        description="Where the volume is mounted for the agent; the agent gets the real "
+        "path in ALE_SUBMISSION_DIR.",
+    )
+    files: list[ContractFile]
+    tensors: list[TensorRule] = Field(
+        default_factory=list,
+        description="Exact key set of the policy state dict: no key missing, none extra.",
+    )
+    max_total_bytes: int = Field(gt=0)
+    notes: str = ""
+
+    def file_for_role(self, role: str) -> ContractFile:
+        for f in self.files:
+            if f.role == role:
+                return f
+        raise KeyError(role)
+
+
+class TaskSpec(_Strict):
+    """One task, as shipped. Identity is ``id`` (``name-vN``)."""
+
+    schema_version: Literal[1] = 1
+    id: str
+    title: str
+    description: str
+    mode: TaskMode
+    genre: Literal["benchmark", "reproduction", "planning"] = "benchmark"
+    simulator: SimulatorSpec
+    env: EnvSpec
+    paper: PaperRef
+    metrics: list[MetricSpec]
+    policy: PolicyArchitecture | None = None
+    contract: SubmissionContract | None = None
+    eval: EvalProtocol
+    scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+
+    @field_validator("id")
+    @classmethod
+    def _id_format(cls, v: str) -> str:
+        if not TASK_ID_RE.match(v):
+            raise ValueError(f"task id {v!r} must look like 'name-vN' (lowercase, digits, '-')")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskSpec:
+        primaries = [m for m in self.metrics if m.role is MetricRole.PRIMARY]
+        if len(primaries) != 1:
+            raise ValueError(f"task {self.id}: exactly one metric must have role 'primary'")
+        if primaries[0].can_be_negative:
+            raise ValueError(
+                f"task {self.id}: metrics.{primaries[0].name} can be negative, so a ratio to the "
+                "paper value is meaningless; declare it as a cost with the opposite direction"
+            )
+        if self.mode is TaskMode.BATCH and self.contract is None:
+            raise ValueError(f"task {self.id}: a batch task needs a 'contract'")
+        return self
+
+    @property
+    def version(self) -> int:
+        return int(self.id.rsplit("-v", 1)[1])
+
+    @property
+    def primary_metric(self) -> MetricSpec:
+        return next(m for m in self.metrics if m.role is MetricRole.PRIMARY)
