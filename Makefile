@@ -1,0 +1,41 @@
+# make demo / make test bootstrap .venv from nothing (idempotent; a stamp file
+# skips the install when pyproject.toml and the constraints have not changed).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.ale-installed
+SRC_DIRS := src tests benchmarks examples scripts
+
+.PHONY: venv demo test lint typecheck unit bench proto clean
+
+$(STAMP): pyproject.toml constraints/dev.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints/dev.txt -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(BIN)/ale-robotics run td3-inverted-pendulum-v1 \
+		--agent "$(BIN)/python examples/agents/submit_checkpoint.py"
+
+lint: venv
+	$(BIN)/ruff check $(SRC_DIRS)
+	$(BIN)/ruff format --check $(SRC_DIRS)
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest -q
+
+test: lint typecheck unit
+
+bench: venv
+	$(BIN)/python benchmarks/batch_eval.py
+
+proto: venv
+	$(BIN)/python scripts/gen_proto.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

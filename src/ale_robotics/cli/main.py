@@ -1,0 +1,319 @@
+"""The ``ale-robotics`` command line.
+
+Errors the user can act on (:class:`~ale_robotics.errors.AleError`) are printed
+as one red line with exit code 2; nothing else is caught, so a bug still shows
+its traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ale_robotics import __version__
+from ale_robotics.errors import AleError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="ale-robotics",
+    help="Evaluate AI agents on robotics tasks tied to published papers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+evaluator_app = typer.Typer(help="Run the trusted evaluator service.", no_args_is_help=True)
+tasks_app = typer.Typer(help="List and inspect registered tasks.", no_args_is_help=True)
+app.add_typer(evaluator_app, name="evaluator")
+app.add_typer(tasks_app, name="tasks")
+
+console = Console(stderr=True)
+out = Console()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _friendly(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except AleError as exc:
+            console.print(f"[red]error:[/red] {exc.message}", highlight=False)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _register_trajectory() -> None:
+    from ale_robotics.cli.trajectory import app as trajectory_app
+
+    app.add_typer(trajectory_app, name="trajectory", help="Verify and show run trajectories.")
+
+
+_register_trajectory()
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+) -> None:
+    if version:
+        out.print(f"ale-robotics {__version__}")
+        raise typer.Exit(0)
+
+
+# ------------------------------------------------------------------- run ---
+
+
+@app.command()
+@_friendly
+def run(
+    task_id: Annotated[str, typer.Argument(help="Task id, e.g. td3-inverted-pendulum-v1.")],
+    agent: Annotated[str, typer.Option("--agent", help="Command that starts the agent.")],
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Run directory (default runs/<run_id>).")
+    ] = None,
+    evaluator: Annotated[
+        str | None,
+        typer.Option(help="Agent-channel address of a running evaluator (default: embedded)."),
+    ] = None,
+    evaluator_harness: Annotated[
+        str | None, typer.Option(help="Harness-channel address of that evaluator.")
+    ] = None,
+    agent_token_file: Annotated[Path | None, typer.Option(help="Its agent.token.")] = None,
+    harness_token_file: Annotated[Path | None, typer.Option(help="Its harness.token.")] = None,
+    submission_dir: Annotated[
+        Path | None, typer.Option(help="Submission volume shared with that evaluator.")
+    ] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="State dir of the embedded evaluator.")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="Override the agent's wall-clock budget (seconds).")
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+) -> None:
+    """Run an agent on a task and print its score (the last line starts with 'score:')."""
+    from ale_robotics.client.sdk import JobStatus
+    from ale_robotics.harness.run import HarnessError, RunOptions, run_task
+
+    logging.basicConfig(level=logging.WARNING)
+    opts = RunOptions(
+        task_id=task_id,
+        agent_cmd=agent,
+        run_dir=run_dir,
+        evaluator=evaluator,
+        evaluator_harness=evaluator_harness,
+        agent_token_file=agent_token_file,
+        harness_token_file=harness_token_file,
+        submission_volume=submission_dir,
+        state_dir=state_dir,
+        budget_s=budget,
+        workers=workers,
+    )
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        agent_bar = progress.add_task("agent running", total=None)
+        eval_bar: Any = None
+
+        def show(phase: str, job: JobStatus | None, elapsed: float, budget_s: float) -> None:
+            nonlocal eval_bar
+            if phase == "agent":
+                desc = f"agent running ({elapsed:.0f}s of {budget_s:.0f}s budget)"
+                if job is not None:
+                    desc += f", job {job.state.lower()}"
+                progress.update(agent_bar, description=desc)
+                return
+            progress.update(agent_bar, description="agent finished", total=1, completed=1)
+            if job is None:
+                return
+            if eval_bar is None:
+                eval_bar = progress.add_task("evaluating on hidden seeds", total=job.episodes_total)
+            progress.update(
+                eval_bar,
+                completed=job.episodes_done,
+                total=job.episodes_total,
+                description=f"evaluating on hidden seeds ({job.state.lower()})",
+            )
+
+        try:
+            outcome = run_task(opts, on_progress=show)
+        except HarnessError as exc:
+            console.print(f"[red]run failed:[/red] {exc.message}", highlight=False)
+            raise typer.Exit(1) from None
+    rep = outcome.report
+    console.print(f"run dir: {outcome.run_dir}", highlight=False)
+    console.print(rep.score.explanation, highlight=False)
+    out.print(outcome.score_line, highlight=False, markup=False)
+
+
+# ------------------------------------------------------------- evaluator ---
+
+
+@evaluator_app.command("serve")
+@_friendly
+def evaluator_serve(
+    state_dir: Annotated[Path, typer.Option(help="Secret, tokens, keys, job store.")],
+    agent_listen: Annotated[
+        str | None, typer.Option(help="Agent listener (default unix://STATE_DIR/agent.sock).")
+    ] = None,
+    harness_listen: Annotated[
+        str | None, typer.Option(help="Harness listener (default unix://STATE_DIR/harness.sock).")
+    ] = None,
+    agent_token_file: Annotated[Path | None, typer.Option(help="Agent token to accept.")] = None,
+    harness_token_file: Annotated[
+        Path | None, typer.Option(help="Harness token to accept.")
+    ] = None,
+    submission_dir: Annotated[
+        Path | None, typer.Option(help="The shared submission volume.")
+    ] = None,
+    task: Annotated[str | None, typer.Option(help="Serve only this task.")] = None,
+    run_id: Annotated[str | None, typer.Option(help="Accept only this run.")] = None,
+    workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+) -> None:
+    """Serve AleEnv on two listeners until interrupted (Ctrl-C or SIGTERM)."""
+    from ale_robotics.evaluator import EvaluatorConfig, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    running = serve(
+        EvaluatorConfig(
+            state_dir, submission_dir, task_id=task, run_id=run_id, workers=workers
+        ),
+        agent_listen=agent_listen,
+        harness_listen=harness_listen,
+        agent_token_file=agent_token_file,
+        harness_token_file=harness_token_file,
+    )
+    console.print(
+        f"evaluator {__version__} serving\n  agent channel:   {running.agent_address}\n"
+        f"  harness channel: {running.harness_address}\n"
+        f"  tokens: {state_dir / 'agent.token'} and {state_dir / 'harness.token'} "
+        "(unless given)",
+        highlight=False,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    running.stop()
+
+
+# ----------------------------------------------------------- agent side ---
+
+
+@app.command()
+@_friendly
+def submit(
+    path: Annotated[
+        Path, typer.Argument(help="Submission directory (inside ALE_SUBMISSION_DIR).")
+    ] = Path("."),
+    wait: Annotated[bool, typer.Option(help="Wait for a terminal state.")] = False,
+    client_token: Annotated[
+        str | None, typer.Option(help="Idempotency key; retrying with it never makes 2 jobs.")
+    ] = None,
+) -> None:
+    """Submit a batch artifact (for shell-script agents; uses the ALE_* variables)."""
+    from ale_robotics.client import AleClient
+
+    with AleClient.from_env() as client:
+        target = path if path.is_absolute() or client.submission_dir is None else path
+        job_id = client.submit(target, client_token=client_token)
+        out.print(job_id)
+        if wait:
+            st = client.wait(job_id)
+            out.print(json.dumps(_status_dict(st)))
+
+
+@app.command()
+@_friendly
+def status(
+    job_id: Annotated[str, typer.Argument(help="Job id (default: this run's newest).")] = "",
+) -> None:
+    """Print a batch job's state and progress as JSON (never a metric)."""
+    from ale_robotics.client import AleClient
+
+    with AleClient.from_env() as client:
+        out.print(json.dumps(_status_dict(client.status(job_id))))
+
+
+def _status_dict(st: Any) -> dict[str, Any]:
+    return {
+        "job_id": st.job_id,
+        "state": st.state,
+        "episodes_done": st.episodes_done,
+        "episodes_total": st.episodes_total,
+        "queue_position": st.queue_position,
+        "failure_source": st.failure_source,
+        "failure_reason": st.failure_reason,
+    }
+
+
+# ----------------------------------------------------------------- tasks ---
+
+
+@tasks_app.command("list")
+@_friendly
+def tasks_list() -> None:
+    """All registered tasks with mode, metric, direction, target and source."""
+    from ale_robotics.tasks import default_registry
+
+    reg = default_registry()
+    table = Table(title="ALE Robotics tasks")
+    for col in ("task", "mode", "metric", "direction", "target", "source"):
+        table.add_column(col)
+    for entry in reg:
+        spec = entry.spec
+        target = reg.target(spec.id)
+        table.add_row(
+            spec.id,
+            spec.mode.value,
+            spec.primary_metric.name,
+            "↑" if spec.primary_metric.direction.value == "higher_is_better" else "↓",
+            f"{target.value:g}" if target else "not synced",
+            f"{target.source.paper[:40]}, {target.source.location[:30]}" if target else "-",
+        )
+    out.print(table)
+
+
+@tasks_app.command("show")
+@_friendly
+def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id.")]) -> None:
+    """The full task config and its manifest entry, as JSON."""
+    from ale_robotics.tasks import default_registry
+
+    reg = default_registry()
+    spec = reg.get(task_id)
+    entry = reg.manifest_entry(task_id)
+    out.print_json(
+        json.dumps(
+            {
+                "task": spec.model_dump(mode="json"),
+                "manifest": entry.model_dump(mode="json") if entry else None,
+                "config_sha256": reg.entry(task_id).sha256,
+            }
+        )
+    )
+
+
+def main() -> None:
+    app()

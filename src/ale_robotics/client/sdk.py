@@ -1,0 +1,247 @@
+"""The agent SDK: talk to an evaluator over the agent channel.
+
+An agent launched by the harness finds everything in its environment::
+
+    client = AleClient.from_env()
+    spec = client.get_spec()            # task config, submission contract, budget
+    ...write files into client.submission_dir...
+    job_id = client.submit()
+    status = client.wait(job_id)        # state and progress; never the metric
+
+Every gRPC failure becomes the matching :mod:`ale_robotics.errors` class
+(translated in :func:`ale_robotics.errors.from_rpc_error`, the one place).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import grpc
+
+from ale_robotics.errors import (
+    InvalidArgumentError,
+    UnavailableError,
+    from_rpc_error,
+)
+from ale_robotics.addresses import normalize_address
+from ale_robotics.tasks.spec import SubmissionContract, TaskSpec
+from ale_robotics.v1 import ale_env_pb2 as pb
+from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
+
+__all__ = ["ENV_VARS", "AleClient", "JobStatus", "TaskView"]
+
+ENV_VARS = ("ALE_ENDPOINT", "ALE_TOKEN", "ALE_TASK_ID", "ALE_RUN_ID", "ALE_SUBMISSION_DIR")
+
+T = TypeVar("T")
+
+_STATE_NAMES = {v: k.removeprefix("JOB_STATE_") for k, v in pb.JobState.items()}
+_SOURCE_NAMES = {
+    pb.FAILURE_SOURCE_UNSPECIFIED: "",
+    pb.FAILURE_SOURCE_SUBMISSION: "submission",
+    pb.FAILURE_SOURCE_INFRASTRUCTURE: "infrastructure",
+}
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "REJECTED", "TIMED_OUT", "CANCELLED"})
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """What an agent may know about its job: state and progress, never the metric."""
+
+    job_id: str
+    task_id: str
+    state: str
+    episodes_done: int
+    episodes_total: int
+    queue_position: int
+    failure_source: str
+    failure_reason: str
+    heartbeat_unix: float
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL
+
+    @classmethod
+    def from_proto(cls, r: pb.GetBatchEvalStatusResponse) -> JobStatus:
+        return cls(
+            job_id=r.job_id,
+            task_id=r.task_id,
+            state=_STATE_NAMES.get(r.state, "UNSPECIFIED"),
+            episodes_done=r.progress.episodes_done,
+            episodes_total=r.progress.episodes_total,
+            queue_position=r.queue_position,
+            failure_source=_SOURCE_NAMES.get(r.failure_source, ""),
+            failure_reason=r.failure_reason,
+            heartbeat_unix=r.heartbeat_unix,
+        )
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """GetSpec, parsed: the task config and contract as the evaluator's own models."""
+
+    task: TaskSpec
+    contract: SubmissionContract | None
+    budget_s: float
+    max_submissions: int
+    max_message_bytes: int
+    protocol_version: str
+    raw: pb.GetSpecResponse
+
+
+class AleClient:
+    """A connection to one evaluator listener, authenticated with its bearer token."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        token: str,
+        *,
+        task_id: str = "",
+        run_id: str = "",
+        submission_dir: Path | str | None = None,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.endpoint = normalize_address(endpoint)
+        self.task_id = task_id
+        self.run_id = run_id
+        self.submission_dir = Path(submission_dir) if submission_dir is not None else None
+        self.timeout_s = timeout_s
+        self._metadata = (("authorization", f"Bearer {token}"),)
+        self._channel = grpc.insecure_channel(
+            self.endpoint,
+            options=[
+                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+                ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            ],
+        )
+        self._stub = pb_grpc.AleEnvStub(self._channel)
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> AleClient:
+        """Build from the variables the harness sets (``ALE_ENDPOINT``, ``ALE_TOKEN``...)."""
+        e = os.environ if env is None else env
+        missing = [v for v in ("ALE_ENDPOINT", "ALE_TOKEN") if not e.get(v)]
+        if missing:
+            raise InvalidArgumentError(
+                f"{' and '.join(missing)} not set: run the agent through "
+                "'ale-robotics run TASK --agent CMD', or export them by hand"
+            )
+        return cls(
+            e["ALE_ENDPOINT"],
+            e["ALE_TOKEN"],
+            task_id=e.get("ALE_TASK_ID", ""),
+            run_id=e.get("ALE_RUN_ID", ""),
+            submission_dir=e.get("ALE_SUBMISSION_DIR") or None,
+        )
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> AleClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: Callable[..., T], request: Any, retries: int = 0) -> T:
+        for attempt in range(retries + 1):
+            try:
+                return method(request, metadata=self._metadata, timeout=self.timeout_s)
+            except grpc.RpcError as err:
+                exc = from_rpc_error(err)
+                if isinstance(exc, UnavailableError) and attempt < retries:
+                    time.sleep(0.2 * 2**attempt)
+                    continue
+                raise exc from None
+        raise AssertionError("unreachable")
+
+    def get_spec(self) -> TaskView:
+        r = self._call(self._stub.GetSpec, pb.GetSpecRequest(task_id=self.task_id), retries=3)
+        task = TaskSpec.model_validate_json(r.task_config_json)
+        contract = (
+            SubmissionContract.model_validate_json(r.submission_contract_json)
+            if r.submission_contract_json
+            else None
+        )
+        return TaskView(
+            task=task,
+            contract=contract,
+            budget_s=r.limits.wall_clock_budget_s,
+            max_submissions=r.limits.max_submissions_per_run,
+            max_message_bytes=r.limits.max_message_bytes,
+            protocol_version=r.protocol_version,
+            raw=r,
+        )
+
+    def _relative(self, path: Path | str) -> str:
+        p = Path(path)
+        if self.submission_dir is None:
+            if p.is_absolute():
+                raise InvalidArgumentError(
+                    "ALE_SUBMISSION_DIR is not set, so the path must be relative to the volume"
+                )
+            return p.as_posix()
+        root = self.submission_dir.resolve()
+        full = (root / p).resolve() if not p.is_absolute() else p.resolve()
+        try:
+            rel = full.relative_to(root)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"{path} is outside the submission directory {root}; write the files there"
+            ) from None
+        return "" if rel == Path(".") else rel.as_posix()
+
+    def submit(self, path: Path | str = ".", client_token: str | None = None) -> str:
+        """Ask the evaluator to snapshot and evaluate the submission at ``path``.
+
+        Retried on UNAVAILABLE with the same ``client_token``, so a retry can
+        never create a second job.
+        """
+        request = pb.SubmitBatchEvalRequest(
+            task_id=self.task_id,
+            run_id=self.run_id,
+            submission_path=self._relative(path),
+            client_token=client_token or uuid.uuid4().hex,
+        )
+        r = self._call(self._stub.SubmitBatchEval, request, retries=3)
+        return r.job_id
+
+    def status(self, job_id: str = "") -> JobStatus:
+        """A job's status; with no ``job_id``, the newest job of this run."""
+        request = pb.GetBatchEvalStatusRequest(job_id=job_id, run_id=self.run_id)
+        return JobStatus.from_proto(self._call(self._stub.GetBatchEvalStatus, request, retries=3))
+
+    def wait(
+        self,
+        job_id: str,
+        *,
+        timeout_s: float | None = None,
+        poll_s: float = 0.5,
+        on_progress: Callable[[JobStatus], None] | None = None,
+    ) -> JobStatus:
+        """Poll until the job is terminal (or ``timeout_s`` passes: TimeoutError)."""
+        start = time.monotonic()
+        while True:
+            st = self.status(job_id)
+            if on_progress is not None:
+                on_progress(st)
+            if st.terminal:
+                return st
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                raise TimeoutError(f"job {job_id} still {st.state} after {timeout_s:.0f}s")
+            time.sleep(poll_s)
+
+    @property
+    def stub(self) -> pb_grpc.AleEnvStub:
+        return self._stub
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata

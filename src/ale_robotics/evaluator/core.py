@@ -1,0 +1,437 @@
+"""The evaluator's logic, independent of gRPC: submit, run, report.
+
+:class:`Evaluator` owns the state dir (secret, keys), the job store and the
+rollout pool; the gRPC servicer is a thin translation layer over it. A single
+runner thread takes queued jobs one at a time: validation, then the native
+pipeline on hidden seeds, then the stored ``EvalResult`` and signed events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ale_robotics import __version__
+from ale_robotics.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+)
+from ale_robotics.evaluator.pipeline import RolloutPool, WorkerCrashed, summarize
+from ale_robotics.evaluator.result import (
+    EpisodeRecord,
+    EvalResult,
+    Timings,
+    host_info,
+    package_versions,
+)
+from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected, snapshot_submission
+from ale_robotics.evaluator.state import StateDir
+from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState, JobStore
+from ale_robotics.evaluator.validation import load_weights
+from ale_robotics.seeds import derive_seeds, secret_commitment
+from ale_robotics.tasks.registry import Registry
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
+from ale_robotics.trajectory import EvaluatorSigner
+
+__all__ = ["Evaluator", "EvaluatorConfig"]
+
+log = logging.getLogger(__name__)
+
+_RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
+_SIM_PACKAGES = ["mujoco", "gymnasium", "numpy"]
+
+
+class EvaluatorConfig:
+    """Operator settings of one evaluator process."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        submission_volume: Path | None,
+        *,
+        task_id: str | None = None,
+        run_id: str | None = None,
+        workers: int | None = None,
+        job_deadline_s: float = 900.0,
+        max_attempts: int = 3,
+        max_submissions_per_run: int | None = None,
+    ) -> None:
+        self.state_dir = state_dir
+        self.submission_volume = submission_volume
+        self.task_id = task_id
+        self.run_id = run_id
+        self.workers = workers
+        self.job_deadline_s = job_deadline_s
+        self.max_attempts = max_attempts
+        self.max_submissions_per_run = max_submissions_per_run
+
+
+class Evaluator:
+    def __init__(self, config: EvaluatorConfig, registry: Registry) -> None:
+        self.config = config
+        self.registry = registry
+        self.state = StateDir(config.state_dir)
+        self._secret = self.state.secret()
+        self.secret_sha256 = secret_commitment(self._secret)
+        self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
+        self.store = JobStore(self.state.db_path)
+        self.pool = RolloutPool(config.workers)
+        self._stop = threading.Event()
+        self._event_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        if config.task_id is not None:
+            registry.get(config.task_id)  # fail fast on an unknown task
+        requeued = self.store.recover()
+        if requeued:
+            log.warning("requeued %d job(s) left running by a previous process", len(requeued))
+
+    # ------------------------------------------------------------ lifecycle --
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.pool.shutdown()
+        self.store.close()
+
+    # -------------------------------------------------------------- queries --
+
+    def task(self, task_id: str) -> TaskSpec:
+        if not task_id:
+            if self.config.task_id is None:
+                raise InvalidArgumentError("task_id is required: this evaluator serves every task")
+            task_id = self.config.task_id
+        elif self.config.task_id is not None and task_id != self.config.task_id:
+            raise NotFoundError(
+                f"this evaluator serves task {self.config.task_id!r}, not {task_id!r}"
+            )
+        return self.registry.get(task_id)
+
+    def _check_run(self, run_id: str) -> str:
+        if not run_id:
+            if self.config.run_id is None:
+                raise InvalidArgumentError("run_id is required (the harness sets ALE_RUN_ID)")
+            return self.config.run_id
+        if not _RUN_ID_RE.match(run_id):
+            raise InvalidArgumentError(
+                "run_id must be 1-64 characters of letters, digits, '.', '_' or '-'"
+            )
+        if self.config.run_id is not None and run_id != self.config.run_id:
+            raise PermissionDeniedError(f"this evaluator only accepts run {self.config.run_id!r}")
+        return run_id
+
+    def job(self, job_id: str, run_id: str) -> JobRecord:
+        if job_id:
+            job = self.store.get(job_id)
+            if job is None:
+                raise NotFoundError(f"no job {job_id!r}")
+            return job
+        run = self._check_run(run_id)
+        job = self.store.latest_for_run(run)
+        if job is None:
+            raise NotFoundError(f"run {run!r} has no batch job yet")
+        return job
+
+    def result(self, job_id: str, run_id: str) -> EvalResult:
+        job = self.job(job_id, run_id)
+        if not job.terminal:
+            raise FailedPreconditionError(
+                f"job {job.job_id} is {job.state.value}; the result exists once it is terminal"
+            )
+        if job.result_json is not None:
+            result = EvalResult.model_validate_json(job.result_json)
+        else:
+            result = self._empty_result(job)
+        events = [json.loads(e) for e in self.store.events(job.run_id)]
+        return result.model_copy(update={"events": events})
+
+    def _empty_result(self, job: JobRecord) -> EvalResult:
+        return EvalResult(
+            job_id=job.job_id,
+            run_id=job.run_id,
+            task_id=job.task_id,
+            task_config_sha256=self.registry.entry(job.task_id).sha256,
+            state=job.state.value,
+            failure_source=job.failure_source.value,
+            failure_reason=job.failure_reason,
+            submission_files=job.files,
+            secret_sha256=self.secret_sha256,
+            evaluator_version=__version__,
+            simulator_versions=package_versions(_SIM_PACKAGES),
+            attempts=job.attempts,
+        )
+
+    # --------------------------------------------------------------- events --
+
+    def _event(self, run_id: str, kind: str, payload: dict[str, Any]) -> None:
+        def build(eval_seq: int) -> str:
+            if eval_seq == 0 and kind != "evaluator_key":
+                raise _NeedKeyEvent
+            signed = self.signer.sign_event(run_id, kind, payload, eval_seq)
+            return signed.model_dump_json()
+
+        with self._event_lock:
+            self._append_event(run_id, kind, build)
+
+    def _append_event(self, run_id: str, kind: str, build: Any) -> None:
+        try:
+            self.store.append_event(run_id, build)
+        except _NeedKeyEvent:
+            self.store.append_event(
+                run_id,
+                lambda seq: self.signer.sign_event(
+                    run_id,
+                    "evaluator_key",
+                    {
+                        "public_key": self.signer.public_key_hex,
+                        "key_id": self.signer.key_id,
+                        "evaluator_version": __version__,
+                        "secret_sha256": self.secret_sha256,
+                    },
+                    seq,
+                ).model_dump_json(),
+            )
+            self.store.append_event(run_id, build)
+
+    # --------------------------------------------------------------- submit --
+
+    def submit(
+        self, task_id: str, run_id: str, rel_path: str, client_token: str
+    ) -> tuple[JobRecord, bool]:
+        task = self.task(task_id)
+        if task.mode is not TaskMode.BATCH or task.contract is None:
+            raise FailedPreconditionError(f"task {task.id} is not a batch task")
+        run = self._check_run(run_id)
+        if not _TOKEN_RE.match(client_token):
+            raise InvalidArgumentError(
+                "client_token must be 1-128 printable ASCII characters (an idempotency key)"
+            )
+        existing = self.store.by_token(run, client_token)
+        if existing is not None:
+            return existing, True
+        limit = self._submission_limit(task.id)
+        if self.store.count_for_run(run) >= limit:
+            raise ResourceExhaustedError(
+                f"run {run} has used its {limit} submissions (limit: max_submissions)"
+            )
+        volume = self.config.submission_volume
+        if volume is None:
+            raise FailedPreconditionError("this evaluator has no submission volume configured")
+        staging = self.state.snapshots / f"staging-{hashlib.sha256(client_token.encode()).hexdigest()[:16]}-{time.monotonic_ns()}"
+        try:
+            files = snapshot_submission(volume, rel_path, task.contract, staging)
+        except SubmissionRejected as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            job, dedup = self.store.create(
+                run_id=run,
+                task_id=task.id,
+                client_token=client_token,
+                episodes_total=task.eval.episodes,
+                files={},
+                state=JobState.REJECTED,
+                failure_reason=str(exc),
+            )
+            if not dedup:
+                self._event(run, "submission_received", {"job_id": job.job_id, "files": {}})
+                self._event(
+                    run,
+                    "validation",
+                    {"job_id": job.job_id, "passed": False, "file": exc.file, "rule": exc.rule,
+                     "reason": str(exc)},
+                )
+            return job, dedup
+        job, dedup = self.store.create(
+            run_id=run,
+            task_id=task.id,
+            client_token=client_token,
+            episodes_total=task.eval.episodes,
+            files={f.name: f.sha256 for f in files},
+        )
+        if dedup:
+            shutil.rmtree(staging, ignore_errors=True)
+            return job, True
+        staging.rename(self.state.snapshots / job.job_id)
+        self._event(
+            run,
+            "submission_received",
+            {"job_id": job.job_id, "task_id": task.id, "files": job.files},
+        )
+        self._wake.set()
+        return job, False
+
+    def _submission_limit(self, task_id: str) -> int:
+        if self.config.max_submissions_per_run is not None:
+            return self.config.max_submissions_per_run
+        entry = self.registry.manifest_entry(task_id)
+        return entry.compute_budget.max_submissions if entry is not None else 3
+
+    # ---------------------------------------------------------------- runner --
+
+    def _run_loop(self) -> None:
+        while not self._stop.is_set():
+            job = self.store.claim_next()
+            if job is None:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            self._run_job(job)
+
+    def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
+        assert task.contract is not None
+        folder = self.state.snapshots / job.job_id
+        out = []
+        for cf in task.contract.files:
+            for name, fmt in cf.names.items():
+                if name in job.files:
+                    path = folder / name
+                    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+                    if sha != job.files[name]:
+                        raise OSError(f"snapshot {name} of {job.job_id} changed on disk")
+                    out.append(SnapshotFile(cf.role, name, fmt, path, sha))
+        return out
+
+    def _run_job(self, job: JobRecord) -> None:
+        task = self.registry.get(job.task_id)
+        assert task.contract is not None
+        try:
+            files = self._snapshot_files(job, task)
+            weights = load_weights(files, task.contract)
+        except SubmissionRejected as exc:
+            self.store.finish(
+                job.job_id,
+                JobState.REJECTED,
+                failure_source=FailureSource.SUBMISSION,
+                failure_reason=str(exc),
+            )
+            self._event(
+                job.run_id,
+                "validation",
+                {"job_id": job.job_id, "passed": False, "file": exc.file, "rule": exc.rule,
+                 "reason": str(exc)},
+            )
+            return
+        except OSError as exc:
+            self._infra_failure(job, f"cannot read the snapshot: {exc}")
+            return
+        self._event(job.run_id, "validation", {"job_id": job.job_id, "passed": True})
+        seeds = derive_seeds(task.eval.base_seeds, job.run_id, self._secret)
+        self._event(
+            job.run_id,
+            "evaluation_started",
+            {
+                "job_id": job.job_id,
+                "attempt": job.attempts,
+                "episodes": len(seeds),
+                "secret_sha256": self.secret_sha256,
+                "seed_commitments": [s.commitment for s in seeds],
+                "workers": self.pool.workers,
+            },
+        )
+        t0 = time.monotonic()
+        try:
+            outcomes = self.pool.run(
+                task,
+                weights,
+                [s.value for s in seeds],
+                on_progress=lambda n: self.store.progress(job.job_id, n),
+                deadline=t0 + self.config.job_deadline_s,
+            )
+        except TimeoutError:
+            reason = f"evaluation exceeded the job deadline of {self.config.job_deadline_s:.0f}s"
+            self.store.finish(
+                job.job_id, JobState.TIMED_OUT, failure_source=FailureSource.INFRASTRUCTURE,
+                failure_reason=reason,
+            )
+            self._event(job.run_id, "result", {"job_id": job.job_id, "state": "TIMED_OUT",
+                                              "reason": reason})
+            return
+        except WorkerCrashed as exc:
+            self._infra_failure(job, str(exc))
+            return
+        wall = time.monotonic() - t0
+        steps = sum(o.length for o in outcomes)
+        metrics = summarize(outcomes)
+        self._event(
+            job.run_id,
+            "progress_summary",
+            {"job_id": job.job_id, "episodes_done": len(outcomes),
+             "episodes_total": len(seeds), "env_steps": steps, "wall_s": round(wall, 3)},
+        )
+        result = EvalResult(
+            job_id=job.job_id,
+            run_id=job.run_id,
+            task_id=task.id,
+            task_config_sha256=self.registry.entry(task.id).sha256,
+            state=JobState.SUCCEEDED.value,
+            submission_files=job.files,
+            metrics=metrics,
+            episodes=[
+                EpisodeRecord(
+                    index=o.index,
+                    seed_commitment=seeds[o.index].commitment,
+                    episode_return=o.ret,
+                    length=o.length,
+                    terminated=o.terminated,
+                )
+                for o in outcomes
+            ],
+            secret_sha256=self.secret_sha256,
+            evaluator_version=__version__,
+            simulator_versions=package_versions(_SIM_PACKAGES),
+            host=host_info(),
+            timings=Timings(
+                wall_s=wall,
+                env_steps=steps,
+                env_steps_per_s=steps / wall if wall > 0 else 0.0,
+                workers=self.pool.workers,
+            ),
+            attempts=job.attempts,
+        )
+        self._event(
+            job.run_id,
+            "result",
+            {"job_id": job.job_id, "state": "SUCCEEDED", "metrics": metrics,
+             "episode_returns": [o.ret for o in outcomes]},
+        )
+        self.store.finish(
+            job.job_id,
+            JobState.SUCCEEDED,
+            result_json=result.model_dump_json(),
+            episodes_done=len(outcomes),
+        )
+
+    def _infra_failure(self, job: JobRecord, reason: str) -> None:
+        log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
+        if job.attempts < self.config.max_attempts:
+            self.store.requeue(job.job_id, f"retrying after an infrastructure failure: {reason}")
+            self._wake.set()
+            return
+        self.store.finish(
+            job.job_id,
+            JobState.FAILED,
+            failure_source=FailureSource.INFRASTRUCTURE,
+            failure_reason=f"infrastructure failure after {job.attempts} attempts: {reason}",
+        )
+        self._event(job.run_id, "result", {"job_id": job.job_id, "state": "FAILED",
+                                          "failure_source": "infrastructure"})
+
+
+class _NeedKeyEvent(Exception):
+    """Internal signal: the run has no events yet, so the key event must come first."""

@@ -1,0 +1,144 @@
+"""Run an evaluator: one :class:`Evaluator`, two gRPC listeners (agent and harness).
+
+Each listener is its own ``grpc.Server`` with its own token and a servicer fixed
+to its role, so no request can talk its way into the other role. Both serve the
+standard health and reflection services (unauthenticated, they reveal no data)
+so that ``grpcurl`` and load balancers work.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from ale_robotics.addresses import normalize_address
+from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
+from ale_robotics.evaluator.service import AuthInterceptor, Role, make_servicer
+from ale_robotics.tasks.registry import Registry, default_registry
+from ale_robotics.v1 import ale_env_pb2 as pb
+from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
+
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "RunningEvaluator", "serve"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AleEnv"].full_name
+
+
+@dataclass
+class RunningEvaluator:
+    evaluator: Evaluator
+    agent_address: str
+    harness_address: str
+    agent_token: str
+    harness_token: str
+    _servers: tuple[grpc.Server, grpc.Server]
+    _health: health.HealthServicer
+
+    def stop(self, grace: float = 2.0) -> None:
+        self._health.enter_graceful_shutdown()
+        for server in self._servers:
+            server.stop(grace).wait()
+        self.evaluator.stop()
+
+    def wait(self) -> None:
+        self._servers[0].wait_for_termination()
+
+
+def _listener(
+    evaluator: Evaluator,
+    role: Role,
+    address: str,
+    token: str,
+    health_servicer: health.HealthServicer,
+    max_message_bytes: int,
+) -> tuple[grpc.Server, str]:
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"ale-{role.value}"),
+        interceptors=[AuthInterceptor(token)],
+        options=[
+            ("grpc.max_receive_message_length", max_message_bytes),
+            ("grpc.max_send_message_length", max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    pb_grpc.add_AleEnvServicer_to_server(
+        make_servicer(evaluator, role, max_message_bytes), server
+    )
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection(
+        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+         reflection.SERVICE_NAME),
+        server,
+    )
+    addr = normalize_address(address)
+    if addr.startswith("unix://"):
+        path = Path(addr[len("unix://") :])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_socket():
+            path.unlink()  # stale socket of a previous process
+    port = server.add_insecure_port(addr)
+    if port == 0:
+        raise OSError(f"cannot listen on {addr}")
+    if not addr.startswith("unix://") and addr.rsplit(":", 1)[-1] == "0":
+        addr = f"{addr.rsplit(':', 1)[0]}:{port}"
+    server.start()
+    return server, addr
+
+
+def serve(
+    config: EvaluatorConfig,
+    *,
+    agent_listen: str | None = None,
+    harness_listen: str | None = None,
+    agent_token_file: Path | None = None,
+    harness_token_file: Path | None = None,
+    registry: Registry | None = None,
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> RunningEvaluator:
+    """Start both listeners and the job runner; returns once they accept calls."""
+    evaluator = Evaluator(config, registry or default_registry())
+    state = evaluator.state
+    agent_token = state.token("agent", agent_token_file)
+    harness_token = state.token("harness", harness_token_file)
+    health_servicer = health.HealthServicer()
+    agent_server, agent_addr = _listener(
+        evaluator,
+        Role.AGENT,
+        agent_listen or f"unix://{state.root / 'agent.sock'}",
+        agent_token,
+        health_servicer,
+        max_message_bytes,
+    )
+    try:
+        harness_server, harness_addr = _listener(
+            evaluator,
+            Role.HARNESS,
+            harness_listen or f"unix://{state.root / 'harness.sock'}",
+            harness_token,
+            health_servicer,
+            max_message_bytes,
+        )
+    except BaseException:
+        agent_server.stop(0)
+        raise
+    evaluator.start()
+    health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    health_servicer.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+    log.info("evaluator serving: agent %s, harness %s", agent_addr, harness_addr)
+    return RunningEvaluator(
+        evaluator=evaluator,
+        agent_address=agent_addr,
+        harness_address=harness_addr,
+        agent_token=agent_token,
+        harness_token=harness_token,
+        _servers=(agent_server, harness_server),
+        _health=health_servicer,
+    )

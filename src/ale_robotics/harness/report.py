@@ -1,0 +1,83 @@
+"""The run report: ``result.json`` (versioned schema) and a plot a person can look at."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ale_robotics.evaluator.result import EvalResult
+from ale_robotics.scoring import ScoreReport
+
+__all__ = ["RunReport", "plot_episodes", "write_report"]
+
+
+class RunReport(BaseModel):
+    """Everything a run concluded, as written to ``runs/<run_id>/result.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = 1
+    run_id: str = Field(description="Identifier the harness created for this run.")
+    task_id: str = Field(description="Task evaluated.")
+    agent_cmd: str = Field(description="Command line the agent was started with.")
+    agent_exit_code: int | None = Field(description="Agent exit status (None if killed).")
+    agent_budget_exceeded: bool = Field(description="True if the harness stopped the agent.")
+    budget_s: float = Field(description="Wall-clock budget the agent had.")
+    wall_s: float = Field(description="Seconds from run start to verdict.")
+    job_state: str = Field(description="Terminal state of the evaluated job, or NO_SUBMISSION.")
+    eval_result: EvalResult | None = Field(
+        description="The official EvalResult read over the harness channel (events are in "
+        "trajectory.jsonl)."
+    )
+    score: ScoreReport = Field(description="The full score report.")
+    trajectory_sha256: str = Field(
+        default="", description="SHA-256 of trajectory.jsonl when the report was written."
+    )
+    trajectory_events: int = Field(default=0, description="Events in trajectory.jsonl then.")
+
+
+def plot_episodes(result: EvalResult, target: float | None, path: Path) -> None:
+    """Per-episode returns against the paper target, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    returns = [e.episode_return for e in result.episodes]
+    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=110)
+    ax.bar(range(len(returns)), returns, color="#4c72b0", label="episode return")
+    if returns:
+        mean = sum(returns) / len(returns)
+        ax.axhline(mean, color="#dd8452", lw=2, label=f"mean {mean:.1f}")
+    if target is not None:
+        ax.axhline(target, color="#55a868", lw=2, ls="--", label=f"paper {target:g}")
+    ax.set_xlabel("evaluation episode (hidden seed)")
+    ax.set_ylabel("return")
+    ax.set_title(f"{result.task_id}: {result.run_id}")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
+    """Write ``result.json`` atomically (and ``episodes.png`` when there are episodes)."""
+    data = trajectory.read_bytes() if trajectory.exists() else b""
+    report = report.model_copy(
+        update={
+            "trajectory_sha256": hashlib.sha256(data).hexdigest(),
+            "trajectory_events": data.count(b"\n"),
+        }
+    )
+    if report.eval_result is not None and report.eval_result.episodes:
+        plot_episodes(report.eval_result, report.score.target_value, run_dir / "episodes.png")
+    out = run_dir / "result.json"
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, out)
+    return out

@@ -1,0 +1,292 @@
+"""``ale-robotics run``: one run of one agent on one task, start to verdict.
+
+The harness is trusted: it creates the run id and directories, starts (or
+connects to) the evaluator, launches the agent with only the agent channel's
+endpoint and token, enforces the wall-clock budget, then reads the official
+result on the harness channel, scores it and writes the report. The agent never
+gets the harness token, the evaluator state dir or the result.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ale_robotics.client.sdk import AleClient, JobStatus
+from ale_robotics.errors import AleError, FailedPreconditionError, NotFoundError
+from ale_robotics.evaluator.core import EvaluatorConfig
+from ale_robotics.evaluator.result import EvalResult
+from ale_robotics.evaluator.server import RunningEvaluator, serve
+from ale_robotics.harness.report import RunReport, write_report
+from ale_robotics.scoring import score
+from ale_robotics.tasks.registry import Registry, default_registry
+from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
+from ale_robotics.v1 import ale_env_pb2 as pb
+
+__all__ = ["RunOptions", "RunOutcome", "default_state_dir", "new_run_id", "run_task"]
+
+
+class HarnessError(AleError):
+    """The run could not be completed (infrastructure, not the agent's score)."""
+
+
+def new_run_id() -> str:
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"run-{stamp}-{secrets.token_hex(3)}"
+
+
+def default_state_dir() -> Path:
+    """Where an embedded evaluator keeps its secret and keys: outside any run directory."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "ale-robotics" / "evaluator"
+
+
+@dataclass
+class RunOptions:
+    task_id: str
+    agent_cmd: str
+    run_dir: Path | None = None
+    evaluator: str | None = None
+    evaluator_harness: str | None = None
+    harness_token_file: Path | None = None
+    agent_token_file: Path | None = None
+    submission_volume: Path | None = None
+    state_dir: Path | None = None
+    budget_s: float | None = None
+    workers: int | None = None
+    job_timeout_s: float = 900.0
+    run_id: str | None = None
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    run_dir: Path
+    report: RunReport
+    score_line: str
+
+
+Progress = Callable[[str, JobStatus | None, float, float], None]
+"""(phase, job status, elapsed, budget) -> None; the CLI draws it with rich."""
+
+
+def _agent_env(
+    endpoint: str, token: str, task_id: str, run_id: str, submission: Path
+) -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(
+        ALE_ENDPOINT=endpoint,
+        ALE_TOKEN=token,
+        ALE_TASK_ID=task_id,
+        ALE_RUN_ID=run_id,
+        ALE_SUBMISSION_DIR=str(submission),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=5)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def run_task(
+    opts: RunOptions,
+    *,
+    registry: Registry | None = None,
+    on_progress: Progress | None = None,
+) -> RunOutcome:
+    reg = registry or default_registry()
+    entry = reg.entry(opts.task_id)
+    task = entry.spec
+    manifest_entry = reg.manifest_entry(task.id)
+    target = reg.target(task.id)
+    budget = opts.budget_s or (
+        manifest_entry.compute_budget.wall_clock_s if manifest_entry else 3600.0
+    )
+    run_id = opts.run_id or new_run_id()
+    run_dir = (opts.run_dir or Path("runs") / run_id).resolve()
+    run_dir.mkdir(parents=True, exist_ok=False)
+    submission = (opts.submission_volume or run_dir / "submission").resolve()
+    submission.mkdir(parents=True, exist_ok=True)
+    traj = TrajectoryWriter(run_dir / "trajectory.jsonl", run_id)
+    traj.append(
+        "harness",
+        "run_started",
+        {
+            "task_id": task.id,
+            "task_config_sha256": entry.sha256,
+            "agent_cmd": opts.agent_cmd,
+            "budget_s": budget,
+            "target": target.model_dump(mode="json") if target else None,
+        },
+    )
+    started = time.monotonic()
+    sock_dir: tempfile.TemporaryDirectory[str] | None = None
+    running: RunningEvaluator | None = None
+    try:
+        if opts.evaluator is None:
+            sock_dir = tempfile.TemporaryDirectory(prefix="ale-")
+            running = serve(
+                EvaluatorConfig(
+                    opts.state_dir or default_state_dir(),
+                    submission,
+                    task_id=task.id,
+                    run_id=run_id,
+                    workers=opts.workers,
+                    job_deadline_s=opts.job_timeout_s,
+                ),
+                agent_listen=f"unix://{sock_dir.name}/agent.sock",
+                harness_listen=f"unix://{sock_dir.name}/harness.sock",
+                registry=reg,
+            )
+            agent_endpoint, agent_token = running.agent_address, running.agent_token
+            harness = AleClient(running.harness_address, running.harness_token, run_id=run_id)
+        else:
+            if opts.harness_token_file is None or opts.agent_token_file is None:
+                raise HarnessError(
+                    "--evaluator needs --harness-token-file and --agent-token-file "
+                    "(the evaluator writes harness.token and agent.token in its state dir)"
+                )
+            agent_endpoint = opts.evaluator
+            agent_token = opts.agent_token_file.read_text().strip()
+            harness_addr = opts.evaluator_harness or opts.evaluator
+            harness = AleClient(
+                harness_addr, opts.harness_token_file.read_text().strip(), run_id=run_id
+            )
+        with harness:
+            return _drive(
+                opts, task.id, run_id, run_dir, submission, budget, started, traj, harness,
+                agent_endpoint, agent_token, reg, on_progress,
+            )
+    finally:
+        if running is not None:
+            running.stop()
+        if sock_dir is not None:
+            sock_dir.cleanup()
+
+
+def _drive(
+    opts: RunOptions,
+    task_id: str,
+    run_id: str,
+    run_dir: Path,
+    submission: Path,
+    budget: float,
+    started: float,
+    traj: TrajectoryWriter,
+    harness: AleClient,
+    agent_endpoint: str,
+    agent_token: str,
+    reg: Registry,
+    on_progress: Progress | None,
+) -> RunOutcome:
+    task = reg.get(task_id)
+    env = _agent_env(agent_endpoint, agent_token, task_id, run_id, submission)
+    log_path = run_dir / "agent.log"
+    traj.append("harness", "agent_launched", {"cmd": opts.agent_cmd, "log": log_path.name})
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            shlex.split(opts.agent_cmd),
+            cwd=os.getcwd(),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timed_out = False
+        while proc.poll() is None:
+            elapsed = time.monotonic() - started
+            if elapsed > budget:
+                timed_out = True
+                _kill_group(proc)
+                break
+            if on_progress is not None:
+                on_progress("agent", _latest(harness), elapsed, budget)
+            time.sleep(0.2)
+    exit_code = proc.returncode
+    traj.append(
+        "harness",
+        "agent_exited",
+        {"exit_code": exit_code, "budget_exceeded": timed_out,
+         "elapsed_s": round(time.monotonic() - started, 3)},
+    )
+    job = _latest(harness)
+    result: EvalResult | None = None
+    if job is not None:
+        while not job.terminal:
+            if on_progress is not None:
+                on_progress("evaluating", job, time.monotonic() - started, budget)
+            time.sleep(0.25)
+            job = harness.status(job.job_id)
+        if on_progress is not None:
+            on_progress("done", job, time.monotonic() - started, budget)
+        r = harness._call(harness.stub.GetEvalResult, pb.GetEvalResultRequest(job_id=job.job_id))
+        result = EvalResult.model_validate_json(r.eval_result_json)
+        for event in result.events:
+            traj.append_signed(SignedEvaluatorEvent.model_validate(event))
+        if result.failure_source == "infrastructure":
+            traj.append("harness", "run_failed", {"reason": result.failure_reason})
+            raise HarnessError(
+                f"the evaluator failed for infrastructure reasons ({result.state}): "
+                f"{result.failure_reason}; this is not the agent's score, re-run it"
+            )
+    target = reg.target(task_id)
+    if result is not None and result.state == "SUCCEEDED":
+        report = score(task, result.metrics, target)
+    else:
+        report = score(task, {}, target, reason=_no_metric_reason(result, exit_code, timed_out))
+    run_report = RunReport(
+        run_id=run_id,
+        task_id=task_id,
+        agent_cmd=opts.agent_cmd,
+        agent_exit_code=exit_code,
+        agent_budget_exceeded=timed_out,
+        budget_s=budget,
+        wall_s=time.monotonic() - started,
+        job_state=result.state if result else "NO_SUBMISSION",
+        eval_result=result.model_copy(update={"events": []}) if result else None,
+        score=report,
+    )
+    traj.append(
+        "harness",
+        "score",
+        {"status": report.status, "final_score": report.final_score, "line": report.score_line()},
+    )
+    write_report(run_dir, run_report, traj.path)
+    return RunOutcome(run_id=run_id, run_dir=run_dir, report=run_report, score_line=report.score_line())
+
+
+def _latest(harness: AleClient) -> JobStatus | None:
+    try:
+        return harness.status()
+    except NotFoundError:
+        return None
+    except FailedPreconditionError:
+        return None
+
+
+def _no_metric_reason(result: EvalResult | None, exit_code: int | None, timed_out: bool) -> str:
+    if result is None:
+        how = "ran past its budget" if timed_out else f"exited with code {exit_code}"
+        return f"no submission: the agent {how} without calling SubmitBatchEval"
+    return f"submission {result.state.lower()}: {result.failure_reason}"
+

@@ -1,0 +1,58 @@
+"""Shared fixtures: real evaluators on real Unix sockets, random policies, the bundled registry."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.tasks import Registry, TaskSpec, default_registry
+
+TASK_ID = "td3-inverted-pendulum-v1"
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session")
+def registry() -> Registry:
+    return default_registry()
+
+
+@pytest.fixture(scope="session")
+def task(registry: Registry) -> TaskSpec:
+    return registry.get(TASK_ID)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A short path: Unix socket paths are limited to ~107 bytes."""
+    with tempfile.TemporaryDirectory(prefix="ale-t-") as d:
+        yield Path(d)
+
+
+@pytest.fixture
+def evaluator(short_tmp: Path, registry: Registry) -> Iterator[RunningEvaluator]:
+    """A real evaluator on two Unix sockets, bound to one run, with 1 worker process."""
+    volume = short_tmp / "submission"
+    volume.mkdir()
+    running = serve(
+        EvaluatorConfig(
+            short_tmp / "state",
+            volume,
+            task_id=TASK_ID,
+            run_id="run-test-1",
+            workers=1,
+            max_submissions_per_run=50,
+        ),
+        agent_listen=f"unix://{short_tmp}/a.sock",
+        harness_listen=f"unix://{short_tmp}/h.sock",
+        registry=registry,
+    )
+    try:
+        yield running
+    finally:
+        running.stop(grace=0.5)
