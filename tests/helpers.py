@@ -14,6 +14,5 @@ def random_weights(task: TaskSpec, seed: int = 0, scale: float = 0.1) -> dict[st
     assert task.contract is not None
     rng = np.random.default_rng(seed)
     return {
-        r.key: (rng.standard_normal(r.shape) * scale).astype(r.dtype)
-        for r in task.contract.tensors
+        r.key: (rng.standard_normal(r.shape) * scale).astype(r.dtype) for r in task.contract.tensors
     }

@@ -8,7 +8,9 @@ from ale_robotics.tensors import from_tensor, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "uint8", "bool", "float16"])
+@pytest.mark.parametrize(
+    "dtype", ["float32", "float64", "int32", "int64", "uint8", "bool", "float16"]
+)
 def test_round_trip(dtype: str) -> None:
     a = (np.arange(24).reshape(2, 3, 4) % 2).astype(dtype)
     b = from_tensor(to_tensor(a))

@@ -8,6 +8,7 @@ dtype enum, the shape and the byte length before touching the bytes, and raises
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -20,7 +21,7 @@ __all__ = ["MAX_TENSOR_ELEMENTS", "from_tensor", "numpy_dtype", "proto_dtype", "
 MAX_TENSOR_ELEMENTS = 1 << 28
 """Refuse shapes past this many elements before allocating anything."""
 
-_TO_NP: dict[int, np.dtype[np.generic]] = {
+_TO_NP: dict[pb.DType, np.dtype[np.generic]] = {
     pb.DTYPE_FLOAT32: np.dtype("<f4"),
     pb.DTYPE_FLOAT64: np.dtype("<f8"),
     pb.DTYPE_INT32: np.dtype("<i4"),
@@ -29,10 +30,10 @@ _TO_NP: dict[int, np.dtype[np.generic]] = {
     pb.DTYPE_BOOL: np.dtype("?"),
     pb.DTYPE_FLOAT16: np.dtype("<f2"),
 }
-_FROM_NP: dict[str, int] = {dt.name: code for code, dt in _TO_NP.items()}
+_FROM_NP: dict[str, pb.DType] = {dt.name: code for code, dt in _TO_NP.items()}
 
 
-def proto_dtype(dtype: npt.DTypeLike) -> int:
+def proto_dtype(dtype: npt.DTypeLike) -> pb.DType:
     name = np.dtype(dtype).name
     try:
         return _FROM_NP[name]
@@ -41,19 +42,17 @@ def proto_dtype(dtype: npt.DTypeLike) -> int:
 
 
 def numpy_dtype(code: int) -> np.dtype[np.generic]:
-    try:
-        return _TO_NP[code]
-    except KeyError:
-        raise InvalidArgumentError(
-            f"unknown tensor dtype enum {code}; use one of {sorted(_TO_NP)}"
-        ) from None
+    dtype = _TO_NP.get(cast("pb.DType", code))
+    if dtype is None:
+        raise InvalidArgumentError(f"unknown tensor dtype enum {code}; use one of {sorted(_TO_NP)}")
+    return dtype
 
 
 def to_tensor(array: npt.ArrayLike) -> pb.Tensor:
     arr = np.asarray(array)
     code = proto_dtype(arr.dtype)
     le = np.ascontiguousarray(arr, dtype=_TO_NP[code])
-    return pb.Tensor(dtype=code, shape=list(arr.shape), data=le.tobytes())  # type: ignore[arg-type]
+    return pb.Tensor(dtype=code, shape=list(arr.shape), data=le.tobytes())
 
 
 def from_tensor(t: pb.Tensor, what: str = "tensor") -> npt.NDArray[np.generic]:

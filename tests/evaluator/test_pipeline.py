@@ -5,10 +5,10 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import random_weights
 
 from ale_robotics.evaluator.pipeline import MLPPolicy, RolloutPool, rollout_episodes, summarize
 from ale_robotics.tasks import TaskSpec
-from helpers import random_weights
 
 
 def _naive(task: TaskSpec, weights, seed: int) -> tuple[float, int]:
@@ -37,8 +37,12 @@ def test_mlp_matches_torch(task: TaskSpec) -> None:
     w = random_weights(task, seed=3, scale=0.5)
     assert task.policy is not None
     net = torch.nn.Sequential(
-        torch.nn.Linear(4, 400), torch.nn.ReLU(), torch.nn.Linear(400, 300), torch.nn.ReLU(),
-        torch.nn.Linear(300, 1), torch.nn.Tanh(),
+        torch.nn.Linear(4, 400),
+        torch.nn.ReLU(),
+        torch.nn.Linear(400, 300),
+        torch.nn.ReLU(),
+        torch.nn.Linear(300, 1),
+        torch.nn.Tanh(),
     )
     sd = {
         f"{i}.{p}": torch.from_numpy(w[f"{n}.{p}"])

@@ -40,12 +40,18 @@ def test_copies_and_hashes(volume: Path, task: TaskSpec) -> None:
         (lambda v: (v / "policy.pt").write_bytes(b""), "non-empty"),
         (lambda v: (v / "policy.pt").write_bytes(b"x" * (4 * 1024 * 1024 + 1)), "size limit"),
         (
-            lambda v: ((v / "policy.pt").write_bytes(b"a"), (v / "policy.safetensors").write_bytes(b"b")),
+            lambda v: (
+                (v / "policy.pt").write_bytes(b"a"),
+                (v / "policy.safetensors").write_bytes(b"b"),
+            ),
             "one file per role",
         ),
         (lambda v: os.symlink("/etc/passwd", v / "policy.pt"), "no symlinks"),
         (
-            lambda v: ((v.parent / "outside").write_bytes(b"s"), os.link(v.parent / "outside", v / "policy.pt")),
+            lambda v: (
+                (v.parent / "outside").write_bytes(b"s"),
+                os.link(v.parent / "outside", v / "policy.pt"),
+            ),
             "no hard links",
         ),
         (lambda v: os.mkfifo(v / "policy.pt"), "regular file"),
@@ -62,9 +68,17 @@ def test_rejections_name_file_and_rule(volume: Path, task: TaskSpec, setup, rule
 
 @pytest.mark.parametrize(
     ("rel", "rule"),
-    [("../", "path"), ("/etc", "path"), ("sub/../../x", "path"), ("nope", "path"), ("a\x00b", "path")],
+    [
+        ("../", "path"),
+        ("/etc", "path"),
+        ("sub/../../x", "path"),
+        ("nope", "path"),
+        ("a\x00b", "path"),
+    ],
 )
-def test_paths_outside_the_volume_are_rejected(volume: Path, task: TaskSpec, rel: str, rule: str) -> None:
+def test_paths_outside_the_volume_are_rejected(
+    volume: Path, task: TaskSpec, rel: str, rule: str
+) -> None:
     with pytest.raises(SubmissionRejected) as info:
         _snap(volume, task, rel)
     assert info.value.rule == rule

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from helpers import random_weights
 from safetensors.numpy import save_file
 
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
 from ale_robotics.evaluator.validation import load_weights
 from ale_robotics.tasks import FileFormat, TaskSpec
-from helpers import random_weights
 
 
 def _load(task: TaskSpec, path: Path, fmt: FileFormat):
@@ -41,7 +41,11 @@ def test_safetensors_and_torch_load_to_the_same_arrays(tmp_path: Path, task: Tas
     [
         (lambda w: w.pop("l2.bias"), "required keys", "l2.bias"),
         (lambda w: w.update(extra=np.zeros(1, np.float32)), "no extra keys", "extra"),
-        (lambda w: w.update({"l1.weight": np.zeros((400, 5), np.float32)}), "tensor shape", "l1.weight"),
+        (
+            lambda w: w.update({"l1.weight": np.zeros((400, 5), np.float32)}),
+            "tensor shape",
+            "l1.weight",
+        ),
         (lambda w: w.update({"l3.bias": np.zeros(1, np.float64)}), "tensor dtype", "l3.bias"),
         (lambda w: w["l2.weight"].__setitem__((3, 3), np.nan), "finite values", "l2.weight"),
         (lambda w: w["l1.bias"].__setitem__(0, np.inf), "finite values", "l1.bias"),
@@ -84,7 +88,7 @@ def test_pickle_payload_never_runs(tmp_path: Path, task: TaskSpec) -> None:
 def test_plain_pickle_is_not_a_torch_file(tmp_path: Path, task: TaskSpec) -> None:
     path = tmp_path / "policy.pt"
     path.write_bytes(pickle.dumps({"a": 1}))
-    with pytest.raises(SubmissionRejected, match="not a torch.save zip"):
+    with pytest.raises(SubmissionRejected, match=r"not a torch\.save zip"):
         _load(task, path, FileFormat.TORCH_STATE_DICT)
 
 

@@ -7,6 +7,7 @@ its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -18,7 +19,14 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from ale_robotics import __version__
@@ -49,7 +57,7 @@ def _friendly(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except AleError as exc:
-            console.print(f"[red]error:[/red] {exc.message}", highlight=False)
+            console.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -107,8 +115,10 @@ def run(
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
     from ale_robotics.client.sdk import JobStatus
     from ale_robotics.harness.run import HarnessError, RunOptions, run_task
+    from ale_robotics.tasks import default_registry
 
     logging.basicConfig(level=logging.WARNING)
+    default_registry().get(task_id)  # an unknown id fails here, before any progress display
     opts = RunOptions(
         task_id=task_id,
         agent_cmd=agent,
@@ -126,7 +136,7 @@ def run(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
-        TextColumn("{task.completed:.0f}/{task.total:.0f}"),
+        MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
         transient=False,
@@ -157,12 +167,12 @@ def run(
         try:
             outcome = run_task(opts, on_progress=show)
         except HarnessError as exc:
-            console.print(f"[red]run failed:[/red] {exc.message}", highlight=False)
+            console.print(f"[red]run failed:[/red] {exc.message}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
     rep = outcome.report
     console.print(f"run dir: {outcome.run_dir}", highlight=False)
     console.print(rep.score.explanation, highlight=False)
-    out.print(outcome.score_line, highlight=False, markup=False)
+    typer.echo(outcome.score_line)  # one line, never wrapped
 
 
 # ------------------------------------------------------------- evaluator ---
@@ -194,9 +204,7 @@ def evaluator_serve(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     running = serve(
-        EvaluatorConfig(
-            state_dir, submission_dir, task_id=task, run_id=run_id, workers=workers
-        ),
+        EvaluatorConfig(state_dir, submission_dir, task_id=task, run_id=run_id, workers=workers),
         agent_listen=agent_listen,
         harness_listen=harness_listen,
         agent_token_file=agent_token_file,
@@ -211,10 +219,8 @@ def evaluator_serve(
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
-    except KeyboardInterrupt:
-        pass
     running.stop()
 
 
@@ -236,8 +242,7 @@ def submit(
     from ale_robotics.client import AleClient
 
     with AleClient.from_env() as client:
-        target = path if path.is_absolute() or client.submission_dir is None else path
-        job_id = client.submit(target, client_token=client_token)
+        job_id = client.submit(path, client_token=client_token)
         out.print(job_id)
         if wait:
             st = client.wait(job_id)

@@ -24,12 +24,12 @@ from typing import Any, TypeVar
 
 import grpc
 
+from ale_robotics.addresses import normalize_address
 from ale_robotics.errors import (
     InvalidArgumentError,
     UnavailableError,
     from_rpc_error,
 )
-from ale_robotics.addresses import normalize_address
 from ale_robotics.tasks.spec import SubmissionContract, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
@@ -211,7 +211,7 @@ class AleClient:
             client_token=client_token or uuid.uuid4().hex,
         )
         r = self._call(self._stub.SubmitBatchEval, request, retries=3)
-        return r.job_id
+        return str(r.job_id)
 
     def status(self, job_id: str = "") -> JobStatus:
         """A job's status; with no ``job_id``, the newest job of this run."""

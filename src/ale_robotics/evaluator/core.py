@@ -15,6 +15,7 @@ import re
 import shutil
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,7 @@ from ale_robotics.evaluator.validation import load_weights
 from ale_robotics.seeds import derive_seeds, secret_commitment
 from ale_robotics.tasks.registry import Registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
-from ale_robotics.trajectory import EvaluatorSigner
+from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, KEY_EVENT_KIND, EvaluatorSigner
 
 __all__ = ["Evaluator", "EvaluatorConfig"]
 
@@ -180,35 +181,39 @@ class Evaluator:
 
     # --------------------------------------------------------------- events --
 
-    def _event(self, run_id: str, kind: str, payload: dict[str, Any]) -> None:
-        def build(eval_seq: int) -> str:
-            if eval_seq == 0 and kind != "evaluator_key":
-                raise _NeedKeyEvent
-            signed = self.signer.sign_event(run_id, kind, payload, eval_seq)
-            return signed.model_dump_json()
+    def _event(self, run_id: str, task: TaskSpec, kind: str, payload: dict[str, Any]) -> None:
+        """Sign and store the run's next evaluator event.
 
+        A run's first two events are fixed: ``evaluator_key`` (the public key)
+        then ``seed_commitment`` (SHA-256 of the secret and one commitment per
+        hidden seed of the run), so every later event is checkable against them.
+        """
         with self._event_lock:
-            self._append_event(run_id, kind, build)
+            if not self.store.events(run_id):
+                seeds = derive_seeds(task.eval.base_seeds, run_id, self._secret)
+                preamble: list[tuple[str, dict[str, Any]]] = [
+                    (
+                        KEY_EVENT_KIND,
+                        {**self.signer.key_event_payload(), "evaluator_version": __version__},
+                    ),
+                    (
+                        COMMITMENT_EVENT_KIND,
+                        {
+                            "task_id": task.id,
+                            "secret_sha256": self.secret_sha256,
+                            "seed_commitments": [s.commitment for s in seeds],
+                        },
+                    ),
+                ]
+                for k, p in preamble:
+                    self._store_signed(run_id, k, p)
+            self._store_signed(run_id, kind, payload)
 
-    def _append_event(self, run_id: str, kind: str, build: Any) -> None:
-        try:
-            self.store.append_event(run_id, build)
-        except _NeedKeyEvent:
-            self.store.append_event(
-                run_id,
-                lambda seq: self.signer.sign_event(
-                    run_id,
-                    "evaluator_key",
-                    {
-                        "public_key": self.signer.public_key_hex,
-                        "key_id": self.signer.key_id,
-                        "evaluator_version": __version__,
-                        "secret_sha256": self.secret_sha256,
-                    },
-                    seq,
-                ).model_dump_json(),
-            )
-            self.store.append_event(run_id, build)
+    def _store_signed(self, run_id: str, kind: str, payload: dict[str, Any]) -> None:
+        self.store.append_event(
+            run_id,
+            lambda seq: self.signer.sign_event(run_id, kind, payload, seq).model_dump_json(),
+        )
 
     # --------------------------------------------------------------- submit --
 
@@ -234,7 +239,7 @@ class Evaluator:
         volume = self.config.submission_volume
         if volume is None:
             raise FailedPreconditionError("this evaluator has no submission volume configured")
-        staging = self.state.snapshots / f"staging-{hashlib.sha256(client_token.encode()).hexdigest()[:16]}-{time.monotonic_ns()}"
+        staging = self.state.snapshots / f"staging-{uuid.uuid4().hex}"
         try:
             files = snapshot_submission(volume, rel_path, task.contract, staging)
         except SubmissionRejected as exc:
@@ -249,12 +254,18 @@ class Evaluator:
                 failure_reason=str(exc),
             )
             if not dedup:
-                self._event(run, "submission_received", {"job_id": job.job_id, "files": {}})
+                self._event(run, task, "submission_received", {"job_id": job.job_id, "files": {}})
                 self._event(
                     run,
+                    task,
                     "validation",
-                    {"job_id": job.job_id, "passed": False, "file": exc.file, "rule": exc.rule,
-                     "reason": str(exc)},
+                    {
+                        "job_id": job.job_id,
+                        "passed": False,
+                        "file": exc.file,
+                        "rule": exc.rule,
+                        "reason": str(exc),
+                    },
                 )
             return job, dedup
         job, dedup = self.store.create(
@@ -270,6 +281,7 @@ class Evaluator:
         staging.rename(self.state.snapshots / job.job_id)
         self._event(
             run,
+            task,
             "submission_received",
             {"job_id": job.job_id, "task_id": task.id, "files": job.files},
         )
@@ -322,25 +334,30 @@ class Evaluator:
             )
             self._event(
                 job.run_id,
+                task,
                 "validation",
-                {"job_id": job.job_id, "passed": False, "file": exc.file, "rule": exc.rule,
-                 "reason": str(exc)},
+                {
+                    "job_id": job.job_id,
+                    "passed": False,
+                    "file": exc.file,
+                    "rule": exc.rule,
+                    "reason": str(exc),
+                },
             )
             return
         except OSError as exc:
             self._infra_failure(job, f"cannot read the snapshot: {exc}")
             return
-        self._event(job.run_id, "validation", {"job_id": job.job_id, "passed": True})
+        self._event(job.run_id, task, "validation", {"job_id": job.job_id, "passed": True})
         seeds = derive_seeds(task.eval.base_seeds, job.run_id, self._secret)
         self._event(
             job.run_id,
+            task,
             "evaluation_started",
             {
                 "job_id": job.job_id,
                 "attempt": job.attempts,
                 "episodes": len(seeds),
-                "secret_sha256": self.secret_sha256,
-                "seed_commitments": [s.commitment for s in seeds],
                 "workers": self.pool.workers,
             },
         )
@@ -356,11 +373,17 @@ class Evaluator:
         except TimeoutError:
             reason = f"evaluation exceeded the job deadline of {self.config.job_deadline_s:.0f}s"
             self.store.finish(
-                job.job_id, JobState.TIMED_OUT, failure_source=FailureSource.INFRASTRUCTURE,
+                job.job_id,
+                JobState.TIMED_OUT,
+                failure_source=FailureSource.INFRASTRUCTURE,
                 failure_reason=reason,
             )
-            self._event(job.run_id, "result", {"job_id": job.job_id, "state": "TIMED_OUT",
-                                              "reason": reason})
+            self._event(
+                job.run_id,
+                task,
+                "result",
+                {"job_id": job.job_id, "state": "TIMED_OUT", "reason": reason},
+            )
             return
         except WorkerCrashed as exc:
             self._infra_failure(job, str(exc))
@@ -370,9 +393,15 @@ class Evaluator:
         metrics = summarize(outcomes)
         self._event(
             job.run_id,
+            task,
             "progress_summary",
-            {"job_id": job.job_id, "episodes_done": len(outcomes),
-             "episodes_total": len(seeds), "env_steps": steps, "wall_s": round(wall, 3)},
+            {
+                "job_id": job.job_id,
+                "episodes_done": len(outcomes),
+                "episodes_total": len(seeds),
+                "env_steps": steps,
+                "wall_s": round(wall, 3),
+            },
         )
         result = EvalResult(
             job_id=job.job_id,
@@ -406,9 +435,14 @@ class Evaluator:
         )
         self._event(
             job.run_id,
+            task,
             "result",
-            {"job_id": job.job_id, "state": "SUCCEEDED", "metrics": metrics,
-             "episode_returns": [o.ret for o in outcomes]},
+            {
+                "job_id": job.job_id,
+                "state": "SUCCEEDED",
+                "metrics": metrics,
+                "episode_returns": [o.ret for o in outcomes],
+            },
         )
         self.store.finish(
             job.job_id,
@@ -429,9 +463,9 @@ class Evaluator:
             failure_source=FailureSource.INFRASTRUCTURE,
             failure_reason=f"infrastructure failure after {job.attempts} attempts: {reason}",
         )
-        self._event(job.run_id, "result", {"job_id": job.job_id, "state": "FAILED",
-                                          "failure_source": "infrastructure"})
-
-
-class _NeedKeyEvent(Exception):
-    """Internal signal: the run has no events yet, so the key event must come first."""
+        self._event(
+            job.run_id,
+            self.registry.get(job.task_id),
+            "result",
+            {"job_id": job.job_id, "state": "FAILED", "failure_source": "infrastructure"},
+        )

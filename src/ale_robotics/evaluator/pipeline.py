@@ -20,7 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
@@ -255,18 +255,19 @@ class RolloutPool:
             self._discard()
             raise WorkerCrashed(f"worker pool broken: {exc}") from None
         done = 0
+        pending = set(futures)
         while True:
-            finished = all(f.done() for f in futures)
+            _, pending = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
             try:
                 while True:
-                    msg_tag, n = progress.get(timeout=0.0 if finished else 0.2)
+                    msg_tag, n = progress.get_nowait()
                     if msg_tag == tag:
                         done += n
                         if on_progress is not None:
                             on_progress(done)
             except queue.Empty:
                 pass
-            if finished:
+            if not pending:
                 break
             if deadline is not None and time.monotonic() > deadline:
                 for f in futures:

@@ -69,13 +69,14 @@ def _listener(
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_AleEnvServicer_to_server(
-        make_servicer(evaluator, role, max_message_bytes), server
-    )
+    pb_grpc.add_AleEnvServicer_to_server(make_servicer(evaluator, role, max_message_bytes), server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
-        (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-         reflection.SERVICE_NAME),
+        (
+            SERVICE_NAME,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
         server,
     )
     addr = normalize_address(address)

@@ -13,7 +13,7 @@ import hmac
 import logging
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import numpy as np
@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
 
+if TYPE_CHECKING:  # grpc-stubs make it generic; the runtime class is not subscriptable
+    _InterceptorBase = grpc.ServerInterceptor[Any, Any]
+else:
+    _InterceptorBase = grpc.ServerInterceptor
+
 _UNAUTHENTICATED_OK = ("/grpc.health.v1.Health/", "/grpc.reflection.")
 
 
@@ -42,7 +47,7 @@ class Role(StrEnum):
     HARNESS = "harness"
 
 
-class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+class AuthInterceptor(_InterceptorBase):
     """Refuses any AleEnv call without ``authorization: Bearer <token>`` of this listener."""
 
     def __init__(self, token: str) -> None:
@@ -59,9 +64,9 @@ class AuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
 
     def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler],
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         method = handler_call_details.method or ""
         if method.startswith(_UNAUTHENTICATED_OK):
             return continuation(handler_call_details)
@@ -128,7 +133,9 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         return self._spaces[task.id]
 
     @_rpc
-    def GetSpec(self, request: pb.GetSpecRequest, context: grpc.ServicerContext) -> pb.GetSpecResponse:
+    def GetSpec(
+        self, request: pb.GetSpecRequest, context: grpc.ServicerContext
+    ) -> pb.GetSpecResponse:
         task = self._ev.task(request.task_id)
         obs_spec, act_spec = self._spaces_for(task)
         entry = self._ev.registry.manifest_entry(task.id)
@@ -205,4 +212,3 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
 def make_servicer(evaluator: Evaluator, role: Role, max_message_bytes: int) -> _Servicer:
     return _Servicer(evaluator, role, max_message_bytes)
-

@@ -13,9 +13,9 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict

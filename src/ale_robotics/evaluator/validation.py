@@ -51,7 +51,9 @@ def _check_zip(path: Path, shown: str, max_bytes: int) -> None:
     for info in infos:
         if info.compress_type != zipfile.ZIP_STORED:
             raise SubmissionRejected(
-                shown, "no compression", f"member {info.filename!r} is compressed; torch.save "
+                shown,
+                "no compression",
+                f"member {info.filename!r} is compressed; torch.save "
                 "never compresses, so this file was not written by it",
             )
         total += info.file_size
@@ -118,7 +120,9 @@ def validate_tensors(
             )
         if arr.dtype.name != rule.dtype:
             raise SubmissionRejected(
-                shown, "tensor dtype", f"key {key!r} has dtype {arr.dtype.name}; expected {rule.dtype}"
+                shown,
+                "tensor dtype",
+                f"key {key!r} has dtype {arr.dtype.name}; expected {rule.dtype}",
             )
         if not np.isfinite(arr).all():
             raise SubmissionRejected(shown, "finite values", f"key {key!r} contains NaN or inf")

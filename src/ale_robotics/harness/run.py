@@ -9,6 +9,7 @@ gets the harness token, the evaluator state dir or the result.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import secrets
@@ -100,10 +101,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=5)
     except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         proc.wait()
 
 
@@ -173,8 +172,19 @@ def run_task(
             )
         with harness:
             return _drive(
-                opts, task.id, run_id, run_dir, submission, budget, started, traj, harness,
-                agent_endpoint, agent_token, reg, on_progress,
+                opts,
+                task.id,
+                run_id,
+                run_dir,
+                submission,
+                budget,
+                started,
+                traj,
+                harness,
+                agent_endpoint,
+                agent_token,
+                reg,
+                on_progress,
             )
     finally:
         if running is not None:
@@ -226,8 +236,11 @@ def _drive(
     traj.append(
         "harness",
         "agent_exited",
-        {"exit_code": exit_code, "budget_exceeded": timed_out,
-         "elapsed_s": round(time.monotonic() - started, 3)},
+        {
+            "exit_code": exit_code,
+            "budget_exceeded": timed_out,
+            "elapsed_s": round(time.monotonic() - started, 3),
+        },
     )
     job = _latest(harness)
     result: EvalResult | None = None
@@ -253,7 +266,7 @@ def _drive(
     if result is not None and result.state == "SUCCEEDED":
         report = score(task, result.metrics, target)
     else:
-        report = score(task, {}, target, reason=_no_metric_reason(result, exit_code, timed_out))
+        report = score(task, {}, target, no_result=_no_metric_reason(result, exit_code, timed_out))
     run_report = RunReport(
         run_id=run_id,
         task_id=task_id,
@@ -269,10 +282,12 @@ def _drive(
     traj.append(
         "harness",
         "score",
-        {"status": report.status, "final_score": report.final_score, "line": report.score_line()},
+        {"status": report.status, "score": report.score, "line": report.score_line()},
     )
     write_report(run_dir, run_report, traj.path)
-    return RunOutcome(run_id=run_id, run_dir=run_dir, report=run_report, score_line=report.score_line())
+    return RunOutcome(
+        run_id=run_id, run_dir=run_dir, report=run_report, score_line=report.score_line()
+    )
 
 
 def _latest(harness: AleClient) -> JobStatus | None:
@@ -289,4 +304,3 @@ def _no_metric_reason(result: EvalResult | None, exit_code: int | None, timed_ou
         how = "ran past its budget" if timed_out else f"exited with code {exit_code}"
         return f"no submission: the agent {how} without calling SubmitBatchEval"
     return f"submission {result.state.lower()}: {result.failure_reason}"
-

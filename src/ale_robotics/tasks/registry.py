@@ -79,7 +79,9 @@ class Registry:
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ConfigError(f"task config {origin} has no readable 'id': {exc}") from exc
         if task_id in self._raw:
-            raise ConfigError(f"task {task_id} is defined twice: {self._raw[task_id][1]} and {origin}")
+            raise ConfigError(
+                f"task {task_id} is defined twice: {self._raw[task_id][1]} and {origin}"
+            )
         self._raw[task_id] = (raw, origin)
 
     def ids(self) -> list[str]:

@@ -187,8 +187,8 @@ class PolicyArchitecture(_Strict):
         sizes = [obs_dim, *self.hidden_sizes, act_dim]
         rules: list[TensorRule] = []
         for name, fan_in, fan_out in zip(self.layer_names, sizes[:-1], sizes[1:], strict=True):
-            rules.append(TensorRule(key=f"{name}.weight", shape=[fan_out, fan_in], dtype=dtype))  # type: ignore[arg-type]
-            rules.append(TensorRule(key=f"{name}.bias", shape=[fan_out], dtype=dtype))  # type: ignore[arg-type]
+            rules.append(TensorRule(key=f"{name}.weight", shape=[fan_out, fan_in], dtype=dtype))
+            rules.append(TensorRule(key=f"{name}.bias", shape=[fan_out], dtype=dtype))
         return rules
 
 

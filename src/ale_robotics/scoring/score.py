@@ -1,0 +1,382 @@
+"""Turn evaluator-measured metrics into a score against the paper (ARCHITECTURE.md §5).
+
+The rules, in the order they apply:
+
+1. :func:`check_scorable` refuses a config or target for which a ratio is
+   meaningless (a :class:`~ale_robotics.errors.ConfigError`, raised, never scored).
+2. Ratio: ``measured / paper`` when higher is better, ``paper / max(measured,
+   eps)`` when lower is better; the base score is the ratio clamped to
+   ``[0, cap]``.
+3. Safety penalties multiply the base score by factors in [0, 1].
+4. Any of these makes the score 0, with the reason in the report (first
+   matching one gives the status): the faithfulness gate failed (reproduction
+   genre, or any task that configures a gate); a metric the score needs (the
+   primary, a safety or a condition metric) is missing, non-finite, or negative
+   though the task declares it cannot be; a condition is unmet.
+5. A task without a synced target is ``unscored``: its score is None and the
+   report says "unscored: target not synced"; no value is invented.
+
+Missing or non-finite measurements are a zero with a reason rather than an
+exception: the harness must always be able to write ``result.json``, and a
+zero that names its cause is as loud as a crash while still being a verdict.
+A NaN therefore can never produce a non-zero score. A negative value of a
+metric declared non-negative is treated the same way, because in a
+lower-is-better ratio it would otherwise floor to ``eps`` and earn the cap.
+
+Only :mod:`ale_robotics.scoring.config` and ``gate`` are imported at module
+level: ``ale_robotics.tasks.spec`` imports the scoring package, so the task
+modules are imported inside the functions, once the task package is complete.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ale_robotics.errors import ConfigError
+from ale_robotics.scoring.config import ArchitectureCheck, SafetyPenalty, check_name
+from ale_robotics.scoring.gate import GateEvidence, GateOutcome, run_gate
+
+if TYPE_CHECKING:
+    from ale_robotics.scoring.report import (
+        ConditionResult,
+        PenaltyResult,
+        ScoreReport,
+        ScoreStatus,
+    )
+    from ale_robotics.tasks.manifest import PaperTarget
+    from ale_robotics.tasks.spec import TaskSpec
+
+__all__ = ["UNSCORED_PHRASE", "check_scorable", "penalty_factor", "score"]
+
+UNSCORED_PHRASE = "unscored: target not synced"
+"""The exact phrase a report without a synced target carries (the harness and tests match it)."""
+
+
+def check_scorable(task: TaskSpec, target: PaperTarget | None) -> None:
+    """Raise :class:`ConfigError` naming the task and field if a score would be meaningless.
+
+    Pydantic validates each model alone; this checks what only the whole task
+    and its target together can show. It re-checks rules the task model already
+    enforces (a negative-capable primary metric) because ``model_copy(update=...)``
+    bypasses validation.
+    """
+    from ale_robotics.tasks.spec import Direction, MetricRole
+
+    def fail(field: str, why: str) -> ConfigError:
+        return ConfigError(f"task {task.id}: {field}: {why}")
+
+    cfg = task.scoring
+    for field, value in (("cap", cfg.cap), ("eps", cfg.eps)):
+        if not (math.isfinite(value) and value > 0):
+            raise fail(f"scoring.{field}", f"must be a positive finite number, got {value!r}")
+
+    primary = task.primary_metric
+    where = f"metrics.{primary.name}"
+    if primary.direction not in (Direction.HIGHER_IS_BETTER, Direction.LOWER_IS_BETTER):
+        raise fail(f"{where}.direction", f"unknown direction {primary.direction!r}")
+    if primary.can_be_negative:
+        raise fail(
+            f"{where}.can_be_negative",
+            "a primary metric that can be negative makes the ratio to the paper meaningless; "
+            "declare it as a cost with the opposite direction",
+        )
+
+    if target is not None:
+        if target.metric != primary.name:
+            raise fail(
+                "target.metric",
+                f"the target is for {target.metric!r}, the primary metric is {primary.name!r}",
+            )
+        if target.direction != primary.direction:
+            raise fail(
+                "target.direction",
+                f"the target says {target.direction}, metric {primary.name!r} is "
+                f"{primary.direction}",
+            )
+        if not (math.isfinite(target.value) and target.value > 0):
+            raise fail(
+                "target.value",
+                f"paper value {target.value!r} of {primary.name!r} must be positive and finite "
+                "for a ratio",
+            )
+
+    metrics = {m.name: m for m in task.metrics}
+    penalized: set[str] = set()
+    for i, p in enumerate(cfg.safety):
+        at = f"scoring.safety[{i}]"
+        spec = metrics.get(p.metric)
+        if spec is None:
+            raise fail(f"{at}.metric", f"unknown metric {p.metric!r} (known: {sorted(metrics)})")
+        if spec.role is not MetricRole.SAFETY:
+            raise fail(f"{at}.metric", f"metric {p.metric!r} has role {spec.role}, not safety")
+        if spec.direction is not Direction.LOWER_IS_BETTER or spec.can_be_negative:
+            raise fail(
+                f"{at}.metric",
+                f"safety metric {p.metric!r} must be lower_is_better and non-negative "
+                "(its target is zero)",
+            )
+        if p.metric in penalized:
+            raise fail(f"{at}.metric", f"metric {p.metric!r} has two safety penalties")
+        if not (math.isfinite(p.tolerance) and p.tolerance > 0):
+            raise fail(f"{at}.tolerance", f"must be positive and finite, got {p.tolerance!r}")
+        penalized.add(p.metric)
+
+    conditioned: set[str] = set()
+    for i, c in enumerate(cfg.conditions):
+        at = f"scoring.conditions[{i}]"
+        if c.metric not in metrics:
+            raise fail(f"{at}.metric", f"unknown metric {c.metric!r} (known: {sorted(metrics)})")
+        if not math.isfinite(c.threshold):
+            raise fail(f"{at}.threshold", f"must be finite, got {c.threshold!r}")
+        conditioned.add(c.metric)
+
+    for m in task.metrics:
+        if m.role is MetricRole.SAFETY and m.name not in penalized:
+            raise fail(f"metrics.{m.name}.role", "a safety metric needs a scoring.safety penalty")
+        if m.role is MetricRole.CONDITION and m.name not in conditioned:
+            raise fail(
+                f"metrics.{m.name}.role", "a condition metric needs a scoring.conditions entry"
+            )
+
+    if task.genre == "reproduction" and cfg.gate is None:
+        raise fail("scoring.gate", "a reproduction task needs a faithfulness gate")
+    if cfg.gate is not None:
+        has_contract_tensors = task.contract is not None and bool(task.contract.tensors)
+        for check in cfg.gate.checks:
+            if (
+                isinstance(check, ArchitectureCheck)
+                and check.tensors is None
+                and not has_contract_tensors
+            ):
+                raise fail(
+                    f"scoring.gate.checks.{check_name(check)}.tensors",
+                    "no tensors listed and the task contract has none to default to",
+                )
+
+
+def penalty_factor(penalty: SafetyPenalty, measured: float) -> float:
+    """The factor in [0, 1] a safety penalty applies for a valid (finite, >= 0) measurement."""
+    if penalty.kind == "step":
+        factor = 1.0 if measured <= penalty.tolerance else 0.0
+    else:
+        factor = 1.0 - measured / penalty.tolerance
+    return min(1.0, max(0.0, factor))
+
+
+def score(
+    task: TaskSpec,
+    measured: Mapping[str, float],
+    target: PaperTarget | None,
+    evidence: GateEvidence | None = None,
+    *,
+    no_result: str | None = None,
+) -> ScoreReport:
+    """Score ``measured`` (the evaluator's metrics) for ``task`` against ``target``.
+
+    ``no_result`` says why the evaluator measured nothing for this run (no
+    submission, a rejected one): the score is then 0 with that reason first,
+    status ``no_result``, so a missing result is never mistaken for a bad one.
+
+    Raises :class:`ConfigError` only for a config or target that
+    :func:`check_scorable` refuses; everything about the measurement and the
+    evidence ends up in the report instead.
+    """
+    from ale_robotics.scoring.report import ConditionResult, PenaltyResult, ScoreReport
+    from ale_robotics.tasks.spec import Direction
+
+    check_scorable(task, target)
+    cfg = task.scoring
+    primary = task.primary_metric
+    metrics = {m.name: m for m in task.metrics}
+    values = {name: _as_float(v) for name, v in measured.items()}
+    problems: list[str] = [] if no_result is None else [no_result]
+
+    def usable(name: str) -> float | None:
+        """The value when the score may use it; else None, with the problem recorded."""
+        v = values.get(name)
+        if v is None:
+            problems.append(f"{name} was not measured")
+            return None
+        if not math.isfinite(v):
+            problems.append(f"{name} is {v}")
+            return None
+        spec = metrics.get(name)
+        if v < 0 and (spec is None or not spec.can_be_negative):
+            problems.append(f"{name} is {v:g}, but the task declares it cannot be negative")
+            return None
+        return v
+
+    m = usable(primary.name)
+
+    penalties: list[PenaltyResult] = []
+    for p in cfg.safety:
+        v = usable(p.metric)
+        factor = 0.0 if v is None else penalty_factor(p, v)
+        penalties.append(
+            PenaltyResult(
+                metric=p.metric,
+                kind=p.kind,
+                measured=values.get(p.metric),
+                tolerance=p.tolerance,
+                factor=factor,
+            )
+        )
+
+    conditions: list[ConditionResult] = []
+    for c in cfg.conditions:
+        v = usable(c.metric)
+        met = v is not None and (
+            v >= c.threshold if c.direction == "at_least" else v <= c.threshold
+        )
+        conditions.append(
+            ConditionResult(
+                metric=c.metric,
+                direction=c.direction,
+                threshold=c.threshold,
+                measured=values.get(c.metric),
+                met=met,
+            )
+        )
+
+    gate: GateOutcome | None = None
+    if task.genre == "reproduction" or cfg.gate is not None:
+        contract = (
+            {t.key: t.shape for t in task.contract.tensors} if task.contract is not None else None
+        )
+        gate = run_gate(cfg.gate, evidence, contract_tensors=contract)
+
+    ratio: float | None = None
+    base: float | None = None
+    if target is not None and m is not None:
+        if primary.direction is Direction.HIGHER_IS_BETTER:
+            ratio = m / target.value
+        else:
+            ratio = target.value / max(m, cfg.eps)
+        base = min(cfg.cap, max(0.0, ratio))
+
+    problems = list(dict.fromkeys(problems))  # a metric used twice is reported once
+    status: ScoreStatus
+    final: float | None
+    if target is None:
+        status, final = "unscored", None
+    elif no_result is not None:
+        status, final = "no_result", 0.0
+    elif gate is not None and not gate.passed:
+        status, final = "gate_failed", 0.0
+    elif problems or base is None:
+        status, final = "invalid_measurement", 0.0
+    elif not all(c.met for c in conditions):
+        status, final = "condition_failed", 0.0
+    else:
+        status, final = "scored", base * math.prod(p.factor for p in penalties)
+
+    report = ScoreReport(
+        task_id=task.id,
+        status=status,
+        primary_metric=primary.name,
+        direction=primary.direction,
+        measured=values,
+        primary_measured=values.get(primary.name),
+        target_value=None if target is None else target.value,
+        target_source=None if target is None else target.source,
+        target_confidence=None if target is None else target.confidence,
+        ratio=ratio,
+        cap=cfg.cap,
+        eps=cfg.eps,
+        base_score=base,
+        penalties=penalties,
+        conditions=conditions,
+        gate=gate,
+        problems=problems,
+        score=final,
+        explanation="",
+    )
+    return report.model_copy(update={"explanation": _explain(report)})
+
+
+def _as_float(value: object) -> float:
+    """A measured value as a float; anything but a real number (a str, a bool) becomes NaN.
+
+    ``numbers.Real`` admits int, float and numpy scalars. A string is refused
+    rather than parsed: the evaluator produces numbers, so a string means a bug.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
+def _explain(r: ScoreReport) -> str:
+    """The report's one-paragraph explanation, built only from its own fields."""
+    from ale_robotics.scoring.report import fmt_number
+    from ale_robotics.tasks.spec import Direction
+
+    m = r.primary_metric
+    shown = "missing" if r.primary_measured is None else fmt_number(r.primary_measured)
+    parts: list[str] = []
+    if r.target_value is None or r.target_source is None:
+        parts.append(f"Measured {m} {shown}; {UNSCORED_PHRASE}, so no score is given.")
+    else:
+        src = f"{r.target_source.paper}, {r.target_source.location}"
+        if r.target_source.page:
+            src += f", page {r.target_source.page}"
+        if r.target_confidence == "approximate":
+            src += "; approximate"
+        head = f"Measured {m} {shown} vs paper {fmt_number(r.target_value)} ({src})"
+        if r.direction is Direction.LOWER_IS_BETTER:
+            head += ", lower is better"
+        if r.ratio is None:
+            parts.append(f"{head}: no ratio, the measurement is unusable.")
+        else:
+            how = "paper/measured" if r.direction is Direction.LOWER_IS_BETTER else "measured/paper"
+            ratio = f"ratio {r.ratio:.3f} ({how})"
+            if r.ratio > r.cap:
+                parts.append(f"{head}: {ratio}, clamped to cap {fmt_number(r.cap)}.")
+            elif r.ratio < 0:
+                parts.append(f"{head}: {ratio}, clamped to 0.")
+            else:
+                parts.append(f"{head}: {ratio}, within cap {fmt_number(r.cap)}.")
+
+    if not r.penalties:
+        parts.append("No safety penalties.")
+    else:
+        items = [
+            f"{p.metric} {'missing' if p.measured is None else fmt_number(p.measured)} "
+            f"(tolerance {fmt_number(p.tolerance)}, {p.kind}) x{p.factor:.3f}"
+            for p in r.penalties
+        ]
+        parts.append(f"Safety penalties: {'; '.join(items)}.")
+    for c in r.conditions:
+        op = ">=" if c.direction == "at_least" else "<="
+        got = "missing" if c.measured is None else fmt_number(c.measured)
+        verdict = "met" if c.met else "not met"
+        parts.append(f"Condition {c.metric} {op} {fmt_number(c.threshold)} {verdict} ({got}).")
+    if r.gate is not None:
+        if r.gate.passed:
+            parts.append(f"Faithfulness gate passed ({len(r.gate.checks)} checks).")
+        else:
+            failed = "; ".join(f"{c.name}: {c.reason}" for c in r.gate.checks if not c.passed)
+            parts.append(f"Faithfulness gate failed: {failed}.")
+    if r.status == "no_result" and r.problems:
+        parts.append(f"No result: {r.problems[0]}.")
+    elif r.problems:
+        parts.append(f"Unusable measurements: {'; '.join(r.problems)}.")
+
+    if r.score is None:
+        parts.append("No score.")
+    elif r.status == "scored":
+        parts.append(f"Score {r.score:.3f}.")
+    else:
+        cause = {
+            "gate_failed": "the faithfulness gate failed",
+            "invalid_measurement": "a measurement the score needs is unusable",
+            "no_result": "the evaluator has no result for this run",
+            "condition_failed": "a condition is not met",
+        }.get(r.status, r.status)
+        parts.append(f"Score {r.score:.3f} because {cause}.")
+    return " ".join(parts)
