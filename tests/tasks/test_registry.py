@@ -96,3 +96,11 @@ def test_negative_primary_metric_must_be_a_cost() -> None:
     reg = Registry({"bad.json": json.dumps(data).encode()})
     with pytest.raises(ConfigError, match="declare it as a cost"):
         reg.get("td3-inverted-pendulum-v1")
+
+
+def test_non_positive_paper_value_is_refused() -> None:
+    data = json.loads(load_manifest().model_dump_json())
+    data["tasks"]["td3-inverted-pendulum-v1"]["target"]["value"] = 0.0
+    reg = Registry({"x.json": _raw()}, ReleaseManifest.model_validate(data))
+    with pytest.raises(ConfigError, match="td3-inverted-pendulum-v1"):
+        reg.target("td3-inverted-pendulum-v1")

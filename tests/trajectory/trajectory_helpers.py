@@ -58,7 +58,23 @@ N_EVENTS = 12
 
 
 def append_many(path: str, worker: int, count: int, start: Any) -> None:
-    """A process body for the concurrency test (spawned children import it from here)."""
+    """A process body for the concurrency test (spawned children import it from here).
+
+    Building each event is slowed down, in this child process only, to widen the
+    window between reading the tail and writing the line: without the lock,
+    two processes would then reliably take the same seq.
+    """
+    import time
+
+    from ale_robotics.trajectory import writer as writer_module
+
+    real_build = writer_module.build_event
+
+    def slow_build(**kwargs: Any) -> Any:
+        time.sleep(0.002)
+        return real_build(**kwargs)
+
+    writer_module.build_event = slow_build  # type: ignore[assignment]
     start.wait()
     writer = TrajectoryWriter(path, RUN_ID)
     for i in range(count):

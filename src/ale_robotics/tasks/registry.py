@@ -143,8 +143,13 @@ class Registry:
         return m
 
     def target(self, task_id: str) -> PaperTarget | None:
+        """The paper target, refused when it would make the score's ratio meaningless."""
+        from ale_robotics.scoring import check_scorable  # scoring imports tasks.spec
+
         m = self.manifest_entry(task_id)
-        return None if m is None else m.target
+        target = None if m is None else m.target
+        check_scorable(self.get(task_id), target)
+        return target
 
 
 _DEFAULT: Registry | None = None

@@ -7,12 +7,19 @@ to write the file still cannot forge an evaluator event, and any edit, deletion
 or reordering is pinned to the first event it breaks.
 
 * :mod:`.events`  the event schema and its canonical encoding (read this first)
-* :mod:`.signing` the evaluator's key, what a signature covers, seed commitments
+* :mod:`.signing` the evaluator's key and what a signature covers
+* :mod:`.commitments` the hidden-seed commitments
 * :mod:`.writer`  atomic, durable, multi-process appends
 * :mod:`.verify`  the verifier and what it can and cannot detect
 * :mod:`.show`    a readable table
 """
 
+from ale_robotics.trajectory.commitments import (
+    COMMITMENT_EVENT_KIND,
+    commitment_payload,
+    secret_commitment,
+    seed_commitment,
+)
 from ale_robotics.trajectory.errors import (
     CorruptTrajectoryError,
     EventFormatError,
@@ -36,16 +43,12 @@ from ale_robotics.trajectory.events import (
 )
 from ale_robotics.trajectory.show import inspect_file, render_trajectory
 from ale_robotics.trajectory.signing import (
-    COMMITMENT_EVENT_KIND,
     KEY_EVENT_KIND,
     EvaluatorSigner,
     RunEventSigner,
     SignedEvaluatorEvent,
-    commitment_payload,
     key_id_for,
     load_public_key,
-    secret_commitment,
-    seed_commitment,
     signed_message,
     verify_event_signature,
 )

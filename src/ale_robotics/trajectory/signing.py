@@ -28,11 +28,13 @@ enforces both positions):
   which case the two must match. Without a pinned key, verification proves that
   the evaluator events are consistent with each other, not who made them.
 * ``eval_seq`` 1, kind ``seed_commitment``: commits to the hidden-seed secret
-  and lists one commitment per episode (:func:`commitment_payload`). Never raw
-  seeds: an episode seed is ``SHA256(s_i || run_id || secret)``, and its
-  commitment is :func:`seed_commitment` of that 32-byte digest. Once a release
-  reveals the secret, anyone can recompute each seed and check it against its
-  commitment and the secret against ``secret_sha256``.
+  and lists one commitment per episode, never raw seeds (see
+  :mod:`ale_robotics.trajectory.commitments`).
+
+An evaluator event must be shipped to the harness as JSON text (pydantic or
+``json``), never through a lossy form such as ``google.protobuf.Struct``,
+which turns every number into a double: ``3`` would come back as ``3.0``, a
+different canonical encoding, and the signature would no longer verify.
 
 A typical evaluator::
 
@@ -62,6 +64,11 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
+from ale_robotics.trajectory.commitments import (
+    COMMITMENT_EVENT_KIND,
+    commitment_payload,
+    secret_commitment,
+)
 from ale_robotics.trajectory.errors import InvalidEventError, KeyFileError, SignatureError
 from ale_robotics.trajectory.events import (
     HEX64_PATTERN,
@@ -80,27 +87,20 @@ from ale_robotics.trajectory.events import (
 )
 
 __all__ = [
-    "COMMITMENT_EVENT_KIND",
     "KEY_EVENT_KIND",
     "SIGNED_MESSAGE_PREFIX",
-    "CommitmentPayload",
     "EvaluatorSigner",
     "KeyEventPayload",
     "RunEventSigner",
     "SignedEvaluatorEvent",
-    "commitment_payload",
     "key_id_for",
     "load_public_key",
-    "secret_commitment",
-    "seed_commitment",
     "signed_message",
     "verify_event_signature",
 ]
 
 SIGNED_MESSAGE_PREFIX: Final = b"ale-robotics.trajectory.v1.trusted_evaluator\n"
 KEY_EVENT_KIND: Final = "evaluator_key"
-COMMITMENT_EVENT_KIND: Final = "seed_commitment"
-_MIN_SECRET_BYTES: Final = 16
 _HEX64_RE: Final = re.compile(HEX64_PATTERN)
 
 
@@ -402,64 +402,6 @@ class KeyEventPayload(BaseModel):
     alg: Literal["ed25519"]
     public_key: str = Field(pattern=HEX64_PATTERN)
     key_id: str = Field(pattern=r"^[0-9a-f]{16}$")
-
-
-class CommitmentPayload(BaseModel):
-    """What the verifier requires of a ``seed_commitment`` payload (other keys allowed)."""
-
-    model_config = ConfigDict(extra="allow", strict=True)
-    secret_sha256: str = Field(pattern=HEX64_PATTERN)
-    seed_commitments: list[str] = Field(description="One SHA-256 hex per episode, in order.")
-
-    @field_validator("seed_commitments")
-    @classmethod
-    def _hex_digests(cls, value: list[str]) -> list[str]:
-        for i, item in enumerate(value):
-            if not _HEX64_RE.match(item):
-                raise ValueError(f"item {i} is not a 64-digit lowercase hex SHA-256")
-        return value
-
-
-def secret_commitment(secret: bytes) -> str:
-    """``secret_sha256``: SHA-256 hex of the hidden-seed secret.
-
-    Refuses secrets under 16 bytes: the commitment is public, so a short secret
-    could be recovered from it by brute force before the release reveals it.
-    """
-    if len(secret) < _MIN_SECRET_BYTES:
-        raise InvalidEventError(
-            f"the hidden-seed secret has {len(secret)} bytes; use at least "
-            f"{_MIN_SECRET_BYTES} random bytes (its hash is published)"
-        )
-    return sha256_hex(secret)
-
-
-def seed_commitment(episode_seed_digest: bytes) -> str:
-    """Commitment to one episode seed: SHA-256 hex of its 32-byte digest.
-
-    Pass the digest ``SHA256(s_i || run_id || secret)``, not an integer drawn
-    from it: a commitment to a 32-bit seed can be inverted by trying them all,
-    which would reveal the hidden seeds before the release.
-    """
-    if len(episode_seed_digest) < _MIN_SECRET_BYTES:
-        raise InvalidEventError(
-            "commit to the full seed digest (32 bytes), not to a short seed: "
-            f"{len(episode_seed_digest)} bytes can be brute-forced from the commitment"
-        )
-    return sha256_hex(episode_seed_digest)
-
-
-def commitment_payload(
-    *, secret_sha256: str, seed_commitments: Sequence[str]
-) -> dict[str, JsonValue]:
-    """The checked ``{"secret_sha256": ..., "seed_commitments": [...]}`` payload."""
-    try:
-        model = CommitmentPayload.model_validate(
-            {"secret_sha256": secret_sha256, "seed_commitments": list(seed_commitments)}
-        )
-    except pydantic.ValidationError as exc:
-        raise InvalidEventError(describe_validation_error(exc)) from exc
-    return {"secret_sha256": model.secret_sha256, "seed_commitments": list(model.seed_commitments)}
 
 
 def _create_key_file(path: Path) -> None:

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from ale_robotics.trajectory.commitments import COMMITMENT_EVENT_KIND, CommitmentPayload
 from ale_robotics.trajectory.errors import EventFormatError, InvalidEventError, SignatureError
 from ale_robotics.trajectory.events import (
     GENESIS_HASH,
@@ -49,9 +50,7 @@ from ale_robotics.trajectory.events import (
     validate_event_dict,
 )
 from ale_robotics.trajectory.signing import (
-    COMMITMENT_EVENT_KIND,
     KEY_EVENT_KIND,
-    CommitmentPayload,
     KeyEventPayload,
     key_id_for,
     verify_event_signature,
@@ -162,7 +161,7 @@ class _Checker:
             canonical = canonical_json(data)
         except InvalidEventError as exc:
             return str(exc)
-        if False:
+        if canonical != raw:
             return "line is not in canonical form (it was re-encoded or edited by hand)"
         return None
 
