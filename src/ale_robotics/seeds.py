@@ -5,9 +5,10 @@ Encoding (fixed; an audit recomputes it once the secret is revealed):
 then the raw secret bytes. The episode seed is the first 8 bytes of the digest,
 big-endian, masked to 63 bits (numpy seeding wants a non-negative integer).
 
-The commitment published in the trajectory for episode i is
-SHA256(b"ale-seed-commitment/v1" || digest_i): it binds the evaluator to the
-seed without revealing it, and the secret's own commitment is SHA256(secret).
+The commitment published in the trajectory for episode i is SHA256(digest_i)
+and the secret's is SHA256(secret) (both defined in
+:mod:`ale_robotics.trajectory.commitments`): they bind the evaluator to the
+seeds without revealing them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import hashlib
 import secrets as _secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from ale_robotics.trajectory.commitments import secret_commitment, seed_commitment
 
 __all__ = [
     "SECRET_BYTES",
@@ -26,7 +29,6 @@ __all__ = [
 ]
 
 SECRET_BYTES = 32
-_COMMIT_TAG = b"ale-seed-commitment/v1"
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,6 @@ def new_secret() -> bytes:
     return _secrets.token_bytes(SECRET_BYTES)
 
 
-def secret_commitment(secret: bytes) -> str:
-    return hashlib.sha256(secret).hexdigest()
-
-
 def _digest(base_seed: int, run_id: str, secret: bytes) -> bytes:
     h = hashlib.sha256()
     h.update(base_seed.to_bytes(8, "big", signed=True))
@@ -64,6 +62,6 @@ def derive_seeds(base_seeds: Sequence[int], run_id: str, secret: bytes) -> list[
     for i, s in enumerate(base_seeds):
         d = _digest(s, run_id, secret)
         value = int.from_bytes(d[:8], "big") & ((1 << 63) - 1)
-        commitment = hashlib.sha256(_COMMIT_TAG + d).hexdigest()
+        commitment = seed_commitment(d)
         out.append(HiddenSeed(index=i, value=value, commitment=commitment))
     return out

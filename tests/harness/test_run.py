@@ -74,8 +74,9 @@ def test_batch_run_end_to_end(short_tmp: Path) -> None:
     assert (run / "episodes.png").stat().st_size > 1000
     assert "job state: SUCCEEDED" in (run / "agent.log").read_text()
     # the trajectory verifies and holds the evaluator's signed events
-    rep = verify_file(run / "trajectory.jsonl")
+    rep = verify_file(run / "trajectory.jsonl", expected_head=result["trajectory_head"])
     assert rep.ok, rep.reason
+    assert rep.events == result["trajectory_events"]
     kinds = [
         json.loads(line)["kind"] for line in (run / "trajectory.jsonl").read_text().splitlines()
     ]

@@ -35,6 +35,11 @@ class RunReport(BaseModel):
         "trajectory.jsonl)."
     )
     score: ScoreReport = Field(description="The full score report.")
+    trajectory_head: str = Field(
+        default="",
+        description="Hash of the last trajectory event when the report was written; "
+        "pass it to 'trajectory verify --head' to detect events cut from the end.",
+    )
     trajectory_sha256: str = Field(
         default="", description="SHA-256 of trajectory.jsonl when the report was written."
     )

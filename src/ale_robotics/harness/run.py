@@ -279,12 +279,12 @@ def _drive(
         eval_result=result.model_copy(update={"events": []}) if result else None,
         score=report,
     )
-    traj.append(
+    last = traj.append(
         "harness",
         "score",
         {"status": report.status, "score": report.score, "line": report.score_line()},
     )
-    write_report(run_dir, run_report, traj.path)
+    write_report(run_dir, run_report.model_copy(update={"trajectory_head": last.hash}), traj.path)
     return RunOutcome(
         run_id=run_id, run_dir=run_dir, report=run_report, score_line=report.score_line()
     )
