@@ -273,6 +273,52 @@ def _status_dict(st: Any) -> dict[str, Any]:
     }
 
 
+# ----------------------------------------------------------------- audit ---
+
+
+@app.command()
+@_friendly
+def audit(
+    run_dir: Annotated[Path, typer.Argument(help="The run directory (holds result.json).")],
+    secret: Annotated[Path, typer.Option(help="The revealed evaluator secret file.")],
+    submission: Annotated[
+        Path | None,
+        typer.Option(help="The evaluated submission files (default RUN_DIR/submission)."),
+    ] = None,
+    public_key: Annotated[
+        str | None, typer.Option(help="Expected evaluator public key (hex, or a key file).")
+    ] = None,
+) -> None:
+    """Recompute every hidden seed from the revealed secret and re-run the evaluation."""
+    from ale_robotics.audit import audit_run, read_secret
+
+    report = audit_run(
+        run_dir, read_secret(secret), submission_dir=submission, public_key=public_key
+    )
+    table = Table(title=f"audit of {report.run_id}")
+    table.add_column("check")
+    table.add_column("")
+    table.add_column("detail")
+    for c in report.checks:
+        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAIL[/red]", c.detail)
+    out.print(table)
+    if not report.ok:
+        raise typer.Exit(1)
+    out.print("audit OK: seeds, commitments, trajectory and metrics all check out")
+
+
+@evaluator_app.command("public-key")
+@_friendly
+def evaluator_public_key(
+    state_dir: Annotated[Path, typer.Option(help="The evaluator's state dir.")],
+) -> None:
+    """Print the evaluator's Ed25519 public key (hex), for 'trajectory verify --public-key'."""
+    from ale_robotics.evaluator.state import StateDir
+    from ale_robotics.trajectory import EvaluatorSigner
+
+    out.print(EvaluatorSigner.load_or_create(StateDir(state_dir).signing_key_path).public_key_hex)
+
+
 # ----------------------------------------------------------------- tasks ---
 
 

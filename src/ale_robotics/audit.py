@@ -1,0 +1,156 @@
+"""Audit a finished run once the evaluator's secret is revealed.
+
+Everything the evaluator published is checked against what anyone can
+recompute: the trajectory chain and signatures, the secret against its
+commitment, every hidden seed against its commitment, the submission files
+against their recorded SHA-256, and finally the metrics, by re-running the
+evaluation on the recomputed seeds. Any mismatch is reported by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ale_robotics.evaluator.pipeline import RolloutPool, summarize
+from ale_robotics.evaluator.result import EvalResult
+from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
+from ale_robotics.evaluator.validation import load_weights
+from ale_robotics.seeds import derive_seeds
+from ale_robotics.tasks.registry import Registry, default_registry
+from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, verify_file
+
+__all__ = ["AuditCheck", "AuditReport", "audit_run", "read_secret"]
+
+
+@dataclass
+class AuditCheck:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class AuditReport:
+    run_id: str
+    checks: list[AuditCheck] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.checks) and all(c.ok for c in self.checks)
+
+    def add(self, name: str, ok: bool, detail: str) -> bool:
+        self.checks.append(AuditCheck(name, ok, detail))
+        return ok
+
+
+def read_secret(path: Path) -> bytes:
+    """The secret as the evaluator stores it (32 raw bytes), or as 64 hex digits."""
+    data = path.read_bytes()
+    text = data.strip()
+    if len(text) == 64:
+        try:
+            return bytes.fromhex(text.decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            pass
+    return data
+
+
+def audit_run(
+    run_dir: Path,
+    secret: bytes,
+    *,
+    submission_dir: Path | None = None,
+    public_key: str | None = None,
+    registry: Registry | None = None,
+    workers: int | None = None,
+) -> AuditReport:
+    reg = registry or default_registry()
+    result_doc = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
+    report = AuditReport(run_id=result_doc["run_id"])
+    raw_result = result_doc.get("eval_result")
+    if raw_result is None:
+        report.add("result", False, "the run has no evaluator result to audit")
+        return report
+    result = EvalResult.model_validate(raw_result)
+
+    traj = verify_file(
+        run_dir / "trajectory.jsonl",
+        public_key,
+        expected_run_id=result.run_id,
+        expected_head=result_doc.get("trajectory_head") or None,
+    )
+    report.add("trajectory", traj.ok, traj.summary())
+
+    secret_sha = hashlib.sha256(secret).hexdigest()
+    report.add(
+        "secret commitment",
+        secret_sha == result.secret_sha256,
+        f"SHA256(secret) {'matches' if secret_sha == result.secret_sha256 else 'differs from'} "
+        "the published secret_sha256",
+    )
+
+    task_entry = reg.entry(result.task_id)
+    report.add(
+        "task config",
+        task_entry.sha256 == result.task_config_sha256,
+        f"installed config sha256 {task_entry.sha256[:12]}..., evaluated "
+        f"{result.task_config_sha256[:12]}...",
+    )
+    task = task_entry.spec
+    seeds = derive_seeds(task.eval.base_seeds, result.run_id, secret)
+    published = _published_commitments(run_dir / "trajectory.jsonl")
+    mine = [s.commitment for s in seeds]
+    report.add(
+        "seed commitments",
+        published == mine and [e.seed_commitment for e in result.episodes] == mine,
+        f"{len(mine)} recomputed seeds against the trajectory's seed_commitment event "
+        "and the result's episodes",
+    )
+    if result.state != "SUCCEEDED":
+        report.add("metrics", True, f"job {result.state}: no metrics to re-run")
+        return report
+
+    assert task.contract is not None
+    source = submission_dir or run_dir / "submission"
+    with tempfile.TemporaryDirectory(prefix="ale-audit-") as tmp:
+        try:
+            files = snapshot_submission(source, "", task.contract, Path(tmp) / "snap")
+        except SubmissionRejected as exc:
+            report.add("submission files", False, str(exc))
+            return report
+        hashes = {f.name: f.sha256 for f in files}
+        same = hashes == result.submission_files
+        report.add(
+            "submission files",
+            same,
+            "identical to the evaluated snapshot"
+            if same
+            else f"{source} no longer holds the evaluated files: pass --submission with them",
+        )
+        if not same:
+            return report
+        weights = load_weights(files, task.contract)
+    pool = RolloutPool(workers)
+    try:
+        outcomes = pool.run(task, weights, [s.value for s in seeds])
+    finally:
+        pool.shutdown()
+    again = summarize(outcomes)
+    report.add(
+        "metrics",
+        again == result.metrics,
+        ", ".join(f"{k} {again[k]!r} vs {result.metrics.get(k)!r}" for k in sorted(again)),
+    )
+    return report
+
+
+def _published_commitments(path: Path) -> list[str]:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("kind") == COMMITMENT_EVENT_KIND and event.get("level") == "trusted_evaluator":
+            return list(event["payload"]["seed_commitments"])
+    return []
