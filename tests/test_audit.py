@@ -15,7 +15,8 @@ from safetensors.numpy import save_file
 from ale_robotics.client import AleClient
 c = AleClient.from_env()
 rng = np.random.default_rng(4)
-w = {r.key: (rng.standard_normal(r.shape) * 0.2).astype(r.dtype) for r in c.get_spec().contract.tensors}
+rules = c.get_spec().contract.tensors
+w = {r.key: (rng.standard_normal(r.shape) * 0.2).astype(r.dtype) for r in rules}
 save_file(w, str(c.submission_dir / "policy.safetensors"))
 c.wait(c.submit())
 """
