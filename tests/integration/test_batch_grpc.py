@@ -261,3 +261,33 @@ def test_result_json_schema(evaluator: RunningEvaluator, task: TaskSpec) -> None
     assert data["timings"]["env_steps"] == sum(e["length"] for e in data["episodes"])
     assert all(len(e["seed_commitment"]) == 64 for e in data["episodes"])
     assert res.events and res.events[0]["kind"] == "evaluator_key"
+
+
+def test_submission_quota_is_resource_exhausted(short_tmp: Path, registry, task: TaskSpec) -> None:
+    from ale_robotics.errors import ResourceExhaustedError
+    from ale_robotics.evaluator import EvaluatorConfig, serve
+
+    volume = short_tmp / "vol"
+    volume.mkdir()
+    ev = serve(
+        EvaluatorConfig(
+            short_tmp / "st",
+            volume,
+            task_id=task.id,
+            run_id=RUN,
+            workers=1,
+            max_submissions_per_run=1,
+        ),
+        agent_listen=f"unix://{short_tmp}/qa.sock",
+        harness_listen=f"unix://{short_tmp}/qh.sock",
+        registry=registry,
+    )
+    try:
+        write_policy(ev, task)
+        with agent(ev) as c:
+            first = c.submit(client_token="one")
+            assert c.submit(client_token="one") == first  # a retry is not a new submission
+            with pytest.raises(ResourceExhaustedError, match="max_submissions"):
+                c.submit(client_token="two")
+    finally:
+        ev.stop(grace=0.5)

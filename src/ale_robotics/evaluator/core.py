@@ -369,6 +369,7 @@ class Evaluator:
                 [s.value for s in seeds],
                 on_progress=lambda n: self.store.progress(job.job_id, n),
                 deadline=t0 + self.config.job_deadline_s,
+                on_heartbeat=lambda: self.store.heartbeat(job.job_id),
             )
         except TimeoutError:
             reason = f"evaluation exceeded the job deadline of {self.config.job_deadline_s:.0f}s"

@@ -235,6 +235,7 @@ class RolloutPool:
         seeds: Sequence[int],
         on_progress: Callable[[int], None] | None = None,
         deadline: float | None = None,
+        on_heartbeat: Callable[[], None] | None = None,
     ) -> list[EpisodeOutcome]:
         """All episodes, sharded by the task's fixed layout; progress as episodes finish.
 
@@ -256,8 +257,12 @@ class RolloutPool:
             raise WorkerCrashed(f"worker pool broken: {exc}") from None
         done = 0
         pending = set(futures)
+        beat = time.monotonic()
         while True:
             _, pending = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
+            if on_heartbeat is not None and time.monotonic() - beat > 1.0:
+                beat = time.monotonic()
+                on_heartbeat()
             try:
                 while True:
                     msg_tag, n = progress.get_nowait()
