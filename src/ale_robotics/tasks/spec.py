@@ -28,6 +28,7 @@ __all__ = [
     "MetricSpec",
     "PaperRef",
     "PolicyArchitecture",
+    "SessionSettings",
     "SimulatorSpec",
     "SubmissionContract",
     "TaskMode",
@@ -216,6 +217,16 @@ class SubmissionContract(_Strict):
         raise KeyError(role)
 
 
+class SessionSettings(_Strict):
+    """Server-side limits of interactive sessions (practice and eval)."""
+
+    max_envs_per_session: int = Field(default=64, gt=0, le=1024)
+    max_sessions: int = Field(default=8, gt=0, description="Concurrent sessions per evaluator.")
+    idle_timeout_s: float = Field(default=300.0, gt=0, description="Idle sessions are reaped.")
+    call_deadline_s: float = Field(default=30.0, gt=0, description="Per-call server deadline.")
+    practice_allowed: bool = Field(default=True, description="Whether practice sessions open.")
+
+
 class TaskSpec(_Strict):
     """One task, as shipped. Identity is ``id`` (``name-vN``)."""
 
@@ -232,6 +243,9 @@ class TaskSpec(_Strict):
     policy: PolicyArchitecture | None = None
     contract: SubmissionContract | None = None
     eval: EvalProtocol
+    session: SessionSettings | None = Field(
+        default=None, description="Interactive tasks only: session limits."
+    )
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
 
     @field_validator("id")
@@ -253,6 +267,8 @@ class TaskSpec(_Strict):
             )
         if self.mode is TaskMode.BATCH and self.contract is None:
             raise ValueError(f"task {self.id}: a batch task needs a 'contract'")
+        if self.mode is TaskMode.INTERACTIVE and self.session is None:
+            raise ValueError(f"task {self.id}: an interactive task needs 'session' settings")
         return self
 
     @property
