@@ -42,8 +42,10 @@ app = typer.Typer(
 )
 evaluator_app = typer.Typer(help="Run the trusted evaluator service.", no_args_is_help=True)
 tasks_app = typer.Typer(help="List and inspect registered tasks.", no_args_is_help=True)
+registry_app = typer.Typer(help="Manage the release manifest (targets, budgets).")
 app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(registry_app, name="registry")
 
 console = Console(stderr=True)
 out = Console()
@@ -327,9 +329,11 @@ def evaluator_public_key(
 def tasks_list() -> None:
     """All registered tasks with mode, metric, direction, target and source."""
     from ale_robotics.tasks import default_registry
+    from ale_robotics.tasks.manifest import active_manifest
 
     reg = default_registry()
-    table = Table(title="ALE Robotics tasks")
+    _, origin = active_manifest()
+    table = Table(title="ALE Robotics tasks", caption=f"targets from {origin}")
     for col in ("task", "mode", "metric", "direction", "target", "source"):
         table.add_column(col)
     for entry in reg:
@@ -363,6 +367,31 @@ def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id.")]) -> None
                 "config_sha256": reg.entry(task_id).sha256,
             }
         )
+    )
+
+
+@registry_app.command("sync")
+@_friendly
+def registry_sync(
+    manifest: Annotated[Path, typer.Argument(help="A release manifest JSON file.")],
+) -> None:
+    """Check a release manifest against the installed task configs, then make it active."""
+    import shutil
+
+    from ale_robotics.tasks import Registry
+    from ale_robotics.tasks.manifest import load_manifest, synced_manifest_path
+
+    loaded = load_manifest(manifest)
+    Registry.bundled(loaded).check_manifest(loaded)
+    dest = synced_manifest_path()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    shutil.copyfile(manifest, tmp)
+    tmp.replace(dest)
+    scored = sum(1 for e in loaded.tasks.values() if e.target is not None)
+    out.print(
+        f"synced manifest {loaded.release}: {len(loaded.tasks)} task(s), {scored} with a "
+        f"sourced target -> {dest}"
     )
 
 

@@ -28,6 +28,7 @@ from ale_robotics.evaluator.core import EvaluatorConfig
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.server import RunningEvaluator, serve
 from ale_robotics.harness.report import RunReport, write_report
+from ale_robotics.paths import state_home
 from ale_robotics.scoring import score
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
@@ -47,8 +48,7 @@ def new_run_id() -> str:
 
 def default_state_dir() -> Path:
     """Where an embedded evaluator keeps its secret and keys: outside any run directory."""
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "ale-robotics" / "evaluator"
+    return state_home() / "evaluator"
 
 
 @dataclass

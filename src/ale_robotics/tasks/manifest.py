@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -16,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ale_robotics.errors import ConfigError
+from ale_robotics.paths import state_home
 from ale_robotics.tasks.spec import Direction
 
 __all__ = [
@@ -25,8 +27,10 @@ __all__ = [
     "PaperTarget",
     "ReleaseManifest",
     "TargetSource",
+    "active_manifest",
     "config_sha256",
     "load_manifest",
+    "synced_manifest_path",
 ]
 
 BUNDLED_MANIFEST = "release-v0.5.json"
@@ -82,6 +86,22 @@ class ReleaseManifest(_Strict):
 def config_sha256(data: bytes) -> str:
     """Hash of a task config file as shipped (its exact bytes)."""
     return hashlib.sha256(data).hexdigest()
+
+
+def synced_manifest_path() -> Path:
+    """Where ``ale-robotics registry sync`` puts the operator's manifest (``ALE_MANIFEST`` wins)."""
+    env = os.environ.get("ALE_MANIFEST")
+    if env:
+        return Path(env)
+    return state_home() / "manifest.json"
+
+
+def active_manifest() -> tuple[ReleaseManifest, str]:
+    """The synced manifest if there is one, else the bundled one; with where it came from."""
+    path = synced_manifest_path()
+    if path.exists():
+        return load_manifest(path), str(path)
+    return load_manifest(), f"bundled {BUNDLED_MANIFEST}"
 
 
 def load_manifest(path: Path | None = None) -> ReleaseManifest:

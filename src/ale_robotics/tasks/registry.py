@@ -21,8 +21,8 @@ from ale_robotics.tasks.manifest import (
     ManifestEntry,
     PaperTarget,
     ReleaseManifest,
+    active_manifest,
     config_sha256,
-    load_manifest,
 )
 from ale_robotics.tasks.spec import TaskSpec
 
@@ -71,7 +71,9 @@ class Registry:
         for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
             path = Path(ep.load()())
             files[f"{ep.value} ({path})"] = path.read_bytes()
-        return cls(files, manifest if manifest is not None else load_manifest())
+        if manifest is None:
+            manifest, _ = active_manifest()
+        return cls(files, manifest)
 
     def _add(self, raw: bytes, origin: str) -> None:
         try:
@@ -141,6 +143,18 @@ class Registry:
                 f"primary metric is {entry.spec.primary_metric.name!r}"
             )
         return m
+
+    def check_manifest(self, manifest: ReleaseManifest) -> None:
+        """Refuse a manifest that names an unknown task or was made for other configs."""
+        candidate = Registry({}, manifest)
+        candidate._raw = self._raw
+        for task_id in manifest.tasks:
+            if task_id not in self._raw:
+                raise ConfigError(
+                    f"manifest {manifest.release} has an entry for {task_id!r}, "
+                    "which is not an installed task"
+                )
+            candidate.target(task_id)  # hash, version and scorability checks
 
     def target(self, task_id: str) -> PaperTarget | None:
         """The paper target, refused when it would make the score's ratio meaningless."""

@@ -1,0 +1,97 @@
+"""`ale-robotics registry sync` accepts only manifests made for the installed configs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from ale_robotics.tasks import load_manifest
+
+CLI = [sys.executable, "-m", "ale_robotics"]
+
+
+def _env(tmp: Path) -> dict[str, str]:
+    return {**os.environ, "XDG_STATE_HOME": str(tmp / "state")}
+
+
+def _write(tmp: Path, mutate=None) -> Path:
+    data = json.loads(load_manifest().model_dump_json())
+    if mutate is not None:
+        mutate(data)
+    path = tmp / "manifest.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_sync_then_list_uses_it(tmp_path: Path) -> None:
+    def retarget(d: dict) -> None:
+        d["release"] = "v0.5-op"
+        d["tasks"]["td3-inverted-pendulum-v1"]["target"]["value"] = 900.0
+
+    path = _write(tmp_path, retarget)
+    r = subprocess.run(
+        [*CLI, "registry", "sync", str(path)],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "state" / "ale-robotics" / "manifest.json").exists()
+    shown = subprocess.run(
+        [*CLI, "tasks", "show", "td3-inverted-pendulum-v1"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert json.loads(shown.stdout)["manifest"]["target"]["value"] == 900.0
+
+
+def test_wrong_hash_is_refused(tmp_path: Path) -> None:
+    def corrupt(d: dict) -> None:
+        d["tasks"]["td3-inverted-pendulum-v1"]["config_sha256"] = "ab" * 32
+
+    r = subprocess.run(
+        [*CLI, "registry", "sync", str(_write(tmp_path, corrupt))],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert "was made for config sha256 abababababab" in r.stderr
+    assert not (tmp_path / "state" / "ale-robotics" / "manifest.json").exists()
+
+
+def test_unsourced_value_is_refused(tmp_path: Path) -> None:
+    def unsourced(d: dict) -> None:
+        d["tasks"]["td3-inverted-pendulum-v1"]["target"]["source"]["paper"] = ""
+
+    r = subprocess.run(
+        [*CLI, "registry", "sync", str(_write(tmp_path, unsourced))],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert "needs a source" in r.stderr
+
+
+def test_unknown_task_is_refused(tmp_path: Path) -> None:
+    def extra(d: dict) -> None:
+        d["tasks"]["made-up-v1"] = d["tasks"]["td3-inverted-pendulum-v1"]
+
+    r = subprocess.run(
+        [*CLI, "registry", "sync", str(_write(tmp_path, extra))],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2
+    assert "made-up-v1" in r.stderr
