@@ -123,6 +123,8 @@ def rollout_episodes(
 ) -> list[EpisodeOutcome]:
     """Run one episode per ``(index, seed)`` with all envs stepped together in this process."""
     assert task.policy is not None
+    if task.eval.backend == "mujoco_rollout":
+        return _rollout_native(task, weights, seeds, on_episode)
     envs = _envs(task, len(seeds))
     high = np.asarray(envs[0].action_space.high, dtype=np.float32)
     act_dtype = envs[0].action_space.dtype
@@ -152,6 +154,28 @@ def rollout_episodes(
         if active:
             obs = np.stack(next_obs)
     return sorted(outcomes, key=lambda e: e.index)
+
+
+def _rollout_native(
+    task: TaskSpec,
+    weights: dict[str, npt.NDArray[np.floating]],
+    seeds: Sequence[tuple[int, int]],
+    on_episode: Callable[[EpisodeOutcome], None] | None,
+) -> list[EpisodeOutcome]:
+    """The shard's episodes through :mod:`.vector_backend` (one C-threaded batch)."""
+    from ale_robotics.evaluator.vector_backend import rollout_vectorized
+
+    assert task.policy is not None
+    env = _envs(task, 1)[0]
+    policy = MLPPolicy(task.policy, weights, np.asarray(env.action_space.high, np.float32))
+    out = [
+        EpisodeOutcome(index, ret, length, False)
+        for index, ret, length in rollout_vectorized(task, policy, seeds, task.eval.threads)
+    ]
+    if on_episode is not None:
+        for o in out:
+            on_episode(o)
+    return out
 
 
 # ----------------------------------------------------------- worker processes --

@@ -12,6 +12,7 @@ from ale_robotics.tasks.registry import Registry, TaskEntry, default_registry
 from ale_robotics.tasks.spec import (
     ContractFile,
     Direction,
+    EnvSpec,
     EvalProtocol,
     FileFormat,
     MetricRole,
@@ -28,6 +29,7 @@ __all__ = [
     "ComputeBudget",
     "ContractFile",
     "Direction",
+    "EnvSpec",
     "EvalProtocol",
     "FileFormat",
     "ManifestEntry",

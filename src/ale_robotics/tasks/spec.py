@@ -105,6 +105,15 @@ class EvalProtocol(_Strict):
         description="Public base seeds s_i; the evaluator uses SHA256(s_i || run_id || secret)."
     )
     deterministic: bool = Field(default=True, description="Policy used without exploration noise.")
+    backend: Literal["gymnasium", "mujoco_rollout"] = Field(
+        default="gymnasium",
+        description="'gymnasium': Gymnasium envs stepped in worker processes; "
+        "'mujoco_rollout': all of a shard's physics stepped by mujoco.rollout in C threads "
+        "(only env families with a vectorized step, see evaluator/vector_backend.py).",
+    )
+    threads: int = Field(
+        default=1, gt=0, le=64, description="mujoco.rollout threads per shard (native backend)."
+    )
     envs_per_shard: int = Field(
         default=16,
         gt=0,
