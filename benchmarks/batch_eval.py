@@ -37,7 +37,8 @@ import numpy as np
 from mujoco import rollout
 
 from ale_robotics.evaluator.pipeline import MLPPolicy, RolloutPool
-from ale_robotics.tasks import EvalProtocol, TaskSpec, default_registry
+from ale_robotics.evaluator.vector_backend import FAMILIES
+from ale_robotics.tasks import TaskSpec, default_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKPOINT = ROOT / "examples/agents/checkpoints/td3-inverted-pendulum-v1/policy.safetensors"
@@ -46,7 +47,7 @@ CHECKPOINT = ROOT / "examples/agents/checkpoints/td3-inverted-pendulum-v1/policy
 def load_policy(task: TaskSpec) -> tuple[dict[str, np.ndarray], str]:
     """The shipped TD3 checkpoint (full-length episodes), else small random weights."""
     assert task.contract is not None
-    if CHECKPOINT.exists():
+    if CHECKPOINT.exists() and task.id == "td3-inverted-pendulum-v1":
         from safetensors.numpy import load_file
 
         return load_file(str(CHECKPOINT)), "shipped TD3 checkpoint"
@@ -62,10 +63,12 @@ def bench_evaluator(
     per_shard = math.ceil(episodes / workers)
     big = task.model_copy(
         update={
-            "eval": EvalProtocol(
-                episodes=episodes,
-                base_seeds=list(range(1, episodes + 1)),
-                envs_per_shard=per_shard,
+            "eval": task.eval.model_copy(
+                update={
+                    "episodes": episodes,
+                    "base_seeds": list(range(1, episodes + 1)),
+                    "envs_per_shard": per_shard,
+                }
             )
         }
     )
@@ -120,12 +123,20 @@ def bench_rollout(
     datas = [mujoco.MjData(model) for _ in range(nthread)]
     qpos = slice(1, 1 + model.nq)
     qvel = slice(1 + model.nq, 1 + model.nq + model.nv)
+    family = FAMILIES.get(task.env.gym_id)
+    obs_dim = env.observation_space.shape[0]
+    warmstart = np.zeros((batch, model.nv))
     t0 = time.perf_counter()
     for _ in range(horizon):
-        obs = np.concatenate([state[:, qpos], state[:, qvel]], axis=1)
+        if family is not None:
+            obs = family.obs(env, state[:, qpos], state[:, qvel])
+        else:
+            obs = np.concatenate([state[:, qpos], state[:, qvel]], axis=1)[:, :obs_dim]
         act = policy(obs).astype(np.float64)
         control = np.repeat(act[:, None, :], frame_skip, axis=1)
-        out, _ = runner.rollout(model, datas, state, control, nstep=frame_skip)
+        out, _ = runner.rollout(
+            model, datas, state, control, nstep=frame_skip, initial_warmstart=warmstart
+        )
         state = out[:, -1, :]
     wall = time.perf_counter() - t0
     runner.close()
