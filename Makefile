@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
-.PHONY: venv demo test lint typecheck unit bench proto clean
+.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,7 +15,15 @@ $(STAMP): pyproject.toml constraints/dev.txt
 
 venv: $(STAMP)
 
-demo: venv
+# bubblewrap isolates agents (ale-robotics run --sandbox bwrap). Installed from Debian when
+# missing and we are root; otherwise runs fall back to --sandbox none with a warning.
+sandbox-deps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
+		else echo "bubblewrap missing: install it (apt-get install bubblewrap) to sandbox agents"; fi; }
+
+demo: venv sandbox-deps
 	$(BIN)/ale-robotics run td3-inverted-pendulum-v1 \
 		--agent "$(BIN)/python examples/agents/submit_checkpoint.py"
 
