@@ -81,3 +81,33 @@ def test_audit_confirms_an_honest_run_and_catches_tampering(short_tmp: Path) -> 
         timeout=240,
     )
     assert cli.returncode == 1 and "FAIL" in cli.stdout
+
+
+def test_audit_of_a_replay_task_reruns_the_hidden_subset(short_tmp: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    agent = root / "examples" / "agents" / "fetch_scripted.py"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ale_robotics",
+            "run",
+            "fetch-pickplace-trajset-v1",
+            "--agent",
+            f"{sys.executable} {agent}",
+            "--run-dir",
+            str(short_tmp / "run"),
+            "--state-dir",
+            str(short_tmp / "state"),
+            "--workers",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=short_tmp,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = audit_run(short_tmp / "run", read_secret(short_tmp / "state" / "secret"), workers=1)
+    assert report.ok, [(c.name, c.detail) for c in report.checks if not c.ok]
+    assert "metrics" in {c.name for c in report.checks}

@@ -4,7 +4,10 @@ Everything the evaluator published is checked against what anyone can
 recompute: the trajectory chain and signatures, the secret against its
 commitment, every hidden seed against its commitment, the submission files
 against their recorded SHA-256, and finally the metrics, by re-running the
-evaluation on the recomputed seeds. Any mismatch is reported by name.
+evaluation on the recomputed seeds. An interactive eval session cannot be re-run
+without the agent that drove it, so there the metrics are recomputed from the
+episodes and those are checked against the signed ``episode_summary`` events.
+Any mismatch is reported by name.
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ale_robotics.evaluator.pipeline import RolloutPool, summarize
+from ale_robotics.evaluator.pipeline import EpisodeOutcome, RolloutPool, summarize
+from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
-from ale_robotics.evaluator.validation import load_weights
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks.registry import Registry, default_registry
+from ale_robotics.tasks.spec import TaskMode
 from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, verify_file
 
 __all__ = ["AuditCheck", "AuditReport", "audit_run", "read_secret"]
@@ -106,12 +110,17 @@ def audit_run(
     mine = [s.commitment for s in seeds]
     report.add(
         "seed commitments",
-        published == mine and [e.seed_commitment for e in result.episodes] == mine,
+        published == mine
+        and all(0 <= e.index < len(mine) for e in result.episodes)
+        and all(e.seed_commitment == mine[e.index] for e in result.episodes),
         f"{len(mine)} recomputed seeds against the trajectory's seed_commitment event "
         "and the result's episodes",
     )
     if result.state != "SUCCEEDED":
         report.add("metrics", True, f"job {result.state}: no metrics to re-run")
+        return report
+    if task.mode is TaskMode.INTERACTIVE:
+        _audit_eval_session(report, result, run_dir / "trajectory.jsonl")
         return report
 
     assert task.contract is not None
@@ -133,10 +142,13 @@ def audit_run(
         )
         if not same:
             return report
-        weights = load_weights(files, task.contract)
+        artifact = load_artifact(files, task)
+    runs = episode_plan(task, seeds)
     pool = RolloutPool(workers)
     try:
-        outcomes = pool.run(task, weights, [s.value for s in seeds])
+        outcomes = pool.run(
+            task, artifact, [seed for _, seed in runs], indices=[i for i, _ in runs]
+        )
     finally:
         pool.shutdown()
     again = summarize(outcomes)
@@ -146,6 +158,29 @@ def audit_run(
         ", ".join(f"{k} {again[k]!r} vs {result.metrics.get(k)!r}" for k in sorted(again)),
     )
     return report
+
+
+def _audit_eval_session(report: AuditReport, result: EvalResult, path: Path) -> None:
+    signed: dict[int, tuple[float, int]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        event = json.loads(line)
+        if event.get("kind") == "episode_summary" and event.get("level") == "trusted_evaluator":
+            p = event["payload"]
+            signed[p["index"]] = (p["episode_return"], p["length"])
+    mine = {e.index: (e.episode_return, e.length) for e in result.episodes}
+    report.add(
+        "episodes",
+        signed == mine,
+        f"{len(mine)} episodes against the trajectory's signed episode_summary events",
+    )
+    again = summarize(
+        [EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated) for e in result.episodes]
+    )
+    report.add(
+        "metrics",
+        again == result.metrics,
+        ", ".join(f"{k} {again[k]!r} vs {result.metrics.get(k)!r}" for k in sorted(again)),
+    )
 
 
 def _published_commitments(path: Path) -> list[str]:

@@ -28,6 +28,7 @@ COST_TASK: dict[str, Any] = {
     "title": "Reach with few collisions",
     "description": "A lower-is-better task with a safety and a condition metric.",
     "mode": "interactive",
+    "session": {},
     "simulator": {"name": "mujoco", "package": "mujoco"},
     "env": {"gym_id": "Reacher-v5", "max_episode_steps": 50},
     "paper": {"title": "A paper", "authors": "Doe", "year": 2020},

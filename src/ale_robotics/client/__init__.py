@@ -1,5 +1,45 @@
-"""The agent-side SDK (batch mode): :class:`AleClient` and its result types."""
+"""The agent-side SDK: :class:`AleClient` (batch mode and the connection) and Gymnasium envs.
+
+``RemoteEnv`` and ``RemoteVectorEnv`` (interactive mode) import Gymnasium, so
+they are loaded on first use (PEP 562): a batch agent that only submits files
+does not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from ale_robotics.client.sdk import ENV_VARS, AleClient, JobStatus, TaskView
 
-__all__ = ["ENV_VARS", "AleClient", "JobStatus", "TaskView"]
+if TYPE_CHECKING:
+    from ale_robotics.client.remote_env import RemoteEnv, RemoteVectorEnv
+    from ale_robotics.client.session import RemoteSession, SessionStep
+    from ale_robotics.client.spaces import space_from_spec
+
+__all__ = [
+    "ENV_VARS",
+    "AleClient",
+    "JobStatus",
+    "RemoteEnv",
+    "RemoteSession",
+    "RemoteVectorEnv",
+    "SessionStep",
+    "TaskView",
+    "space_from_spec",
+]
+
+_LAZY = {
+    "RemoteEnv": "ale_robotics.client.remote_env",
+    "RemoteVectorEnv": "ale_robotics.client.remote_env",
+    "RemoteSession": "ale_robotics.client.session",
+    "SessionStep": "ale_robotics.client.session",
+    "space_from_spec": "ale_robotics.client.spaces",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

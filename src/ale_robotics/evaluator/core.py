@@ -27,7 +27,10 @@ from ale_robotics.errors import (
     PermissionDeniedError,
     ResourceExhaustedError,
 )
-from ale_robotics.evaluator.pipeline import RolloutPool, WorkerCrashed, summarize
+from ale_robotics.evaluator.eval_record import fail_interrupted
+from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_formats
+from ale_robotics.evaluator.pipeline import RolloutPool, WorkerCrashed, WorkerLimits, summarize
+from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.result import (
     EpisodeRecord,
     EvalResult,
@@ -35,11 +38,11 @@ from ale_robotics.evaluator.result import (
     host_info,
     package_versions,
 )
+from ale_robotics.evaluator.sessions import SessionManager
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected, snapshot_submission
 from ale_robotics.evaluator.state import StateDir
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState, JobStore
-from ale_robotics.evaluator.validation import load_weights
-from ale_robotics.seeds import derive_seeds, secret_commitment
+from ale_robotics.seeds import HiddenSeed, derive_seeds, secret_commitment
 from ale_robotics.tasks.registry import Registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, KEY_EVENT_KIND, EvaluatorSigner
@@ -51,6 +54,9 @@ log = logging.getLogger(__name__)
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
 _SIM_PACKAGES = ["mujoco", "gymnasium", "numpy"]
+_MAX_ID_CHARS = 128
+"""Longer task or job ids are refused unread: an id is echoed in NOT_FOUND messages,
+and a status message travels in a size-limited trailer."""
 
 
 class EvaluatorConfig:
@@ -67,6 +73,7 @@ class EvaluatorConfig:
         job_deadline_s: float = 900.0,
         max_attempts: int = 3,
         max_submissions_per_run: int | None = None,
+        worker_limits: WorkerLimits | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.submission_volume = submission_volume
@@ -76,6 +83,8 @@ class EvaluatorConfig:
         self.job_deadline_s = job_deadline_s
         self.max_attempts = max_attempts
         self.max_submissions_per_run = max_submissions_per_run
+        self.worker_limits = worker_limits
+        """Resource limits of rollout workers (None: :class:`WorkerLimits` defaults)."""
 
 
 class Evaluator:
@@ -87,7 +96,7 @@ class Evaluator:
         self.secret_sha256 = secret_commitment(self._secret)
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
         self.store = JobStore(self.state.db_path)
-        self.pool = RolloutPool(config.workers)
+        self.pool = RolloutPool(config.workers, config.worker_limits)
         self._stop = threading.Event()
         self._event_lock = threading.Lock()
         self._wake = threading.Event()
@@ -97,14 +106,20 @@ class Evaluator:
         requeued = self.store.recover()
         if requeued:
             log.warning("requeued %d job(s) left running by a previous process", len(requeued))
+        # Interactive sessions; eval sessions cut off by a restart end FAILED here,
+        # before the batch runner starts and could pick their rows up.
+        self.sessions = SessionManager(self)
+        fail_interrupted(self, requeued)
 
     # ------------------------------------------------------------ lifecycle --
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
         self._thread.start()
+        self.sessions.start()
 
     def stop(self) -> None:
+        self.sessions.stop()  # records unfinished eval sessions while the store is open
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
@@ -115,6 +130,8 @@ class Evaluator:
     # -------------------------------------------------------------- queries --
 
     def task(self, task_id: str) -> TaskSpec:
+        if len(task_id) > _MAX_ID_CHARS:
+            raise InvalidArgumentError(f"task_id is longer than {_MAX_ID_CHARS} characters")
         if not task_id:
             if self.config.task_id is None:
                 raise InvalidArgumentError("task_id is required: this evaluator serves every task")
@@ -140,6 +157,8 @@ class Evaluator:
 
     def job(self, job_id: str, run_id: str) -> JobRecord:
         if job_id:
+            if len(job_id) > _MAX_ID_CHARS:
+                raise InvalidArgumentError(f"job_id is longer than {_MAX_ID_CHARS} characters")
             job = self.store.get(job_id)
             if job is None:
                 raise NotFoundError(f"no job {job_id!r}")
@@ -178,6 +197,20 @@ class Evaluator:
             simulator_versions=package_versions(_SIM_PACKAGES),
             attempts=job.attempts,
         )
+
+    # ------------------------------------------------- interactive sessions --
+
+    def check_run(self, run_id: str) -> str:
+        """The run a call is for (the bound run when empty); refuses a malformed or foreign one."""
+        return self._check_run(run_id)
+
+    def hidden_seeds(self, task: TaskSpec, run_id: str) -> list[HiddenSeed]:
+        """The run's hidden episode seeds; their values never leave the evaluator."""
+        return derive_seeds(task.eval.base_seeds, run_id, self._secret)
+
+    def event(self, run_id: str, task: TaskSpec, kind: str, payload: dict[str, Any]) -> None:
+        """Sign and store a run event (for the session modules; see :meth:`_event`)."""
+        self._event(run_id, task, kind, payload)
 
     # --------------------------------------------------------------- events --
 
@@ -242,13 +275,22 @@ class Evaluator:
         staging = self.state.snapshots / f"staging-{uuid.uuid4().hex}"
         try:
             files = snapshot_submission(volume, rel_path, task.contract, staging)
+        except OSError as exc:
+            # the volume or the evaluator's disk, not the submission (rules raise
+            # SubmissionRejected); no job is created, so the agent may retry
+            shutil.rmtree(staging, ignore_errors=True)
+            log.error("cannot snapshot a submission of run %s: %s", run, exc)
+            raise FailedPreconditionError(
+                f"the evaluator cannot snapshot submissions right now ({exc.strerror}); "
+                "this is not a rejection, retry later"
+            ) from None
         except SubmissionRejected as exc:
             shutil.rmtree(staging, ignore_errors=True)
             job, dedup = self.store.create(
                 run_id=run,
                 task_id=task.id,
                 client_token=client_token,
-                episodes_total=task.eval.episodes,
+                episodes_total=task.eval.evaluated_episodes,
                 files={},
                 state=JobState.REJECTED,
                 failure_reason=str(exc),
@@ -272,7 +314,7 @@ class Evaluator:
             run_id=run,
             task_id=task.id,
             client_token=client_token,
-            episodes_total=task.eval.episodes,
+            episodes_total=task.eval.evaluated_episodes,
             files={f.name: f.sha256 for f in files},
         )
         if dedup:
@@ -303,7 +345,16 @@ class Evaluator:
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
-            self._run_job(job)
+            try:
+                self._run_job(job)
+            except Exception as exc:
+                # A bug must not kill the runner thread (every later job would sit
+                # QUEUED forever), nor be blamed on the submission.
+                log.exception("job %s: unexpected error in the runner", job.job_id)
+                try:
+                    self._infra_failure(job, f"internal evaluator error ({type(exc).__name__})")
+                except Exception:
+                    log.exception("job %s: cannot record the failure", job.job_id)
 
     def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
         assert task.contract is not None
@@ -324,7 +375,8 @@ class Evaluator:
         assert task.contract is not None
         try:
             files = self._snapshot_files(job, task)
-            weights = load_weights(files, task.contract)
+            weights = load_artifact(files, task)
+            validate_evidence_formats(files)
         except SubmissionRejected as exc:
             self.store.finish(
                 job.job_id,
@@ -350,6 +402,7 @@ class Evaluator:
             return
         self._event(job.run_id, task, "validation", {"job_id": job.job_id, "passed": True})
         seeds = derive_seeds(task.eval.base_seeds, job.run_id, self._secret)
+        runs = episode_plan(task, seeds)
         self._event(
             job.run_id,
             task,
@@ -357,7 +410,7 @@ class Evaluator:
             {
                 "job_id": job.job_id,
                 "attempt": job.attempts,
-                "episodes": len(seeds),
+                "episodes": len(runs),
                 "workers": self.pool.workers,
             },
         )
@@ -366,10 +419,11 @@ class Evaluator:
             outcomes = self.pool.run(
                 task,
                 weights,
-                [s.value for s in seeds],
+                [seed for _, seed in runs],
                 on_progress=lambda n: self.store.progress(job.job_id, n),
                 deadline=t0 + self.config.job_deadline_s,
                 on_heartbeat=lambda: self.store.heartbeat(job.job_id),
+                indices=[index for index, _ in runs],
             )
         except TimeoutError:
             reason = f"evaluation exceeded the job deadline of {self.config.job_deadline_s:.0f}s"
@@ -390,6 +444,7 @@ class Evaluator:
             self._infra_failure(job, str(exc))
             return
         wall = time.monotonic() - t0
+        evidence, shapes = collect_evidence(files, weights)
         steps = sum(o.length for o in outcomes)
         metrics = summarize(outcomes)
         self._event(
@@ -399,7 +454,7 @@ class Evaluator:
             {
                 "job_id": job.job_id,
                 "episodes_done": len(outcomes),
-                "episodes_total": len(seeds),
+                "episodes_total": len(runs),
                 "env_steps": steps,
                 "wall_s": round(wall, 3),
             },
@@ -422,9 +477,11 @@ class Evaluator:
                 )
                 for o in outcomes
             ],
+            evidence_files=evidence,
+            tensor_shapes=shapes,
             secret_sha256=self.secret_sha256,
             evaluator_version=__version__,
-            simulator_versions=package_versions(_SIM_PACKAGES),
+            simulator_versions=package_versions([*_SIM_PACKAGES, task.simulator.package]),
             host=host_info(),
             timings=Timings(
                 wall_s=wall,

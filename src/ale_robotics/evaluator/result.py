@@ -28,6 +28,11 @@ class EpisodeRecord(_Model):
     episode_return: float = Field(description="Undiscounted return of the episode.")
     length: int = Field(description="Steps simulated.")
     terminated: bool = Field(description="True if the env terminated (vs truncated by time).")
+    abandoned: bool = Field(
+        default=False,
+        description="Interactive eval sessions: the agent cut the episode short (a new Reset or "
+        "CloseSession); it counts with the return and length it had reached.",
+    )
 
 
 class Timings(_Model):
@@ -60,6 +65,14 @@ class EvalResult(_Model):
         default_factory=dict, description="Evaluator-measured metrics; empty unless SUCCEEDED."
     )
     episodes: list[EpisodeRecord] = Field(default_factory=list)
+    evidence_files: dict[str, str] = Field(
+        default_factory=dict,
+        description="Evidence files of the submission (meta.json, curve.csv...) as base64 of "
+        "the frozen bytes, for the harness's faithfulness gate.",
+    )
+    tensor_shapes: dict[str, list[int]] = Field(
+        default_factory=dict, description="State-dict key -> shape of the evaluated policy."
+    )
     secret_sha256: str = Field(description="Commitment to the hidden-seed secret.")
     evaluator_version: str
     simulator_versions: dict[str, str] = Field(default_factory=dict)

@@ -19,6 +19,7 @@ from grpc_reflection.v1alpha import reflection
 
 from ale_robotics.addresses import normalize_address
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
+from ale_robotics.evaluator.guard import RequestGuardInterceptor
 from ale_robotics.evaluator.service import AuthInterceptor, Role, make_servicer
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb
@@ -62,7 +63,7 @@ def _listener(
 ) -> tuple[grpc.Server, str]:
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"ale-{role.value}"),
-        interceptors=[AuthInterceptor(token)],
+        interceptors=[AuthInterceptor(token), RequestGuardInterceptor()],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import json
 import logging
 from collections.abc import Callable
 from enum import StrEnum
@@ -19,11 +20,18 @@ import grpc
 import numpy as np
 
 from ale_robotics import PROTOCOL_VERSION
-from ale_robotics.errors import AleError, PermissionDeniedError, UnimplementedError
+from ale_robotics.errors import (
+    AleError,
+    InvalidArgumentError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+)
 from ale_robotics.evaluator.core import Evaluator
+from ale_robotics.evaluator.sessions import settings_for
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
-from ale_robotics.tasks.spec import TaskSpec
-from ale_robotics.tensors import proto_dtype, to_tensor
+from ale_robotics.evaluator.vector_session import AUTORESET_MODE, Batch, Session, SessionKind
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
+from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
@@ -103,6 +111,30 @@ _FAILURE = {
 }
 
 
+_KINDS = {pb.SESSION_KIND_PRACTICE: SessionKind.PRACTICE, pb.SESSION_KIND_EVAL: SessionKind.EVAL}
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars and arrays in env infos as plain JSON numbers and lists."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+def _infos(infos: list[dict[str, Any]]) -> list[str]:
+    """One JSON object per env; an empty info travels as "" (the client reads it as {})."""
+    return [json.dumps(i, default=_json_default) if i else "" for i in infos]
+
+
+def _capabilities(task: TaskSpec) -> list[str]:
+    if task.mode is not TaskMode.INTERACTIVE:
+        return [task.mode.value]
+    caps = ["interactive", "eval_sessions", f"autoreset:{AUTORESET_MODE}"]
+    if settings_for(task).practice_allowed:
+        caps.insert(1, "practice_sessions")
+    return caps
+
+
 def _box_spec(name: str, space: Any) -> pb.TensorSpec:
     spec = pb.TensorSpec(name=name, dtype=proto_dtype(space.dtype), shape=list(space.shape))
     if hasattr(space, "low"):
@@ -124,8 +156,11 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
             env = gym.make(task.env.gym_id, disable_env_checker=True, **task.env.kwargs)
             try:
+                obs_space = env.observation_space
+                if isinstance(obs_space, gym.spaces.Dict):  # goal envs (Fetch): flat Box view
+                    obs_space = gym.spaces.flatten_space(obs_space)
                 self._spaces[task.id] = (
-                    _box_spec("observation", env.observation_space),
+                    _box_spec("observation", obs_space),
                     _box_spec("action", env.action_space),
                 )
             finally:
@@ -139,10 +174,20 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         task = self._ev.task(request.task_id)
         obs_spec, act_spec = self._spaces_for(task)
         entry = self._ev.registry.manifest_entry(task.id)
-        limits = pb.Limits(max_message_bytes=self._max_message_bytes)
+        limits = pb.Limits(
+            max_message_bytes=self._max_message_bytes,
+            max_episode_steps=task.env.max_episode_steps,
+        )
         if entry is not None:
             limits.wall_clock_budget_s = entry.compute_budget.wall_clock_s
             limits.max_submissions_per_run = entry.compute_budget.max_submissions
+        if task.mode is TaskMode.INTERACTIVE:
+            session = settings_for(task)
+            limits.max_sessions = session.max_sessions
+            limits.max_envs_per_session = session.max_envs_per_session
+            limits.session_idle_timeout_s = session.idle_timeout_s
+            limits.call_deadline_s = session.call_deadline_s
+            limits.eval_episodes = task.eval.episodes
         return pb.GetSpecResponse(
             protocol_version=PROTOCOL_VERSION,
             task_id=task.id,
@@ -151,17 +196,102 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             submission_contract_json=task.contract.model_dump_json() if task.contract else "",
             observation_spec=obs_spec,
             action_spec=act_spec,
-            capabilities=["batch"],
+            capabilities=_capabilities(task),
             limits=limits,
         )
 
-    @_rpc
-    def OpenSession(self, request: Any, context: grpc.ServicerContext) -> Any:
-        raise UnimplementedError("interactive sessions are not offered by this evaluator yet")
+    # ------------------------------------------------- interactive sessions --
 
-    Reset = OpenSession
-    Step = OpenSession
-    CloseSession = OpenSession
+    def _check_message_size(self, task: TaskSpec, num_envs: int) -> None:
+        """Refuse a session whose Step responses could not fit in one message."""
+        obs_spec, _ = self._spaces_for(task)
+        per_env = int(np.prod(obs_spec.shape)) * numpy_dtype(obs_spec.dtype).itemsize
+        # observation + reward, flags and a generous allowance for one info per env
+        need = num_envs * (per_env + 8 + 2 + 4096)
+        if need > self._max_message_bytes:
+            raise ResourceExhaustedError(
+                f"{num_envs} envs need up to {need} bytes per Step response, over the limit "
+                f"max_message_bytes = {self._max_message_bytes}: open fewer envs"
+            )
+
+    @_rpc
+    def OpenSession(
+        self, request: pb.OpenSessionRequest, context: grpc.ServicerContext
+    ) -> pb.OpenSessionResponse:
+        task = self._ev.task(request.task_id)
+        kind = _KINDS.get(request.kind)
+        if kind is None:
+            raise InvalidArgumentError(
+                "kind must be SESSION_KIND_PRACTICE (your seeds, for training) or "
+                "SESSION_KIND_EVAL (hidden seeds, the official metric)"
+            )
+        num_envs = request.num_envs or 1  # proto3 default 0 means "unset"
+        # Eval sessions are run-bound; practice ones too when the run is known, so that
+        # the harness can close everything of a run once the agent has exited.
+        bound = kind is SessionKind.EVAL or request.run_id or self._ev.config.run_id
+        run_id = self._ev.check_run(request.run_id) if bound else ""
+        if 0 < num_envs <= settings_for(task).max_envs_per_session:
+            self._check_message_size(task, num_envs)
+        session = self._ev.sessions.open(task, kind, num_envs, run_id)
+        return pb.OpenSessionResponse(
+            session_id=session.id,
+            num_envs=session.num_envs,
+            episode_budget=session.budget,
+            seeds_ignored=kind is SessionKind.EVAL,
+            autoreset_mode=AUTORESET_MODE,
+            max_episode_steps=task.env.max_episode_steps,
+        )
+
+    @_rpc
+    def Reset(self, request: pb.ResetRequest, context: grpc.ServicerContext) -> pb.ResetResponse:
+        seeds = list(request.seeds)
+
+        def reset(session: Session) -> pb.ResetResponse:
+            batch = session.reset(seeds)
+            return pb.ResetResponse(
+                observation=to_tensor(batch.obs),
+                seeds_ignored=batch.seeds_ignored,
+                info_json=_infos(batch.infos),
+                episodes_completed=batch.episodes_completed,
+            )
+
+        return self._ev.sessions.call(request.session_id, context.time_remaining(), reset)
+
+    @_rpc
+    def Step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
+        def step(session: Session) -> pb.StepResponse:
+            batch: Batch = session.step(from_tensor(request.action, "action"))
+            assert batch.rewards is not None
+            assert batch.terminated is not None and batch.truncated is not None
+            return pb.StepResponse(
+                observation=to_tensor(batch.obs),
+                reward=to_tensor(batch.rewards),
+                terminated=to_tensor(batch.terminated),
+                truncated=to_tensor(batch.truncated),
+                info_json=_infos(batch.infos),
+                episodes_completed=batch.episodes_completed,
+                eval_complete=batch.eval_complete,
+            )
+
+        return self._ev.sessions.call(request.session_id, context.time_remaining(), step)
+
+    @_rpc
+    def CloseSession(
+        self, request: pb.CloseSessionRequest, context: grpc.ServicerContext
+    ) -> pb.CloseSessionResponse:
+        if request.session_id:
+            done = self._ev.sessions.close(request.session_id)
+            return pb.CloseSessionResponse(episodes_completed=done, sessions_closed=1)
+        if not request.run_id:
+            raise InvalidArgumentError("name the session_id to close")
+        if self._role is not Role.HARNESS:
+            raise PermissionDeniedError(
+                "closing every session of a run is a harness-channel call; close your own "
+                "sessions by session_id"
+            )
+        run = self._ev.check_run(request.run_id)
+        n = self._ev.sessions.close_run(run, "the agent exited")
+        return pb.CloseSessionResponse(sessions_closed=n)
 
     @_rpc
     def SubmitBatchEval(

@@ -5,10 +5,19 @@ evaluator reads afterwards (later writes change nothing), and copying is where
 the file-system rules are enforced: plain files only (no symlinks, no hard
 links, no devices), no path outside the volume, size limits checked while
 reading so a file growing under us cannot blow the limit.
+
+The agent runs while we copy, so every check is made on what we actually open:
+the directory is walked one component at a time with ``O_NOFOLLOW`` relative to
+the previous directory's descriptor, and the file's type, link count and size
+are re-checked with ``fstat`` on the open descriptor. Swapping a directory for a
+symlink between a check and the open therefore cannot redirect the evaluator to
+a file outside the volume (its secret, say).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import stat
@@ -16,9 +25,12 @@ from pathlib import Path, PurePosixPath
 
 from ale_robotics.tasks.spec import FileFormat, SubmissionContract
 
-__all__ = ["SnapshotFile", "SubmissionRejected", "snapshot_submission"]
+__all__ = ["MAX_PATH_BYTES", "SnapshotFile", "SubmissionRejected", "snapshot_submission"]
 
 _CHUNK = 1 << 20
+MAX_PATH_BYTES = 1024
+"""Longest submission path accepted (UTF-8 bytes); longer ones are rejected, not echoed."""
+_SHOWN_CHARS = 120
 
 
 class SubmissionRejected(Exception):
@@ -42,69 +54,104 @@ class SnapshotFile:
         self.sha256 = sha256
 
 
-def _resolve_dir(volume: Path, rel: str) -> Path:
-    """The submission directory inside the volume, refusing any escape or link on the way."""
+def shown_path(rel: str) -> str:
+    """``rel`` as it may appear in a message: verbatim when short and printable, else a
+    truncated ``repr`` (agent-chosen text must not make messages huge or unreadable)."""
+    if rel.isprintable() and len(rel) <= _SHOWN_CHARS:
+        return rel or "."
+    text = repr(rel[:_SHOWN_CHARS])
+    return text + "..." if len(rel) > _SHOWN_CHARS else text
+
+
+def _open_dir(volume: Path, rel: str) -> int:
+    """A descriptor of the submission directory, opened component by component.
+
+    Refuses absolute paths, ``..``, NUL bytes, overlong paths and any symlink on
+    the way; the caller closes the descriptor.
+    """
+    shown = shown_path(rel)
     if "\x00" in rel:
-        raise SubmissionRejected(repr(rel), "path", "submission path contains a NUL byte")
+        raise SubmissionRejected(shown, "path", "submission path contains a NUL byte")
+    size = len(rel.encode("utf-8", "surrogatepass"))
+    if size > MAX_PATH_BYTES:
+        raise SubmissionRejected(
+            shown, "path", f"submission path is {size} bytes long; the limit is {MAX_PATH_BYTES}"
+        )
     pure = PurePosixPath(rel)
     if pure.is_absolute():
         raise SubmissionRejected(
-            rel, "path", "submission path must be relative to the submission volume"
+            shown, "path", "submission path must be relative to the submission volume"
         )
     if any(part == ".." for part in pure.parts):
-        raise SubmissionRejected(rel, "path", "submission path must not contain '..'")
-    current = volume
-    for part in pure.parts:
-        if part == ".":
-            continue
-        current = current / part
-        try:
-            st = os.lstat(current)
-        except OSError:
-            raise SubmissionRejected(rel, "path", "submission directory does not exist") from None
-        if stat.S_ISLNK(st.st_mode):
-            raise SubmissionRejected(rel, "no symlinks", f"{part!r} is a symbolic link")
-        if not stat.S_ISDIR(st.st_mode):
-            raise SubmissionRejected(rel, "path", f"{part!r} is not a directory")
-    return current
-
-
-def _copy_regular(src: Path, dest: Path, shown: str, max_bytes: int) -> str:
+        raise SubmissionRejected(shown, "path", "submission path must not contain '..'")
+    fd = os.open(volume, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        st = os.lstat(src)
+        for part in pure.parts:
+            if part == ".":
+                continue
+            try:
+                st = os.lstat(part, dir_fd=fd)
+            except OSError:
+                raise SubmissionRejected(
+                    shown, "path", "submission directory does not exist"
+                ) from None
+            if stat.S_ISLNK(st.st_mode):
+                raise SubmissionRejected(shown, "no symlinks", f"{part!r} is a symbolic link")
+            if not stat.S_ISDIR(st.st_mode):
+                raise SubmissionRejected(shown, "path", f"{part!r} is not a directory")
+            try:
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                rule = "no symlinks" if exc.errno in (errno.ELOOP, errno.ENOTDIR) else "path"
+                raise SubmissionRejected(
+                    shown, rule, f"{part!r} changed while being opened or cannot be opened"
+                ) from None
+            os.close(fd)
+            fd = nxt
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _copy_regular(dir_fd: int, name: str, dest: Path, max_bytes: int) -> str:
+    try:
+        st = os.lstat(name, dir_fd=dir_fd)
     except OSError as exc:
-        raise SubmissionRejected(shown, "readable", f"cannot stat: {exc.strerror}") from None
+        raise SubmissionRejected(name, "readable", f"cannot stat: {exc.strerror}") from None
     if stat.S_ISLNK(st.st_mode):
-        raise SubmissionRejected(shown, "no symlinks", "is a symbolic link; write a plain file")
+        raise SubmissionRejected(name, "no symlinks", "is a symbolic link; write a plain file")
+    if stat.S_ISDIR(st.st_mode):
+        raise SubmissionRejected(name, "regular file", "is a directory, not a regular file")
     if not stat.S_ISREG(st.st_mode):
-        raise SubmissionRejected(shown, "regular file", "is not a regular file")
-    if st.st_nlink > 1:
-        raise SubmissionRejected(
-            shown, "no hard links", f"has {st.st_nlink} hard links; write a fresh file"
-        )
-    if st.st_size == 0:
-        raise SubmissionRejected(shown, "non-empty", "is empty")
-    if st.st_size > max_bytes:
-        raise SubmissionRejected(
-            shown, "size limit", f"is {st.st_size} bytes; the contract allows {max_bytes}"
-        )
+        raise SubmissionRejected(name, "regular file", "is not a regular file")
     try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError as exc:
-        raise SubmissionRejected(shown, "readable", f"cannot open: {exc.strerror}") from None
+        raise SubmissionRejected(name, "readable", f"cannot open: {exc.strerror}") from None
     digest = hashlib.sha256()
     total = 0
     try:
         fst = os.fstat(fd)
         if (fst.st_ino, fst.st_dev) != (st.st_ino, st.st_dev) or not stat.S_ISREG(fst.st_mode):
-            raise SubmissionRejected(shown, "stable", "was replaced while being read")
+            raise SubmissionRejected(name, "stable", "was replaced while being read")
+        if fst.st_nlink > 1:
+            raise SubmissionRejected(
+                name, "no hard links", f"has {fst.st_nlink} hard links; write a fresh file"
+            )
+        if fst.st_size == 0:
+            raise SubmissionRejected(name, "non-empty", "is empty")
+        if fst.st_size > max_bytes:
+            raise SubmissionRejected(
+                name, "size limit", f"is {fst.st_size} bytes; the contract allows {max_bytes}"
+            )
         out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             while chunk := os.read(fd, _CHUNK):
                 total += len(chunk)
                 if total > max_bytes:
                     raise SubmissionRejected(
-                        shown, "size limit", f"grew past {max_bytes} bytes while being read"
+                        name, "size limit", f"grew past {max_bytes} bytes while being read"
                     )
                 digest.update(chunk)
                 os.write(out, chunk)
@@ -114,8 +161,18 @@ def _copy_regular(src: Path, dest: Path, shown: str, max_bytes: int) -> str:
     finally:
         os.close(fd)
     if total == 0:
-        raise SubmissionRejected(shown, "non-empty", "is empty")
+        raise SubmissionRejected(name, "non-empty", "is empty")
     return digest.hexdigest()
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # present but odd: _copy_regular names the problem
+    return True
 
 
 def snapshot_submission(
@@ -126,31 +183,39 @@ def snapshot_submission(
     Raises :class:`SubmissionRejected` naming the file and the rule broken.
     Files the contract does not name are ignored (never read).
     """
-    src_dir = _resolve_dir(volume, rel_path)
-    dest.mkdir(parents=True, exist_ok=False)
-    os.chmod(dest, 0o700)
-    out: list[SnapshotFile] = []
-    total = 0
-    for cf in contract.files:
-        present = [n for n in cf.names if os.path.lexists(src_dir / n)]
-        if len(present) > 1:
-            raise SubmissionRejected(
-                " and ".join(present), "one file per role", f"write only one of {sorted(cf.names)}"
-            )
-        if not present:
-            if cf.required:
+    dir_fd = _open_dir(volume, rel_path)
+    try:
+        dest.mkdir(parents=True, exist_ok=False)
+        os.chmod(dest, 0o700)
+        out: list[SnapshotFile] = []
+        total = 0
+        for cf in contract.files:
+            present = [n for n in cf.names if _exists(dir_fd, n)]
+            if len(present) > 1:
                 raise SubmissionRejected(
-                    " or ".join(cf.names),
-                    "required file",
-                    f"missing; the contract requires one of {sorted(cf.names)} ({cf.role})",
+                    " and ".join(present),
+                    "one file per role",
+                    f"write only one of {sorted(cf.names)}",
                 )
-            continue
-        name = present[0]
-        sha = _copy_regular(src_dir / name, dest / name, name, cf.max_bytes)
-        total += (dest / name).stat().st_size
-        if total > contract.max_total_bytes:
-            raise SubmissionRejected(
-                name, "total size limit", f"submission exceeds {contract.max_total_bytes} bytes"
-            )
-        out.append(SnapshotFile(cf.role, name, cf.names[name], dest / name, sha))
-    return out
+            if not present:
+                if cf.required:
+                    raise SubmissionRejected(
+                        " or ".join(cf.names),
+                        "required file",
+                        f"missing; the contract requires one of {sorted(cf.names)} ({cf.role})",
+                    )
+                continue
+            name = present[0]
+            sha = _copy_regular(dir_fd, name, dest / name, cf.max_bytes)
+            total += (dest / name).stat().st_size
+            if total > contract.max_total_bytes:
+                raise SubmissionRejected(
+                    name,
+                    "total size limit",
+                    f"submission exceeds {contract.max_total_bytes} bytes",
+                )
+            out.append(SnapshotFile(cf.role, name, cf.names[name], dest / name, sha))
+        return out
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(dir_fd)

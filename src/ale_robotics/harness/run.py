@@ -27,10 +27,12 @@ from ale_robotics.errors import AleError, FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.core import EvaluatorConfig
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.server import RunningEvaluator, serve
+from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.report import RunReport, write_report
 from ale_robotics.paths import state_home
 from ale_robotics.scoring import score
 from ale_robotics.tasks.registry import Registry, default_registry
+from ale_robotics.tasks.spec import TaskMode
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
 from ale_robotics.v1 import ale_env_pb2 as pb
 
@@ -242,6 +244,8 @@ def _drive(
             "elapsed_s": round(time.monotonic() - started, 3),
         },
     )
+    if task.mode is TaskMode.INTERACTIVE:
+        _close_sessions(harness, run_id, traj)
     job = _latest(harness)
     result: EvalResult | None = None
     if job is not None:
@@ -264,9 +268,11 @@ def _drive(
             )
     target = reg.target(task_id)
     if result is not None and result.state == "SUCCEEDED":
-        report = score(task, result.metrics, target)
+        with tempfile.TemporaryDirectory(prefix="ale-evidence-") as tmp:
+            report = score(task, result.metrics, target, gate_evidence(result, Path(tmp)))
     else:
-        report = score(task, {}, target, no_result=_no_metric_reason(result, exit_code, timed_out))
+        why = _no_metric_reason(result, exit_code, timed_out, task.mode)
+        report = score(task, {}, target, no_result=why)
     run_report = RunReport(
         run_id=run_id,
         task_id=task_id,
@@ -299,8 +305,22 @@ def _latest(harness: AleClient) -> JobStatus | None:
         return None
 
 
-def _no_metric_reason(result: EvalResult | None, exit_code: int | None, timed_out: bool) -> str:
+def _close_sessions(harness: AleClient, run_id: str, traj: TrajectoryWriter) -> None:
+    """Close what the agent left open, so that an unfinished eval session is recorded now."""
+    r = harness._call(harness.stub.CloseSession, pb.CloseSessionRequest(run_id=run_id))
+    if r.sessions_closed:
+        traj.append("harness", "sessions_closed", {"count": r.sessions_closed})
+
+
+def _no_metric_reason(
+    result: EvalResult | None,
+    exit_code: int | None,
+    timed_out: bool,
+    mode: TaskMode = TaskMode.BATCH,
+) -> str:
     if result is None:
         how = "ran past its budget" if timed_out else f"exited with code {exit_code}"
+        if mode is TaskMode.INTERACTIVE:
+            return f"no eval session: the agent {how} without opening its eval session"
         return f"no submission: the agent {how} without calling SubmitBatchEval"
     return f"submission {result.state.lower()}: {result.failure_reason}"

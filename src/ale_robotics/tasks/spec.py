@@ -105,11 +105,19 @@ class EvalProtocol(_Strict):
         description="Public base seeds s_i; the evaluator uses SHA256(s_i || run_id || secret)."
     )
     deterministic: bool = Field(default=True, description="Policy used without exploration noise.")
-    backend: Literal["gymnasium", "mujoco_rollout"] = Field(
+    backend: Literal["gymnasium", "mujoco_rollout", "replay"] = Field(
         default="gymnasium",
         description="'gymnasium': Gymnasium envs stepped in worker processes; "
         "'mujoco_rollout': all of a shard's physics stepped by mujoco.rollout in C threads "
-        "(only env families with a vectorized step, see evaluator/vector_backend.py).",
+        "(only env families with a vectorized step, see evaluator/vector_backend.py); "
+        "'replay': no policy, the submission holds one action sequence per published "
+        "instance and the evaluator replays a hidden subset open-loop (evaluator/replay.py).",
+    )
+    replay_subset: int | None = Field(
+        default=None,
+        gt=0,
+        description="Replay tasks only: how many of the published instances (base_seeds) are "
+        "replayed. Which ones depends on the run's hidden seeds, so the agent must solve all.",
     )
     threads: int = Field(
         default=1, gt=0, le=64, description="mujoco.rollout threads per shard (native backend)."
@@ -130,7 +138,22 @@ class EvalProtocol(_Strict):
             )
         if len(set(self.base_seeds)) != len(self.base_seeds):
             raise ValueError("eval.base_seeds must be distinct")
+        if self.backend == "replay":
+            if self.replay_subset is None or self.replay_subset > self.episodes:
+                raise ValueError(
+                    f"eval.replay_subset is {self.replay_subset}; a replay task needs "
+                    f"1 <= replay_subset <= eval.episodes ({self.episodes})"
+                )
+        elif self.replay_subset is not None:
+            raise ValueError("eval.replay_subset applies only to eval.backend 'replay'")
         return self
+
+    @property
+    def evaluated_episodes(self) -> int:
+        """Episodes one evaluation actually runs (the hidden subset for replay tasks)."""
+        if self.backend == "replay" and self.replay_subset is not None:
+            return self.replay_subset
+        return self.episodes
 
 
 class FileFormat(StrEnum):
@@ -168,7 +191,13 @@ class ContractFile(_Strict):
 class TensorRule(_Strict):
     key: str
     shape: list[int]
-    dtype: Literal["float32", "float64"] = "float32"
+    dtype: Literal["float32", "float64", "int64"] = "float32"
+    low: float | None = Field(
+        default=None, description="Inclusive lower bound of every value (replay tasks only)."
+    )
+    high: float | None = Field(
+        default=None, description="Inclusive upper bound of every value (replay tasks only)."
+    )
 
 
 class PolicyArchitecture(_Strict):
@@ -278,7 +307,47 @@ class TaskSpec(_Strict):
             raise ValueError(f"task {self.id}: a batch task needs a 'contract'")
         if self.mode is TaskMode.INTERACTIVE and self.session is None:
             raise ValueError(f"task {self.id}: an interactive task needs 'session' settings")
+        if self.eval.backend == "replay":
+            self._check_replay()
+        elif self.contract is not None and any(
+            t.low is not None or t.high is not None for t in self.contract.tensors
+        ):
+            # validation.py does not read bounds; refusing them keeps a rule from being ignored
+            raise ValueError(f"task {self.id}: tensor bounds (low/high) apply only to replay tasks")
         return self
+
+    def _check_replay(self) -> None:
+        """A replay task's contract must be exactly what evaluator/replay.py reads.
+
+        ``seeds`` int64 (N,) and ``actions`` float32 (N, T, A) with N the number of
+        published instances and T the episode length, as one npz file of role
+        ``trajectories``; no policy network.
+        """
+        n, steps = self.eval.episodes, self.env.max_episode_steps
+        if self.mode is not TaskMode.BATCH or self.contract is None or self.policy is not None:
+            raise ValueError(f"task {self.id}: a replay task is a batch task with no 'policy'")
+        try:
+            f = self.contract.file_for_role("trajectories")
+        except KeyError:
+            raise ValueError(f"task {self.id}: a replay task needs a 'trajectories' file") from None
+        if len(f.names) != 1 or set(f.names.values()) != {FileFormat.NPZ}:
+            raise ValueError(f"task {self.id}: the trajectories file must be one npz file")
+        rules = {t.key: t for t in self.contract.tensors}
+        seeds, actions = rules.get("seeds"), rules.get("actions")
+        if (
+            set(rules) != {"seeds", "actions"}
+            or seeds is None
+            or actions is None
+            or (seeds.dtype, seeds.shape) != ("int64", [n])
+            or actions.dtype != "float32"
+            or len(actions.shape) != 3
+            or actions.shape[:2] != [n, steps]
+        ):
+            raise ValueError(
+                f"task {self.id}: a replay contract holds exactly 'seeds' int64 [{n}] and "
+                f"'actions' float32 [{n}, {steps}, action_dim] (eval.episodes, "
+                "env.max_episode_steps)"
+            )
 
     @property
     def version(self) -> int:

@@ -116,16 +116,26 @@ class GetSpecResponse(_message.Message):
     def __init__(self, protocol_version: _Optional[str] = ..., task_id: _Optional[str] = ..., mode: _Optional[str] = ..., task_config_json: _Optional[str] = ..., submission_contract_json: _Optional[str] = ..., observation_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., action_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("max_message_bytes", "wall_clock_budget_s", "max_submissions_per_run", "max_sessions")
+    __slots__ = ("max_message_bytes", "wall_clock_budget_s", "max_submissions_per_run", "max_sessions", "max_envs_per_session", "session_idle_timeout_s", "call_deadline_s", "eval_episodes", "max_episode_steps")
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     WALL_CLOCK_BUDGET_S_FIELD_NUMBER: _ClassVar[int]
     MAX_SUBMISSIONS_PER_RUN_FIELD_NUMBER: _ClassVar[int]
     MAX_SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ENVS_PER_SESSION_FIELD_NUMBER: _ClassVar[int]
+    SESSION_IDLE_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    CALL_DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
+    EVAL_EPISODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_EPISODE_STEPS_FIELD_NUMBER: _ClassVar[int]
     max_message_bytes: int
     wall_clock_budget_s: float
     max_submissions_per_run: int
     max_sessions: int
-    def __init__(self, max_message_bytes: _Optional[int] = ..., wall_clock_budget_s: _Optional[float] = ..., max_submissions_per_run: _Optional[int] = ..., max_sessions: _Optional[int] = ...) -> None: ...
+    max_envs_per_session: int
+    session_idle_timeout_s: float
+    call_deadline_s: float
+    eval_episodes: int
+    max_episode_steps: int
+    def __init__(self, max_message_bytes: _Optional[int] = ..., wall_clock_budget_s: _Optional[float] = ..., max_submissions_per_run: _Optional[int] = ..., max_sessions: _Optional[int] = ..., max_envs_per_session: _Optional[int] = ..., session_idle_timeout_s: _Optional[float] = ..., call_deadline_s: _Optional[float] = ..., eval_episodes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
     __slots__ = ("task_id", "kind", "num_envs", "run_id")
@@ -140,14 +150,20 @@ class OpenSessionRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[_Union[SessionKind, str]] = ..., num_envs: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class OpenSessionResponse(_message.Message):
-    __slots__ = ("session_id", "num_envs", "episode_budget")
+    __slots__ = ("session_id", "num_envs", "episode_budget", "seeds_ignored", "autoreset_mode", "max_episode_steps")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     EPISODE_BUDGET_FIELD_NUMBER: _ClassVar[int]
+    SEEDS_IGNORED_FIELD_NUMBER: _ClassVar[int]
+    AUTORESET_MODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_EPISODE_STEPS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     num_envs: int
     episode_budget: int
-    def __init__(self, session_id: _Optional[str] = ..., num_envs: _Optional[int] = ..., episode_budget: _Optional[int] = ...) -> None: ...
+    seeds_ignored: bool
+    autoreset_mode: str
+    max_episode_steps: int
+    def __init__(self, session_id: _Optional[str] = ..., num_envs: _Optional[int] = ..., episode_budget: _Optional[int] = ..., seeds_ignored: _Optional[bool] = ..., autoreset_mode: _Optional[str] = ..., max_episode_steps: _Optional[int] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
     __slots__ = ("session_id", "seeds")
@@ -158,12 +174,16 @@ class ResetRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., seeds: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
-    __slots__ = ("observation", "seeds_ignored")
+    __slots__ = ("observation", "seeds_ignored", "info_json", "episodes_completed")
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     SEEDS_IGNORED_FIELD_NUMBER: _ClassVar[int]
+    INFO_JSON_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     observation: Tensor
     seeds_ignored: bool
-    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., seeds_ignored: _Optional[bool] = ...) -> None: ...
+    info_json: _containers.RepeatedScalarFieldContainer[str]
+    episodes_completed: int
+    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., seeds_ignored: _Optional[bool] = ..., info_json: _Optional[_Iterable[str]] = ..., episodes_completed: _Optional[int] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("session_id", "action")
@@ -174,30 +194,38 @@ class StepRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., action: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
 
 class StepResponse(_message.Message):
-    __slots__ = ("observation", "reward", "terminated", "truncated", "info_json")
+    __slots__ = ("observation", "reward", "terminated", "truncated", "info_json", "episodes_completed", "eval_complete")
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_FIELD_NUMBER: _ClassVar[int]
     TRUNCATED_FIELD_NUMBER: _ClassVar[int]
     INFO_JSON_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    EVAL_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     observation: Tensor
     reward: Tensor
     terminated: Tensor
     truncated: Tensor
     info_json: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., reward: _Optional[_Union[Tensor, _Mapping]] = ..., terminated: _Optional[_Union[Tensor, _Mapping]] = ..., truncated: _Optional[_Union[Tensor, _Mapping]] = ..., info_json: _Optional[_Iterable[str]] = ...) -> None: ...
+    episodes_completed: int
+    eval_complete: bool
+    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., reward: _Optional[_Union[Tensor, _Mapping]] = ..., terminated: _Optional[_Union[Tensor, _Mapping]] = ..., truncated: _Optional[_Union[Tensor, _Mapping]] = ..., info_json: _Optional[_Iterable[str]] = ..., episodes_completed: _Optional[int] = ..., eval_complete: _Optional[bool] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
-    __slots__ = ("session_id",)
+    __slots__ = ("session_id", "run_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
     session_id: str
-    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+    run_id: str
+    def __init__(self, session_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class CloseSessionResponse(_message.Message):
-    __slots__ = ("episodes_completed",)
+    __slots__ = ("episodes_completed", "sessions_closed")
     EPISODES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_CLOSED_FIELD_NUMBER: _ClassVar[int]
     episodes_completed: int
-    def __init__(self, episodes_completed: _Optional[int] = ...) -> None: ...
+    sessions_closed: int
+    def __init__(self, episodes_completed: _Optional[int] = ..., sessions_closed: _Optional[int] = ...) -> None: ...
 
 class SubmitBatchEvalRequest(_message.Message):
     __slots__ = ("task_id", "run_id", "submission_path", "client_token")

@@ -1,0 +1,119 @@
+"""A remote session as numpy: OpenSession, Reset, Step, CloseSession over an :class:`AleClient`.
+
+This is the one place that speaks the session protocol on the client side;
+:class:`~ale_robotics.client.remote_env.RemoteEnv` and ``RemoteVectorEnv`` only
+adapt it to Gymnasium's two APIs. Connection, token metadata and the mapping of
+status codes to :mod:`ale_robotics.errors` are :class:`AleClient`'s. Step is
+never retried: it is not idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ale_robotics.client.sdk import AleClient, TaskView
+from ale_robotics.client.spaces import space_from_spec
+from ale_robotics.errors import InvalidArgumentError, NotFoundError
+from ale_robotics.tensors import from_tensor, to_tensor
+from ale_robotics.v1 import ale_env_pb2 as pb
+
+__all__ = ["RemoteSession", "SessionStep"]
+
+SessionKindName = Literal["practice", "eval"]
+_KINDS = {"practice": pb.SESSION_KIND_PRACTICE, "eval": pb.SESSION_KIND_EVAL}
+
+
+@dataclass(frozen=True)
+class SessionStep:
+    """One Step of every env of the session (arrays are fresh and writable)."""
+
+    obs: npt.NDArray[Any]
+    rewards: npt.NDArray[np.float64]
+    terminated: npt.NDArray[np.bool_]
+    truncated: npt.NDArray[np.bool_]
+    infos: list[dict[str, Any]]
+
+
+def _infos(raw: Any) -> list[dict[str, Any]]:
+    return [json.loads(s) if s else {} for s in raw]
+
+
+def _array(t: pb.Tensor, what: str) -> npt.NDArray[Any]:
+    return from_tensor(t, what).copy()  # frombuffer is read-only; Gymnasium users may write
+
+
+class RemoteSession:
+    """An open session of ``num_envs`` envs; closed by :meth:`close` (idempotent)."""
+
+    def __init__(self, client: AleClient, *, kind: SessionKindName, num_envs: int = 1) -> None:
+        if kind not in _KINDS:
+            raise InvalidArgumentError(f"kind must be 'practice' or 'eval', not {kind!r}")
+        self.client = client
+        self.kind = kind
+        self.view: TaskView = client.get_spec()
+        self.single_observation_space = space_from_spec(self.view.raw.observation_spec)
+        self.single_action_space = space_from_spec(self.view.raw.action_spec)
+        self._act_dtype = np.dtype(self.single_action_space.dtype)
+        r = client._call(
+            client.stub.OpenSession,
+            pb.OpenSessionRequest(
+                task_id=client.task_id,
+                kind=_KINDS[kind],
+                num_envs=num_envs,
+                run_id=client.run_id,
+            ),
+        )
+        self.session_id: str = r.session_id
+        self.num_envs: int = r.num_envs
+        self.episode_budget: int = r.episode_budget
+        self.seeds_ignored: bool = r.seeds_ignored
+        self.autoreset_mode: str = r.autoreset_mode
+        self.max_episode_steps: int = r.max_episode_steps
+        self.episodes_completed = 0
+        self.eval_complete = False
+        self.closed = False
+
+    def reset(
+        self, seeds: list[int] | None = None
+    ) -> tuple[npt.NDArray[Any], list[dict[str, Any]]]:
+        """First observations of every env; practice sessions honour ``seeds``."""
+        r = self.client._call(
+            self.client.stub.Reset, pb.ResetRequest(session_id=self.session_id, seeds=seeds or [])
+        )
+        self.episodes_completed = r.episodes_completed
+        return _array(r.observation, "observation"), _infos(r.info_json)
+
+    def step(self, actions: npt.ArrayLike) -> SessionStep:
+        """Send ``[num_envs, *action_shape]`` actions (cast to the spec dtype; server-checked)."""
+        arr = np.asarray(actions, dtype=self._act_dtype)
+        r = self.client._call(
+            self.client.stub.Step, pb.StepRequest(session_id=self.session_id, action=to_tensor(arr))
+        )
+        self.episodes_completed = r.episodes_completed
+        self.eval_complete = r.eval_complete
+        return SessionStep(
+            obs=_array(r.observation, "observation"),
+            rewards=_array(r.reward, "reward").astype(np.float64, copy=False),
+            terminated=_array(r.terminated, "terminated").astype(np.bool_, copy=False),
+            truncated=_array(r.truncated, "truncated").astype(np.bool_, copy=False),
+            infos=_infos(r.info_json),
+        )
+
+    def close(self) -> int:
+        """Close the session (an eval session's result is then final); episodes completed."""
+        if self.closed:
+            return self.episodes_completed
+        self.closed = True
+        try:
+            r = self.client._call(
+                self.client.stub.CloseSession, pb.CloseSessionRequest(session_id=self.session_id)
+            )
+        except NotFoundError:  # already reaped or closed by the harness: nothing left to do
+            return self.episodes_completed
+        self.episodes_completed = r.episodes_completed
+        return self.episodes_completed

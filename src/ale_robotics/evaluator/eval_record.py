@@ -1,0 +1,214 @@
+"""The trusted record of an eval session: one job row per run, signed events, the EvalResult.
+
+An eval session is stored exactly like a batch job so that nothing downstream
+changes: the harness reads ``GetBatchEvalStatus(run_id)`` then
+``GetEvalResult(run_id)`` and scores the ``EvalResult`` as in batch mode, and
+the run's signed events land in its trajectory.
+
+* The job row is created when the session opens, ``RUNNING``, with the fixed
+  client token :data:`EVAL_SESSION_TOKEN`. The store's ``UNIQUE(run_id,
+  client_token)`` then makes "one eval session per run" atomic and durable: a
+  second OpenSession for the run finds the row and is refused, even after an
+  evaluator restart. Progress (episodes done) and heartbeats go to the row, so
+  status is live during the session.
+* A restarted evaluator finds such a row requeued by ``JobStore.recover`` (the
+  session's envs died with the old process); :func:`fail_interrupted` ends it
+  ``FAILED`` (infrastructure) before the batch runner could pick it up.
+* Events: ``session_opened``, one ``episode_summary`` per episode (return,
+  length, whether it was abandoned), then ``progress_summary`` and ``result``
+  with the same payloads as a batch job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ale_robotics import __version__
+from ale_robotics.errors import FailedPreconditionError, OutOfRangeError
+from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
+from ale_robotics.evaluator.result import (
+    EpisodeRecord,
+    EvalResult,
+    Timings,
+    host_info,
+    package_versions,
+)
+from ale_robotics.evaluator.store import FailureSource, JobState
+from ale_robotics.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.core import Evaluator
+
+__all__ = ["EVAL_SESSION_TOKEN", "EvalRecorder", "fail_interrupted"]
+
+EVAL_SESSION_TOKEN = "interactive-eval-session"
+"""Client token of a run's eval-session job row; one such row per run."""
+
+_SIM_PACKAGES = ["mujoco", "gymnasium", "numpy"]
+_HEARTBEAT_EVERY_S = 1.0
+
+
+class EvalRecorder:
+    """Opens the run's eval job (refusing a second one) and records what the session simulated."""
+
+    def __init__(
+        self, evaluator: Evaluator, task: TaskSpec, run_id: str, session_id: str, num_envs: int
+    ) -> None:
+        self._ev = evaluator
+        self.task = task
+        self.run_id = run_id
+        self.session_id = session_id
+        self.seeds = evaluator.hidden_seeds(task, run_id)
+        job, existing = evaluator.store.create(
+            run_id=run_id,
+            task_id=task.id,
+            client_token=EVAL_SESSION_TOKEN,
+            episodes_total=task.eval.episodes,
+            files={},
+            state=JobState.RUNNING,
+        )
+        if existing:
+            if job.terminal:
+                raise OutOfRangeError(
+                    f"run {run_id} has had its eval session ({job.job_id}, {job.state.value}): "
+                    f"a run gets one eval session of {task.eval.episodes} episodes"
+                )
+            raise FailedPreconditionError(
+                f"run {run_id} already has an open eval session ({job.job_id}); use it or "
+                "close it with CloseSession"
+            )
+        self.job_id = job.job_id
+        self._t0 = time.monotonic()
+        self._beat = self._t0
+        self.finished = False
+        evaluator.event(
+            run_id,
+            task,
+            "session_opened",
+            {
+                "job_id": self.job_id,
+                "session_id": session_id,
+                "kind": "eval",
+                "num_envs": num_envs,
+                "episodes": task.eval.episodes,
+                "max_episode_steps": task.env.max_episode_steps,
+            },
+        )
+
+    def heartbeat(self) -> None:
+        now = time.monotonic()
+        if now - self._beat >= _HEARTBEAT_EVERY_S:
+            self._beat = now
+            self._ev.store.heartbeat(self.job_id)
+
+    def episode_ended(self, record: EpisodeRecord, done: int) -> None:
+        self._ev.event(
+            self.run_id,
+            self.task,
+            "episode_summary",
+            {"job_id": self.job_id, "session_id": self.session_id, **record.model_dump()},
+        )
+        self._ev.store.progress(self.job_id, done)
+
+    def finish(
+        self,
+        records: Iterable[EpisodeRecord],
+        env_steps: int,
+        failure: str | None,
+        infrastructure: bool = False,
+    ) -> None:
+        """Store the official result: SUCCEEDED with metrics, or FAILED with why and whose fault."""
+        if self.finished:
+            return
+        self.finished = True
+        source = FailureSource.NONE
+        if failure:
+            source = FailureSource.INFRASTRUCTURE if infrastructure else FailureSource.SUBMISSION
+        episodes = sorted(records, key=lambda r: r.index)
+        wall = time.monotonic() - self._t0
+        state = JobState.FAILED if failure else JobState.SUCCEEDED
+        metrics = (
+            {}
+            if failure
+            else summarize(
+                [
+                    EpisodeOutcome(r.index, r.episode_return, r.length, r.terminated)
+                    for r in episodes
+                ]
+            )
+        )
+        self._ev.event(
+            self.run_id,
+            self.task,
+            "progress_summary",
+            {
+                "job_id": self.job_id,
+                "session_id": self.session_id,
+                "episodes_done": len(episodes),
+                "episodes_total": self.task.eval.episodes,
+                "env_steps": env_steps,
+                "wall_s": round(wall, 3),
+            },
+        )
+        result = EvalResult(
+            job_id=self.job_id,
+            run_id=self.run_id,
+            task_id=self.task.id,
+            task_config_sha256=self._ev.registry.entry(self.task.id).sha256,
+            state=state.value,
+            failure_source=source.value,
+            failure_reason=failure or "",
+            metrics=metrics,
+            episodes=episodes,
+            secret_sha256=self._ev.secret_sha256,
+            evaluator_version=__version__,
+            simulator_versions=package_versions([*_SIM_PACKAGES, self.task.simulator.package]),
+            host=host_info(),
+            timings=Timings(
+                wall_s=wall,
+                env_steps=env_steps,
+                env_steps_per_s=env_steps / wall if wall > 0 else 0.0,
+                workers=1,
+            ),
+        )
+        payload: dict[str, object] = {"job_id": self.job_id, "state": state.value}
+        if failure:
+            payload.update(failure_source=source.value, reason=failure)
+        else:
+            payload.update(metrics=metrics)
+        payload["episode_returns"] = [r.episode_return for r in episodes]
+        self._ev.event(self.run_id, self.task, "result", payload)
+        self._ev.store.finish(
+            self.job_id,
+            state,
+            failure_source=source,
+            failure_reason=failure or "",
+            result_json=result.model_dump_json(),
+            episodes_done=len(episodes),
+        )
+
+
+def fail_interrupted(evaluator: Evaluator, requeued: Iterable[str]) -> list[str]:
+    """End eval-session jobs a restart requeued: their envs died with the old process."""
+    failed = []
+    for job_id in requeued:
+        job = evaluator.store.get(job_id)
+        if job is None or job.client_token != EVAL_SESSION_TOKEN:
+            continue
+        reason = "the evaluator restarted during the eval session; this run cannot be scored"
+        evaluator.store.finish(
+            job_id,
+            JobState.FAILED,
+            failure_source=FailureSource.INFRASTRUCTURE,
+            failure_reason=reason,
+        )
+        evaluator.event(
+            job.run_id,
+            evaluator.registry.get(job.task_id),
+            "result",
+            {"job_id": job_id, "state": "FAILED", "failure_source": "infrastructure"},
+        )
+        failed.append(job_id)
+    return failed

@@ -1,0 +1,375 @@
+"""The agent sandbox: a bubblewrap command line that runs the agent offline and nearly blind.
+
+The agent is untrusted (ARCHITECTURE.md §1). On one machine without containers
+we isolate it with Linux namespaces through ``bwrap`` (Debian package
+``bubblewrap``), which needs no privileges where unprivileged user namespaces
+are enabled (the Debian/Ubuntu default). The sandbox gets:
+
+* **no network**: ``--unshare-all`` includes a fresh network namespace with only a
+  loopback device of its own, so the host's ``127.0.0.1`` ports (and abstract Unix
+  sockets) are unreachable. The evaluator is reached through its agent Unix
+  socket, bind-mounted in.
+* **an unprivileged identity**: uid/gid 65534 ("nobody") in a new user namespace,
+  no capabilities, no nested user namespaces (``--disable-userns``, where bwrap
+  has it: less kernel attack surface), its own session (``--new-session``: no
+  TIOCSTI into the harness's terminal), its own PID namespace, and it dies with
+  the harness (``--die-with-parent``).
+* **a minimal file system**: read-only ``/usr`` (and the ``/bin``, ``/lib*``
+  links), a few files of ``/etc`` (:data:`ETC_FILES`; not ``shadow``), the Python
+  installation and the project's environment read-only (so the agent can use
+  the SDK and its ML libraries, but cannot plant code in the venv that the
+  evaluator's workers import), a private ``/tmp`` (also ``HOME``) and ``/dev/shm``
+  (RAM-backed, so capped at ``tmp_size_bytes`` where bwrap supports ``--size``),
+  its own ``/proc`` and a minimal ``/dev``; read-write only the workspace (also
+  the working directory) and the submission directory. Everything else (the
+  evaluator's state dir with the secret and the signing key, the run directory,
+  the harness socket, the rest of the host) does not exist inside. ``hide``
+  covers paths inside the workspace (the run directory, a nested state dir) with
+  an empty tmpfs.
+
+Paths keep their host names inside, so ``ALE_ENDPOINT`` and
+``ALE_SUBMISSION_DIR`` need no rewriting.
+
+**Socket permissions.** bwrap maps the sandbox uid 65534 to the uid that runs
+bwrap, and the kernel checks file permissions against that host uid. An agent
+socket created by the same user (the embedded evaluator: socket ``srwx------``
+under umask 077, in a 0700 directory) is therefore reachable with no change.
+An evaluator running as another user must make its agent socket writable by
+the harness's user (for example group-writable with a shared group) and its
+directory searchable. The socket's directory is bound, not the socket file, so
+the agent reconnects after an evaluator restart; it must therefore hold nothing
+but the agent socket (never the state dir, never the harness socket), which
+:func:`bwrap_command` checks.
+
+**Failure to start** is an infrastructure error (:class:`SandboxError`), never a
+zero score. Pass ``status_fd`` and read it with :func:`read_sandbox_status` once
+bwrap has exited to tell "the sandbox or the agent command did not start" (no
+exit code reported; bwrap's reason is the last ``bwrap: ...`` line of its
+stderr) from "the agent ran and exited non-zero".
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ale_robotics.errors import UnavailableError
+
+__all__ = [
+    "ETC_FILES",
+    "SANDBOX_GID",
+    "SANDBOX_UID",
+    "SandboxError",
+    "SandboxStatus",
+    "bwrap_command",
+    "default_python_paths",
+    "read_sandbox_status",
+    "require_sandbox",
+    "sandbox_available",
+]
+
+SANDBOX_UID = 65534
+SANDBOX_GID = 65534
+
+ETC_FILES = (
+    "passwd",  # getpwuid(65534) -> nobody; getpass and torch ask
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "localtime",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",  # Debian's libblas/liblapack symlinks point here
+    "fonts",  # matplotlib
+)
+"""The entries of the host's ``/etc`` the sandbox sees (read-only), when present."""
+
+_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+
+
+class SandboxError(UnavailableError):
+    """The sandbox cannot be built or did not start: an infrastructure failure.
+
+    The run must fail as such (re-run it, or use ``--sandbox none``), never
+    score the agent 0.
+    """
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    """What bwrap reported on its ``--json-status-fd``.
+
+    bwrap writes ``child-pid`` as soon as it has cloned the sandbox (before the
+    mounts are set up, so that alone proves little) and ``exit-code`` only when
+    the agent command itself ran and exited (128+N for a signal). No exit code
+    after bwrap is gone means the sandbox could not be set up or the agent
+    command could not be executed inside it, unless the harness killed it.
+    """
+
+    child_pid: int | None
+    exit_code: int | None
+
+    @property
+    def agent_ran(self) -> bool:
+        """True when the agent command ran inside the sandbox and exited."""
+        return self.exit_code is not None
+
+
+def _bwrap_path(bwrap: str | None) -> str:
+    found = shutil.which(bwrap or "bwrap")
+    if found is None:
+        raise SandboxError(
+            "bubblewrap is not installed (no 'bwrap' on PATH): install it "
+            "(apt-get install bubblewrap) or run with --sandbox none, which does not isolate "
+            "the agent"
+        )
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _options(exe: str) -> frozenset[str]:
+    """The long options this bwrap knows (0.8 added --disable-userns and --size)."""
+    try:
+        text = subprocess.run(
+            [exe, "--help"], capture_output=True, timeout=10, check=False
+        ).stdout.decode("utf-8", "replace")
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    return frozenset(w for w in text.split() if w.startswith("--"))
+
+
+def _system_args(exe: str, tmp_size_bytes: int | None = None) -> list[str]:
+    """Read-only system directories, the root links, /etc subset, proc, dev, tmp."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _ROOT_LINKS:
+        path = Path("/") / name
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            args += ["--ro-bind", str(path), str(path)]
+    for name in ETC_FILES:
+        path = Path("/etc") / name
+        if path.exists():
+            args += ["--ro-bind", str(path), str(path)]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for tmp in ("/dev/shm", "/tmp"):
+        if tmp_size_bytes is not None and "--size" in _options(exe):
+            args += ["--size", str(tmp_size_bytes)]
+        args += ["--tmpfs", tmp]
+    return args
+
+
+def default_python_paths() -> list[Path]:
+    """What the agent needs read-only to run this Python with this project's environment.
+
+    The virtual environment (``sys.prefix``), the interpreter installation it was
+    made from (``sys.base_prefix``), and the directory holding the
+    ``ale_robotics`` package when it is not inside them (an editable install).
+    """
+    import ale_robotics
+
+    paths = [Path(sys.prefix), Path(sys.base_prefix)]
+    package_root = Path(ale_robotics.__file__).resolve().parent.parent
+    paths.append(package_root)
+    out: list[Path] = []
+    for p in paths:
+        real = p.resolve()
+        if not any(real == q or q in real.parents for q in out):
+            out = [q for q in out if real not in q.parents]
+            out.append(real)
+    return out
+
+
+def _check_dir(path: Path, what: str) -> Path:
+    if not path.is_absolute():
+        raise SandboxError(f"the {what} must be an absolute path, not {path}")
+    if not path.is_dir():
+        raise SandboxError(f"the {what} {path} is not a directory")
+    if path.resolve() == Path("/"):
+        raise SandboxError(f"the {what} cannot be '/': that would show the agent the whole host")
+    return path
+
+
+def _check_socket(sock: Path) -> Path:
+    if not sock.is_absolute():
+        raise SandboxError(f"the agent socket must be an absolute path, not {sock}")
+    try:
+        mode = os.stat(sock).st_mode
+    except OSError as exc:
+        raise SandboxError(f"the agent socket {sock} cannot be reached: {exc.strerror}") from None
+    if not stat.S_ISSOCK(mode):
+        raise SandboxError(f"{sock} is not a Unix socket; the sandboxed agent has no network")
+    others = sorted(e for e in os.listdir(sock.parent) if e != sock.name)
+    if others:
+        raise SandboxError(
+            f"the agent socket's directory {sock.parent} also holds {others[:5]}; the sandbox "
+            "binds that whole directory (so the agent can reconnect after an evaluator "
+            "restart), so give the agent socket a directory of its own, e.g. "
+            f"unix://{sock.parent / 'agent' / sock.name}"
+        )
+    return sock.parent
+
+
+def bwrap_command(
+    agent_argv: Sequence[str],
+    *,
+    workspace: Path,
+    submission_dir: Path,
+    agent_socket: Path,
+    python_paths: Sequence[Path] | None = None,
+    extra_ro: Sequence[Path] = (),
+    hide: Sequence[Path] = (),
+    status_fd: int | None = None,
+    tmp_size_bytes: int | None = 2 * 1024**3,
+    bwrap: str | None = None,
+) -> list[str]:
+    """The argv that runs ``agent_argv`` inside the sandbox (see the module docstring).
+
+    ``python_paths`` defaults to :func:`default_python_paths`; ``extra_ro`` adds
+    read-only paths (another interpreter, a dataset); ``hide`` lays an empty
+    tmpfs over paths inside the workspace that the agent must not see (the run
+    directory with the harness's log and trajectory, a state dir); the
+    submission directory is bound after them, so it stays visible even inside a
+    hidden run directory. ``tmp_size_bytes`` caps each of the RAM-backed ``/tmp``
+    and ``/dev/shm`` (None: no cap). Run it with the harness's curated environment; the
+    sandbox sets ``HOME`` and ``TMPDIR`` to its private ``/tmp``.
+
+    Raises :class:`SandboxError` when bwrap is missing or a path is unusable.
+    """
+    if not agent_argv:
+        raise SandboxError("no agent command to run")
+    exe = _bwrap_path(bwrap)
+    workspace = _check_dir(workspace, "workspace")
+    submission_dir = _check_dir(submission_dir, "submission directory")
+    socket_dir = _check_socket(agent_socket)
+    ro = list(default_python_paths() if python_paths is None else python_paths)
+    for p in [*ro, *extra_ro]:
+        if not p.exists():
+            raise SandboxError(f"read-only path {p} does not exist")
+    args = [
+        exe,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_GID),
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "ale-sandbox",
+    ]
+    if "--disable-userns" in _options(exe):
+        args.append("--disable-userns")
+    if status_fd is not None:
+        args += ["--json-status-fd", str(status_fd)]
+    args += _system_args(exe, tmp_size_bytes)
+    # Order matters: a later mount covers an earlier one at the same place.
+    args += ["--bind", str(workspace.resolve()), str(workspace)]
+    for p in hide:
+        if p.exists():
+            args += ["--tmpfs", str(p)]
+    args += ["--bind", str(submission_dir.resolve()), str(submission_dir)]
+    args += ["--bind", str(socket_dir.resolve()), str(socket_dir)]
+    for p in [*ro, *extra_ro]:
+        args += ["--ro-bind", str(p.resolve()), str(p)]
+    args += [
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+        "--chdir",
+        str(workspace),
+        "--",
+        *agent_argv,
+    ]
+    return args
+
+
+def read_sandbox_status(fd: int) -> SandboxStatus:
+    """Read bwrap's ``--json-status-fd`` to the end (after bwrap exited) and close it."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    child_pid: int | None = None
+    exit_code: int | None = None
+    for line in b"".join(chunks).decode("utf-8", "replace").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            if isinstance(obj.get("child-pid"), int):
+                child_pid = obj["child-pid"]
+            if isinstance(obj.get("exit-code"), int):
+                exit_code = obj["exit-code"]
+    return SandboxStatus(child_pid=child_pid, exit_code=exit_code)
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(exe: str) -> str | None:
+    """None when a minimal sandbox starts; else why not (bwrap's own message)."""
+    cmd = [
+        exe,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_GID),
+        "--die-with-parent",
+        "--new-session",
+        *_system_args(exe),
+        "--",
+        "true",
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{exe} could not run: {exc}"
+    if proc.returncode != 0:
+        msg = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        return msg[-1] if msg else f"{exe} exited with {proc.returncode}"
+    return None
+
+
+def require_sandbox(bwrap: str | None = None) -> str:
+    """The bwrap path, after checking that a sandbox really starts on this host.
+
+    Raises :class:`SandboxError` saying why not (bwrap missing, user namespaces
+    disabled, a seccomp profile refusing them...). The check is cached.
+    """
+    exe = _bwrap_path(bwrap)
+    reason = _probe(exe)
+    if reason is not None:
+        raise SandboxError(
+            f"the agent sandbox cannot start on this host: {reason}. Enable unprivileged "
+            "user namespaces (sysctl kernel.unprivileged_userns_clone=1, or an AppArmor "
+            "profile for bwrap on Ubuntu 24.04+), or run with --sandbox none"
+        )
+    return exe
+
+
+def sandbox_available(bwrap: str | None = None) -> bool:
+    """True when bwrap is installed and can start a sandbox here (the default's test)."""
+    try:
+        require_sandbox(bwrap)
+    except SandboxError:
+        return False
+    return True
