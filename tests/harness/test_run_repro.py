@@ -83,3 +83,9 @@ def test_malformed_evidence_is_rejected_by_the_evaluator(short_tmp: Path) -> Non
     assert doc["job_state"] == "REJECTED"
     assert "meta.json" in doc["eval_result"]["failure_reason"]
     assert "rule: json format" in doc["eval_result"]["failure_reason"]
+
+
+def test_deeply_nested_evidence_is_rejected_not_an_infrastructure_failure(short_tmp: Path) -> None:
+    doc = _run(short_tmp, "TD3", meta="'[' * 60000")
+    assert doc["job_state"] == "REJECTED"
+    assert "rule: json format" in doc["eval_result"]["failure_reason"]

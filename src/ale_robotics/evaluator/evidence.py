@@ -40,6 +40,10 @@ def validate_evidence_formats(files: list[SnapshotFile]) -> None:
                 raise SubmissionRejected(
                     f.name, "json format", f"is not valid JSON: {exc}"
                 ) from None
+            except (RecursionError, ValueError):
+                raise SubmissionRejected(
+                    f.name, "json format", "is nested too deeply or holds an unparsable number"
+                ) from None
             if not isinstance(doc, dict):
                 raise SubmissionRejected(f.name, "json format", "must hold a JSON object")
 
