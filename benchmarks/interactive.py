@@ -198,7 +198,7 @@ def main() -> None:
         ("unary Step over gRPC (1 env)", unary, f"{unary / raw:.2f} x raw env"),
         (f"batched Step over gRPC ({n} envs)", batched, f"{batched / raw_vec:.2f} x raw vector"),
     ]
-    where = "in this process" if args.in_process else "its own process"
+    where = "this process" if args.in_process else "its own process"
     print(f"task {task.id} ({task.env.gym_id}), evaluator in {where}, {os.cpu_count()} CPUs")
     for name, value, ratio in rows:
         print(f"  {name:<42} {value:>10,.0f} steps/s  {ratio}")

@@ -16,6 +16,10 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ale_robotics.client import JobStatus
 
 #: Produced by ``td3_train.py``; see ``checkpoints/td3-inverted-pendulum-v1/meta.json``.
 DEFAULT_CHECKPOINT = (
@@ -54,6 +58,7 @@ def stage(checkpoint: Path, submission_dir: Path, accepted: dict[str, str] | Non
     (left by an earlier attempt) is removed; anything else in the directory is left alone.
     """
     name = destination_name(checkpoint, accepted)
+    source = checkpoint.resolve()  # a symlink in the submission dir is replaced below
     submission_dir.mkdir(parents=True, exist_ok=True)
     others = set(accepted or {}) | {f"policy{s}" for s in FORMAT_BY_SUFFIX}
     for other in others - {name}:
@@ -63,7 +68,9 @@ def stage(checkpoint: Path, submission_dir: Path, accepted: dict[str, str] | Non
     target = submission_dir / name
     if target.is_symlink():  # the evaluator rejects symlinks; write a real file
         target.unlink()
-    shutil.copyfile(checkpoint, target)
+    elif target.exists() and target.samefile(source):
+        return target  # already in place (e.g. written there by a training agent)
+    shutil.copyfile(source, target)
     return target
 
 
@@ -84,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     from ale_robotics.client import AleClient  # the SDK is only needed once there is a harness
 
     client = AleClient.from_env()
+    if client.submission_dir is None:
+        print("error: ALE_SUBMISSION_DIR is not set; run this under the harness", file=sys.stderr)
+        return 2
     spec = client.get_spec()
     print(f"task {spec.task.id}: submitting {checkpoint}", flush=True)
     contract = spec.contract if spec.contract is not None else spec.task.contract
@@ -95,11 +105,20 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"copied to {target} ({target.stat().st_size} bytes)", flush=True)
+    print(f"staged as {target} ({target.stat().st_size} bytes)", flush=True)
 
     job_id = client.submit()
     print(f"submitted job {job_id}; waiting for the evaluator ...", flush=True)
-    status = client.wait(job_id)
+    last: list[tuple[str, int, int]] = []
+
+    def progress(status: JobStatus) -> None:
+        """Print a line whenever the state or the episode count changes (not every poll)."""
+        key = (status.state, status.episodes_done, status.episodes_total)
+        if not last or last[-1] != key:
+            last.append(key)
+            print(f"  {status.state} {status.episodes_done}/{status.episodes_total}", flush=True)
+
+    status = client.wait(job_id, on_progress=progress)
     print(
         f"job {job_id} finished: {status.state} "
         f"({status.episodes_done}/{status.episodes_total} episodes)",
@@ -108,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     if status.state == "SUCCEEDED":
         print("evaluation complete; the harness reports the score")
         return 0
-    reason = getattr(status, "failure_reason", "") or "(no reason given)"
-    print(f"error: job {job_id} ended {status.state}: {reason}", file=sys.stderr)
+    source = f" [{status.failure_source}]" if status.failure_source else ""
+    reason = status.failure_reason or "(no reason given)"
+    print(f"error: job {job_id} ended {status.state}{source}: {reason}", file=sys.stderr)
     return 1
 
 

@@ -144,7 +144,8 @@ def test_eval_result_is_a_job_row_with_signed_events(ev: Evaluator) -> None:
     assert job.state.value == "SUCCEEDED" and job.episodes_done == job.episodes_total == 10
     res = _result(ev)
     assert sorted(e.index for e in res.episodes) == list(range(10))
-    assert res.timings is not None and res.timings.env_steps > 0
+    assert res.timings is not None
+    assert res.timings.env_steps == sum(e.length for e in res.episodes) > 0
     kinds = [e["kind"] for e in res.events]
     assert kinds[:3] == ["evaluator_key", "seed_commitment", "session_opened"]
     assert kinds.count("episode_summary") == 10

@@ -121,9 +121,13 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+_INFO_ENCODER = json.JSONEncoder(default=_json_default)  # json.dumps(default=) builds one per call
+
+
 def _infos(infos: list[dict[str, Any]]) -> list[str]:
     """One JSON object per env; an empty info travels as "" (the client reads it as {})."""
-    return [json.dumps(i, default=_json_default) if i else "" for i in infos]
+    encode = _INFO_ENCODER.encode
+    return [encode(i) if i else "" for i in infos]
 
 
 def _capabilities(task: TaskSpec) -> list[str]:

@@ -24,7 +24,7 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ale_robotics.errors import (
     DeadlineExceededError,
@@ -123,14 +123,20 @@ class SessionManager:
             # Reserve the slot before the slow part (env creation) so that concurrent
             # opens cannot overshoot the limit.
             self._opening += 1
+        envs: list[Any] = []
         try:
+            # Envs first: the eval job row (the run's one eval session) is created only
+            # once nothing else can fail.
+            envs = make_envs(task, num_envs)
             recorder = (
                 EvalRecorder(self._ev, task, run_id, sid, num_envs)
                 if kind is SessionKind.EVAL
                 else None
             )
-            session = Session(sid, task, kind, make_envs(task, num_envs), run_id, recorder)
+            session = Session(sid, task, kind, envs, run_id, recorder)
         except BaseException:
+            for env in envs:
+                env.close()
             with self._lock:
                 self._opening -= 1
             raise

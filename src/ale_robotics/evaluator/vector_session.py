@@ -180,6 +180,7 @@ class Session:
                 rewards[i] = r
                 self._ret[i] += float(r)
                 self._len[i] += 1
+                self.env_steps += 1
                 infos.append(info)
                 if term or trunc:
                     terminated[i] = bool(term)
@@ -189,7 +190,6 @@ class Session:
                         self._end_episode(i, terminated=bool(term), abandoned=False)
             else:
                 infos.append({})
-        self.env_steps += n
         if self._recorder is not None:
             self._recorder.heartbeat()
             if self.episodes_completed == self.budget:
