@@ -101,6 +101,8 @@ def test_audit_of_a_replay_task_reruns_the_hidden_subset(short_tmp: Path) -> Non
             str(short_tmp / "state"),
             "--workers",
             "1",
+            "--workspace",  # the example agent lives in the repository
+            str(root),
         ],
         capture_output=True,
         text=True,

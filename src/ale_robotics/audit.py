@@ -21,10 +21,11 @@ from pathlib import Path
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, RolloutPool, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.result import EvalResult
+from ale_robotics.evaluator.smoke import smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks.registry import Registry, default_registry
-from ale_robotics.tasks.spec import TaskMode
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, verify_file
 
 __all__ = ["AuditCheck", "AuditReport", "audit_run", "read_secret"]
@@ -105,6 +106,14 @@ def audit_run(
         f"{result.task_config_sha256[:12]}...",
     )
     task = task_entry.spec
+    if result.smoke_run is not None:  # the evaluator ran (and committed to) the first N only
+        task = smoke_task(task, result.smoke_run.episodes)
+        report.add(
+            "smoke run",
+            True,
+            f"a smoke run of {result.smoke_run.episodes} of {result.smoke_run.of} episodes: "
+            "checked as such, not an official result",
+        )
     seeds = derive_seeds(task.eval.base_seeds, result.run_id, secret)
     published = _published_commitments(run_dir / "trajectory.jsonl")
     mine = [s.commitment for s in seeds]
@@ -120,7 +129,7 @@ def audit_run(
         report.add("metrics", True, f"job {result.state}: no metrics to re-run")
         return report
     if task.mode is TaskMode.INTERACTIVE:
-        _audit_eval_session(report, result, run_dir / "trajectory.jsonl")
+        _audit_eval_session(report, result, run_dir / "trajectory.jsonl", task)
         return report
 
     assert task.contract is not None
@@ -151,7 +160,7 @@ def audit_run(
         )
     finally:
         pool.shutdown()
-    again = summarize(outcomes)
+    again = summarize(outcomes, (m.name for m in task.metrics))
     report.add(
         "metrics",
         again == result.metrics,
@@ -160,7 +169,9 @@ def audit_run(
     return report
 
 
-def _audit_eval_session(report: AuditReport, result: EvalResult, path: Path) -> None:
+def _audit_eval_session(
+    report: AuditReport, result: EvalResult, path: Path, task: TaskSpec
+) -> None:
     signed: dict[int, tuple[float, int]] = {}
     for line in path.read_text(encoding="utf-8").splitlines():
         event = json.loads(line)
@@ -174,7 +185,11 @@ def _audit_eval_session(report: AuditReport, result: EvalResult, path: Path) -> 
         f"{len(mine)} episodes against the trajectory's signed episode_summary events",
     )
     again = summarize(
-        [EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated) for e in result.episodes]
+        [
+            EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated, success=e.success)
+            for e in result.episodes
+        ],
+        (m.name for m in task.metrics),
     )
     report.add(
         "metrics",

@@ -148,8 +148,11 @@ def test_sb3_example_agent_trains_then_runs_its_eval_session(short_tmp: Path) ->
     example = Path(__file__).resolve().parents[2] / "examples/agents/sb3_interactive.py"
     cmd = f"{sys.executable} {example} --algo ppo --timesteps 256"
     dirs = ["--run-dir", str(short_tmp / "run"), "--state-dir", str(short_tmp / "state")]
+    # The example lives in the repository: it is the agent's workspace (the sandbox
+    # shows the agent nothing outside it).
+    workspace = ["--workspace", str(example.parents[2])]
     proc = subprocess.run(
-        [*CLI, "run", TASK, "--agent", cmd, *dirs],
+        [*CLI, "run", TASK, "--agent", cmd, *dirs, *workspace],
         capture_output=True,
         text=True,
         timeout=240,

@@ -33,7 +33,9 @@ print("job state:", c.wait(c.submit()).state)
 """
 
 
-def _run(tmp: Path, agent_cmd: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+def _run(
+    tmp: Path, agent_cmd: str, workspace: Path = AGENT.parents[2]
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     proc = subprocess.run(
         [
             sys.executable,
@@ -49,6 +51,8 @@ def _run(tmp: Path, agent_cmd: str) -> tuple[subprocess.CompletedProcess[str], d
             str(tmp / "state"),
             "--workers",
             "2",
+            "--workspace",  # the agent sees only its workspace (the repo for the example)
+            str(workspace),
         ],
         capture_output=True,
         text=True,
@@ -102,7 +106,7 @@ def test_scripted_agent_solves_the_hidden_subset(short_tmp: Path) -> None:
 def test_trajectories_for_other_instances_are_rejected(short_tmp: Path) -> None:
     agent = short_tmp / "agent.py"
     agent.write_text(textwrap.dedent(WRONG_SEEDS_AGENT))
-    _, doc = _run(short_tmp, f"{sys.executable} {agent}")
+    _, doc = _run(short_tmp, f"{sys.executable} {agent}", workspace=short_tmp)
     assert doc["job_state"] == "REJECTED"
     reason = doc["eval_result"]["failure_reason"]
     assert reason.startswith("trajectories.npz: key 'seeds' differs from the published instances")

@@ -112,7 +112,25 @@ def run(
     budget: Annotated[
         float | None, typer.Option(help="Override the agent's wall-clock budget (seconds).")
     ] = None,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            help="Agent isolation: 'bwrap' (bubblewrap: no network, sees only its workspace "
+            "and the submission dir), 'none' (not isolated), or 'auto' (bwrap if it can start)."
+        ),
+    ] = "auto",
+    workspace: Annotated[
+        Path | None, typer.Option(help="The agent's working directory (default: current).")
+    ] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+    episodes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Smoke run: evaluate only the task's first N episodes (embedded evaluator). "
+            "The result and the score say so; it is not an official result.",
+        ),
+    ] = None,
 ) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
     from ale_robotics.client.sdk import JobStatus
@@ -121,6 +139,18 @@ def run(
 
     logging.basicConfig(level=logging.WARNING)
     default_registry().get(task_id)  # an unknown id fails here, before any progress display
+    if sandbox not in ("auto", "bwrap", "none"):
+        raise typer.BadParameter("use 'auto', 'bwrap' or 'none'", param_hint="--sandbox")
+    from ale_robotics.harness.sandbox import sandbox_available
+
+    if sandbox == "none" or (sandbox == "auto" and not sandbox_available()):
+        console.print(
+            "[yellow]warning:[/yellow] the agent runs WITHOUT a sandbox: it can use the "
+            "network and read this user's files (the evaluator's secret included). Install "
+            "bubblewrap (make sandbox-deps) for isolated runs.",
+            highlight=False,
+            soft_wrap=True,
+        )
     opts = RunOptions(
         task_id=task_id,
         agent_cmd=agent,
@@ -133,6 +163,9 @@ def run(
         state_dir=state_dir,
         budget_s=budget,
         workers=workers,
+        sandbox=sandbox,  # type: ignore[arg-type]  # checked above
+        workspace=workspace,
+        episodes=episodes,
     )
     with Progress(
         SpinnerColumn(),
@@ -200,13 +233,24 @@ def evaluator_serve(
     task: Annotated[str | None, typer.Option(help="Serve only this task.")] = None,
     run_id: Annotated[str | None, typer.Option(help="Accept only this run.")] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+    max_sessions: Annotated[
+        int | None,
+        typer.Option(help="Concurrent interactive sessions (overrides the tasks' limit)."),
+    ] = None,
 ) -> None:
     """Serve AleEnv on two listeners until interrupted (Ctrl-C or SIGTERM)."""
     from ale_robotics.evaluator import EvaluatorConfig, serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     running = serve(
-        EvaluatorConfig(state_dir, submission_dir, task_id=task, run_id=run_id, workers=workers),
+        EvaluatorConfig(
+            state_dir,
+            submission_dir,
+            task_id=task,
+            run_id=run_id,
+            workers=workers,
+            max_sessions=max_sessions,
+        ),
         agent_listen=agent_listen,
         harness_listen=harness_listen,
         agent_token_file=agent_token_file,

@@ -34,11 +34,13 @@ from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.result import (
     EpisodeRecord,
     EvalResult,
+    SmokeRun,
     Timings,
     host_info,
     package_versions,
 )
 from ale_robotics.evaluator.sessions import SessionManager
+from ale_robotics.evaluator.smoke import smoke_run, smoke_task
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected, snapshot_submission
 from ale_robotics.evaluator.state import StateDir
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState, JobStore
@@ -74,6 +76,8 @@ class EvaluatorConfig:
         max_attempts: int = 3,
         max_submissions_per_run: int | None = None,
         worker_limits: WorkerLimits | None = None,
+        smoke_episodes: int | None = None,
+        max_sessions: int | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.submission_volume = submission_volume
@@ -85,6 +89,15 @@ class EvaluatorConfig:
         self.max_submissions_per_run = max_submissions_per_run
         self.worker_limits = worker_limits
         """Resource limits of rollout workers (None: :class:`WorkerLimits` defaults)."""
+        if smoke_episodes is not None and smoke_episodes < 1:
+            raise ValueError(f"smoke_episodes must be at least 1, got {smoke_episodes}")
+        self.smoke_episodes = smoke_episodes
+        if max_sessions is not None and max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self.max_sessions = max_sessions
+        """Operator override of the tasks' session.max_sessions (concurrent sessions)."""
+        """A smoke run (``ale-robotics run --episodes N``): every task is evaluated on its
+        first N episodes only, and every result says so (:mod:`.smoke`). None: official."""
 
 
 class Evaluator:
@@ -140,7 +153,18 @@ class Evaluator:
             raise NotFoundError(
                 f"this evaluator serves task {self.config.task_id!r}, not {task_id!r}"
             )
-        return self.registry.get(task_id)
+        return self.spec(task_id)
+
+    def spec(self, task_id: str) -> TaskSpec:
+        """The task as this evaluator runs it: the registry's, cut short in a smoke run."""
+        task = self.registry.get(task_id)
+        n = self.config.smoke_episodes
+        return task if n is None else smoke_task(task, n)
+
+    def smoke_run(self, task_id: str) -> SmokeRun | None:
+        """What results of this task must say about a smoke run; None for an official one."""
+        n = self.config.smoke_episodes
+        return None if n is None else smoke_run(self.registry.get(task_id), n)
 
     def _check_run(self, run_id: str) -> str:
         if not run_id:
@@ -196,6 +220,7 @@ class Evaluator:
             evaluator_version=__version__,
             simulator_versions=package_versions(_SIM_PACKAGES),
             attempts=job.attempts,
+            smoke_run=self.smoke_run(job.task_id),
         )
 
     # ------------------------------------------------- interactive sessions --
@@ -371,7 +396,7 @@ class Evaluator:
         return out
 
     def _run_job(self, job: JobRecord) -> None:
-        task = self.registry.get(job.task_id)
+        task = self.spec(job.task_id)
         assert task.contract is not None
         try:
             files = self._snapshot_files(job, task)
@@ -446,7 +471,7 @@ class Evaluator:
         wall = time.monotonic() - t0
         evidence, shapes = collect_evidence(files, weights)
         steps = sum(o.length for o in outcomes)
-        metrics = summarize(outcomes)
+        metrics = summarize(outcomes, (m.name for m in task.metrics))
         self._event(
             job.run_id,
             task,
@@ -474,6 +499,7 @@ class Evaluator:
                     episode_return=o.ret,
                     length=o.length,
                     terminated=o.terminated,
+                    success=o.success,
                 )
                 for o in outcomes
             ],
@@ -490,18 +516,17 @@ class Evaluator:
                 workers=self.pool.workers,
             ),
             attempts=job.attempts,
+            smoke_run=self.smoke_run(task.id),
         )
-        self._event(
-            job.run_id,
-            task,
-            "result",
-            {
-                "job_id": job.job_id,
-                "state": "SUCCEEDED",
-                "metrics": metrics,
-                "episode_returns": [o.ret for o in outcomes],
-            },
-        )
+        payload: dict[str, Any] = {
+            "job_id": job.job_id,
+            "state": "SUCCEEDED",
+            "metrics": metrics,
+            "episode_returns": [o.ret for o in outcomes],
+        }
+        if result.smoke_run is not None:
+            payload["smoke_run"] = result.smoke_run.model_dump()
+        self._event(job.run_id, task, "result", payload)
         self.store.finish(
             job.job_id,
             JobState.SUCCEEDED,
@@ -523,7 +548,7 @@ class Evaluator:
         )
         self._event(
             job.run_id,
-            self.registry.get(job.task_id),
+            self.spec(job.task_id),
             "result",
             {"job_id": job.job_id, "state": "FAILED", "failure_source": "infrastructure"},
         )

@@ -134,9 +134,12 @@ class EvalRecorder:
             if failure
             else summarize(
                 [
-                    EpisodeOutcome(r.index, r.episode_return, r.length, r.terminated)
+                    EpisodeOutcome(
+                        r.index, r.episode_return, r.length, r.terminated, success=r.success
+                    )
                     for r in episodes
-                ]
+                ],
+                (m.name for m in self.task.metrics),
             )
         )
         self._ev.event(
@@ -172,6 +175,7 @@ class EvalRecorder:
                 env_steps_per_s=env_steps / wall if wall > 0 else 0.0,
                 workers=1,
             ),
+            smoke_run=self._ev.smoke_run(self.task.id),
         )
         payload: dict[str, object] = {"job_id": self.job_id, "state": state.value}
         if failure:
@@ -179,6 +183,8 @@ class EvalRecorder:
         else:
             payload.update(metrics=metrics)
         payload["episode_returns"] = [r.episode_return for r in episodes]
+        if result.smoke_run is not None:
+            payload["smoke_run"] = result.smoke_run.model_dump()
         self._ev.event(self.run_id, self.task, "result", payload)
         self._ev.store.finish(
             self.job_id,
@@ -206,7 +212,7 @@ def fail_interrupted(evaluator: Evaluator, requeued: Iterable[str]) -> list[str]
         )
         evaluator.event(
             job.run_id,
-            evaluator.registry.get(job.task_id),
+            evaluator.spec(job.task_id),
             "result",
             {"job_id": job_id, "state": "FAILED", "failure_source": "infrastructure"},
         )

@@ -26,7 +26,6 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
-import math
 import os
 import queue
 import re
@@ -34,7 +33,7 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.evaluator.metrics import compute as compute_metrics
 from ale_robotics.tasks.spec import PolicyArchitecture, TaskSpec
 
 __all__ = [
@@ -541,24 +541,11 @@ class RolloutPool:
         return sorted(outcomes, key=lambda e: e.index)
 
 
-def summarize(outcomes: Sequence[EpisodeOutcome]) -> dict[str, float]:
-    """The task metrics from per-episode outcomes (mean/std return, mean length).
+def summarize(outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = ()) -> dict[str, float]:
+    """The task metrics from per-episode outcomes (see :mod:`ale_robotics.evaluator.metrics`).
 
-    Goal tasks whose outcomes all carry ``success`` / ``final_distance`` also get
-    ``success_rate`` and ``mean_final_distance``; other tasks' metrics are unchanged.
+    Always mean/std return and mean length; ``success_rate`` and
+    ``mean_final_distance`` when every outcome carries them; plus the metrics
+    ``names`` (the task's declared ones, e.g. ``mean_cost``), computed by name.
     """
-    rets = np.array([o.ret for o in outcomes], dtype=np.float64)
-    lens = np.array([o.length for o in outcomes], dtype=np.float64)
-    out = {
-        "mean_return": float(rets.mean()),
-        "std_return": float(rets.std()),
-        "mean_episode_length": float(lens.mean()),
-    }
-    if outcomes and all(o.success is not None for o in outcomes):
-        out["success_rate"] = sum(bool(o.success) for o in outcomes) / len(outcomes)
-    distances = [o.final_distance for o in outcomes if o.final_distance is not None]
-    if outcomes and len(distances) == len(outcomes):
-        out["mean_final_distance"] = float(np.mean(np.array(distances, dtype=np.float64)))
-    if not all(math.isfinite(v) for v in out.values()):
-        raise ValueError("non-finite metric")
-    return out
+    return compute_metrics(outcomes, names)

@@ -15,7 +15,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["EpisodeRecord", "EvalResult", "HostInfo", "Timings", "host_info", "package_versions"]
+__all__ = [
+    "EpisodeRecord",
+    "EvalResult",
+    "HostInfo",
+    "SmokeRun",
+    "Timings",
+    "host_info",
+    "package_versions",
+]
 
 
 class _Model(BaseModel):
@@ -33,6 +41,18 @@ class EpisodeRecord(_Model):
         description="Interactive eval sessions: the agent cut the episode short (a new Reset or "
         "CloseSession); it counts with the return and length it had reached.",
     )
+    success: bool | None = Field(
+        default=None,
+        description="Tasks whose env reports info['success']: its value at the episode's last "
+        "step (False for an abandoned episode); None for other tasks.",
+    )
+
+
+class SmokeRun(_Model):
+    """An operator's smoke run (``ale-robotics run --episodes N``): not an official result."""
+
+    episodes: int = Field(description="Episodes evaluated: the first N of the task's base seeds.")
+    of: int = Field(description="Episodes the task's official evaluation runs.")
 
 
 class Timings(_Model):
@@ -85,6 +105,11 @@ class EvalResult(_Model):
     )
     official: bool = Field(
         default=False, description="Set only on results read over the harness channel."
+    )
+    smoke_run: SmokeRun | None = Field(
+        default=None,
+        description="Set when the evaluator ran a smoke run (fewer episodes than the task's "
+        "protocol, an operator option): the metrics are not the task's official measurement.",
     )
 
 

@@ -114,10 +114,16 @@ class SessionManager:
         sid = f"sess-{secrets.token_hex(16)}"
         with self._lock:
             count = len(self._sessions) + self._opening
-            if count >= limits.max_sessions:
+            cap = self._ev.config.max_sessions or limits.max_sessions
+            if count >= cap:
+                where = (
+                    "the evaluator's --max-sessions"
+                    if self._ev.config.max_sessions
+                    else "the limit session.max_sessions"
+                )
                 raise ResourceExhaustedError(
-                    f"{count} sessions are open, the limit session.max_sessions = "
-                    f"{limits.max_sessions}: close one with CloseSession (idle sessions close "
+                    f"{count} sessions are open, {where} = "
+                    f"{cap}: close one with CloseSession (idle sessions close "
                     f"after session.idle_timeout_s = {limits.idle_timeout_s:g}s)"
                 )
             # Reserve the slot before the slow part (env creation) so that concurrent

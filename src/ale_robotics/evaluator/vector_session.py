@@ -10,8 +10,10 @@ code needs no adaptation and no ``final_obs`` has to travel.
 
 Eval sessions add the trusted bookkeeping: episode ``i`` of the budget runs on
 the run's ``i``-th hidden seed, client seeds are ignored, an episode a Reset or
-a close cuts short counts as it stands (no cherry-picking), and once every
-budgeted episode has ended the result is recorded (:class:`EvalRecorder`).
+a close cuts short counts as it stands (no cherry-picking), an env's
+``info["success"]`` at an episode's last step is recorded as its success (an
+abandoned episode of such a task is a failure), and once every budgeted
+episode has ended the result is recorded (:class:`EvalRecorder`).
 When fewer budget episodes remain than envs, the spare envs go idle: they
 return their last observation, reward 0 and no flags, and ignore actions.
 
@@ -118,6 +120,10 @@ class Session:
         self._episode: list[int] = [-1] * self.num_envs  # eval: budget index of the episode
         self._ret = [0.0] * self.num_envs
         self._len = [0] * self.num_envs
+        # info["success"] of each env's latest step (None: the env does not report it).
+        # Once the task is known to report success, an abandoned episode counts as failed.
+        self._success: list[bool | None] = [None] * self.num_envs
+        self._reports_success = any(m.name == "success_rate" for m in task.metrics)
         self._next_episode = 0
         self._records: dict[int, EpisodeRecord] = {}
         self.env_steps = 0
@@ -182,6 +188,9 @@ class Session:
                 self._len[i] += 1
                 self.env_steps += 1
                 infos.append(info)
+                if "success" in info:
+                    self._reports_success = True
+                    self._success[i] = bool(info["success"])
                 if term or trunc:
                     terminated[i] = bool(term)
                     truncated[i] = bool(trunc)
@@ -294,11 +303,16 @@ class Session:
         self._active[i] = True
         self._ret[i] = 0.0
         self._len[i] = 0
+        self._success[i] = None
         return dict(info)
 
     def _end_episode(self, i: int, *, terminated: bool, abandoned: bool) -> None:
         assert self._recorder is not None
         index = self._episode[i]
+        success = self._success[i]
+        if abandoned or (success is None and self._reports_success):
+            # cut short (or silent at the end): not solved at the protocol's last step
+            success = False if self._reports_success else None
         record = EpisodeRecord(
             index=index,
             seed_commitment=self._recorder.seeds[index].commitment,
@@ -306,6 +320,7 @@ class Session:
             length=self._len[i],
             terminated=terminated,
             abandoned=abandoned,
+            success=success,
         )
         self._records[index] = record
         self._active[i] = False

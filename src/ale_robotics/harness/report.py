@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ale_robotics.evaluator.result import EvalResult
+from ale_robotics.evaluator.result import EvalResult, SmokeRun
 from ale_robotics.scoring import ScoreReport
 
 __all__ = ["RunReport", "plot_episodes", "write_report"]
@@ -28,6 +28,7 @@ class RunReport(BaseModel):
     agent_exit_code: int | None = Field(description="Agent exit status (None if killed).")
     agent_budget_exceeded: bool = Field(description="True if the harness stopped the agent.")
     budget_s: float = Field(description="Wall-clock budget the agent had.")
+    sandbox: str = Field(default="none", description="'bwrap' or 'none': how the agent ran.")
     wall_s: float = Field(description="Seconds from run start to verdict.")
     job_state: str = Field(description="Terminal state of the evaluated job, or NO_SUBMISSION.")
     eval_result: EvalResult | None = Field(
@@ -35,6 +36,11 @@ class RunReport(BaseModel):
         "trajectory.jsonl)."
     )
     score: ScoreReport = Field(description="The full score report.")
+    smoke_run: SmokeRun | None = Field(
+        default=None,
+        description="Set for a smoke run (ale-robotics run --episodes N): only the first N of "
+        "the task's episodes were evaluated, so this is not an official result.",
+    )
     trajectory_head: str = Field(
         default="",
         description="Hash of the last trajectory event when the report was written; "

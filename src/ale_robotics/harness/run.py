@@ -10,25 +10,36 @@ gets the harness token, the evaluator state dir or the result.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import os
 import secrets
 import shlex
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import AleError, FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.core import EvaluatorConfig
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.server import RunningEvaluator, serve
+from ale_robotics.evaluator.smoke import smoke_run
 from ale_robotics.harness.evidence import gate_evidence
+from ale_robotics.harness.hidden_modules import sandbox_hidden_paths
 from ale_robotics.harness.report import RunReport, write_report
+from ale_robotics.harness.sandbox import (
+    bwrap_command,
+    read_sandbox_status,
+    require_sandbox,
+    sandbox_available,
+)
 from ale_robotics.paths import state_home
 from ale_robotics.scoring import score
 from ale_robotics.tasks.registry import Registry, default_registry
@@ -68,6 +79,13 @@ class RunOptions:
     workers: int | None = None
     job_timeout_s: float = 900.0
     run_id: str | None = None
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    """'auto': bubblewrap where it can start, else 'none' with a warning."""
+    workspace: Path | None = None
+    """The agent's working directory, read-write (default: the current directory)."""
+    episodes: int | None = None
+    """A smoke run: the embedded evaluator runs only the task's first N episodes, and the
+    result, the report and the score line say so. An official run leaves it None."""
 
 
 @dataclass
@@ -122,6 +140,13 @@ def run_task(
     budget = opts.budget_s or (
         manifest_entry.compute_budget.wall_clock_s if manifest_entry else 3600.0
     )
+    # Resolved once ("auto" becomes what this host can do); _drive reads opts.sandbox.
+    opts = dataclasses.replace(opts, sandbox=_sandbox_mode(opts.sandbox))
+    if opts.episodes is not None and opts.evaluator is not None:
+        raise HarnessError(
+            "--episodes makes the embedded evaluator run a smoke run; an evaluator started "
+            "separately always runs the task's full protocol"
+        )
     run_id = opts.run_id or new_run_id()
     run_dir = (opts.run_dir or Path("runs") / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=False)
@@ -137,6 +162,8 @@ def run_task(
             "agent_cmd": opts.agent_cmd,
             "budget_s": budget,
             "target": target.model_dump(mode="json") if target else None,
+            "sandbox": opts.sandbox,
+            **({} if opts.episodes is None else {"smoke_episodes": opts.episodes}),
         },
     )
     started = time.monotonic()
@@ -153,8 +180,11 @@ def run_task(
                     run_id=run_id,
                     workers=opts.workers,
                     job_deadline_s=opts.job_timeout_s,
+                    smoke_episodes=opts.episodes,
                 ),
-                agent_listen=f"unix://{sock_dir.name}/agent.sock",
+                # The agent socket gets a directory of its own: the sandbox binds
+                # that whole directory, which must not hold the harness socket.
+                agent_listen=f"unix://{sock_dir.name}/agent/agent.sock",
                 harness_listen=f"unix://{sock_dir.name}/harness.sock",
                 registry=reg,
             )
@@ -213,17 +243,53 @@ def _drive(
     task = reg.get(task_id)
     env = _agent_env(agent_endpoint, agent_token, task_id, run_id, submission)
     log_path = run_dir / "agent.log"
-    traj.append("harness", "agent_launched", {"cmd": opts.agent_cmd, "log": log_path.name})
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            shlex.split(opts.agent_cmd),
-            cwd=os.getcwd(),
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+    workspace = (opts.workspace or Path.cwd()).resolve()
+    argv = shlex.split(opts.agent_cmd)
+    status_r: int | None = None
+    pass_fds: tuple[int, ...] = ()
+    if opts.sandbox == "bwrap":
+        if not agent_endpoint.startswith("unix://"):
+            raise HarnessError(
+                "the agent sandbox has no network: the evaluator's agent channel must be a "
+                "Unix socket (unix://...), or run with --sandbox none"
+            )
+        if argv and argv[0] in ("python", "python3"):
+            # Inside the sandbox only this project's interpreter and venv exist; a bare
+            # "python" could resolve to a shim (pyenv) whose files are not there.
+            argv[0] = sys.executable
+        status_r, status_w = os.pipe()
+        pass_fds = (status_w,)
+        argv = bwrap_command(
+            argv,
+            workspace=workspace,
+            submission_dir=submission,
+            agent_socket=Path(agent_endpoint.removeprefix("unix://")),
+            hide=_hidden_paths(opts, run_dir, workspace),
+            block_imports=sandbox_hidden_paths(task),  # e.g. metaworld.policies
+            status_fd=status_w,
         )
+    traj.append(
+        "harness",
+        "agent_launched",
+        {"cmd": opts.agent_cmd, "log": log_path.name, "sandbox": opts.sandbox},
+    )
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                argv,
+                cwd=workspace,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=pass_fds,
+            )
+        except OSError as exc:
+            raise HarnessError(f"cannot start the agent command {argv[0]!r}: {exc}") from None
+        finally:
+            for fd in pass_fds:
+                os.close(fd)
         timed_out = False
         while proc.poll() is None:
             elapsed = time.monotonic() - started
@@ -235,6 +301,15 @@ def _drive(
                 on_progress("agent", _latest(harness), elapsed, budget)
             time.sleep(0.2)
     exit_code = proc.returncode
+    if status_r is not None:
+        status = read_sandbox_status(status_r)
+        if not timed_out and not status.agent_ran:
+            why = _last_bwrap_line(log_path)
+            traj.append("harness", "run_failed", {"reason": f"sandbox did not start: {why}"})
+            raise HarnessError(
+                f"the agent sandbox did not start ({why}); this is an infrastructure "
+                "problem, not the agent's score: fix it or run with --sandbox none"
+            )
     traj.append(
         "harness",
         "agent_exited",
@@ -273,6 +348,14 @@ def _drive(
     else:
         why = _no_metric_reason(result, exit_code, timed_out, task.mode)
         report = score(task, {}, target, no_result=why)
+    smoke = None if opts.episodes is None else smoke_run(task, opts.episodes)
+    line = report.score_line()
+    if smoke is not None:
+        what = f"a smoke run of {smoke.episodes} of {smoke.of} episodes (--episodes)"
+        report = report.model_copy(
+            update={"explanation": f"This is {what}, not an official result. {report.explanation}"}
+        )
+        line += f" [smoke run: {smoke.episodes} of {smoke.of} episodes, not official]"
     run_report = RunReport(
         run_id=run_id,
         task_id=task_id,
@@ -280,20 +363,44 @@ def _drive(
         agent_exit_code=exit_code,
         agent_budget_exceeded=timed_out,
         budget_s=budget,
+        sandbox=opts.sandbox,
         wall_s=time.monotonic() - started,
         job_state=result.state if result else "NO_SUBMISSION",
         eval_result=result.model_copy(update={"events": []}) if result else None,
         score=report,
+        smoke_run=smoke,
     )
     last = traj.append(
         "harness",
         "score",
-        {"status": report.status, "score": report.score, "line": report.score_line()},
+        {"status": report.status, "score": report.score, "line": line},
     )
     write_report(run_dir, run_report.model_copy(update={"trajectory_head": last.hash}), traj.path)
-    return RunOutcome(
-        run_id=run_id, run_dir=run_dir, report=run_report, score_line=report.score_line()
-    )
+    return RunOutcome(run_id=run_id, run_dir=run_dir, report=run_report, score_line=line)
+
+
+def _sandbox_mode(requested: str) -> Literal["bwrap", "none"]:
+    """'bwrap' or 'none' for this run; an explicit 'bwrap' that cannot start raises."""
+    if requested == "none":
+        return "none"
+    if requested == "bwrap":
+        require_sandbox()
+        return "bwrap"
+    return "bwrap" if sandbox_available() else "none"
+
+
+def _hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path]:
+    """Inside the workspace, what the agent must not see: run directories and a state dir."""
+    candidates = [run_dir, (opts.state_dir or default_state_dir()).resolve()]
+    if opts.run_dir is None:
+        candidates.append(run_dir.parent)  # runs/: other runs' results and logs
+    return [p for p in candidates if p.is_relative_to(workspace) and p != workspace]
+
+
+def _last_bwrap_line(log_path: Path) -> str:
+    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    found = [ln for ln in lines if ln.startswith("bwrap:")]
+    return found[-1] if found else "no reason given"
 
 
 def _latest(harness: AleClient) -> JobStatus | None:

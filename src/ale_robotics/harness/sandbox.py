@@ -228,6 +228,7 @@ def bwrap_command(
     python_paths: Sequence[Path] | None = None,
     extra_ro: Sequence[Path] = (),
     hide: Sequence[Path] = (),
+    block_imports: Sequence[Path] = (),
     status_fd: int | None = None,
     tmp_size_bytes: int | None = 2 * 1024**3,
     bwrap: str | None = None,
@@ -239,7 +240,12 @@ def bwrap_command(
     tmpfs over paths inside the workspace that the agent must not see (the run
     directory with the harness's log and trajectory, a state dir); the
     submission directory is bound after them, so it stays visible even inside a
-    hidden run directory. ``tmp_size_bytes`` caps each of the RAM-backed ``/tmp``
+    hidden run directory. ``block_imports`` are installed Python packages (directories) or
+    modules (``.py`` files) the agent must not import, typically inside the read-only
+    Python paths: each is covered, after those are mounted, by an empty tmpfs holding only
+    an ``__init__.py`` that raises ``ImportError`` (a module file is replaced by it), so
+    their files cannot be read either (see :mod:`ale_robotics.harness.hidden_modules`).
+    ``tmp_size_bytes`` caps each of the RAM-backed ``/tmp``
     and ``/dev/shm`` (None: no cap). Run it with the harness's curated environment; the
     sandbox sets ``HOME`` and ``TMPDIR`` to its private ``/tmp``.
 
@@ -284,6 +290,8 @@ def bwrap_command(
     args += ["--bind", str(socket_dir.resolve()), str(socket_dir)]
     for p in [*ro, *extra_ro]:
         args += ["--ro-bind", str(p.resolve()), str(p)]
+    for p in block_imports:  # after the read-only trees, or those would cover it again
+        args += _block_import_args(p)
     args += [
         "--setenv",
         "HOME",
@@ -297,6 +305,25 @@ def bwrap_command(
         *agent_argv,
     ]
     return args
+
+
+_IMPORT_BLOCKER = Path(__file__).with_name("_import_blocker.py")
+"""Bound over a hidden module: importing it raises ImportError saying why."""
+
+
+def _block_import_args(path: Path) -> list[str]:
+    """Mounts that make the package directory or module file ``path`` unimportable.
+
+    An empty directory alone would not do: Python imports it as an empty
+    namespace package. Paths that do not exist need nothing.
+    """
+    if not path.is_absolute():
+        raise SandboxError(f"a module to block must be an absolute path, not {path}")
+    if path.is_dir():
+        return ["--tmpfs", str(path), "--ro-bind", str(_IMPORT_BLOCKER), str(path / "__init__.py")]
+    if path.is_file():
+        return ["--ro-bind", str(_IMPORT_BLOCKER), str(path)]
+    return []
 
 
 def read_sandbox_status(fd: int) -> SandboxStatus:

@@ -95,6 +95,12 @@ class EnvSpec(_Strict):
     gym_id: str = Field(description="Gymnasium id, e.g. 'InvertedPendulum-v5'.")
     kwargs: dict[str, Any] = Field(default_factory=dict)
     max_episode_steps: int = Field(gt=0)
+    agent_hidden_modules: list[str] = Field(
+        default_factory=list,
+        description="Python packages or modules the agent's sandbox must not be able to "
+        "import, e.g. a simulator's bundled scripted solutions ('metaworld.policies'); see "
+        "ale_robotics.harness.hidden_modules.",
+    )
 
 
 class EvalProtocol(_Strict):

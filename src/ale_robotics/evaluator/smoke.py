@@ -1,0 +1,44 @@
+"""Smoke runs: the task's protocol cut to its first N episodes, and labelled as such.
+
+``ale-robotics run TASK --episodes N`` lets an operator check that an agent
+runs end to end without paying for the full evaluation. The embedded evaluator
+then serves :func:`smoke_task` instead of the registry's task, so everything
+downstream (GetSpec's episode budget, eval sessions, the batch pipeline, seed
+commitments) follows it unchanged, and every result it produces carries a
+:class:`~ale_robotics.evaluator.result.SmokeRun` that the report repeats. The
+episodes are the first N of the official run's (same base seeds, same hidden
+seeds), so a smoke run is a prefix of the real thing, never a different sample.
+An official run never uses it.
+"""
+
+from __future__ import annotations
+
+from ale_robotics.evaluator.result import SmokeRun
+from ale_robotics.tasks.spec import TaskSpec
+
+__all__ = ["smoke_run", "smoke_task"]
+
+
+def smoke_task(task: TaskSpec, episodes: int) -> TaskSpec:
+    """``task`` evaluating only its first ``episodes`` base seeds (all of them if fewer).
+
+    Replay tasks keep every published instance (the submission must cover them
+    all) and replay a smaller hidden subset instead.
+    """
+    if episodes < 1:
+        raise ValueError(f"a smoke run needs at least 1 episode, got {episodes}")
+    ev = task.eval
+    if ev.backend == "replay" and ev.replay_subset is not None:
+        limited = ev.model_copy(update={"replay_subset": min(episodes, ev.replay_subset)})
+    else:
+        n = min(episodes, ev.episodes)
+        limited = ev.model_copy(update={"episodes": n, "base_seeds": ev.base_seeds[:n]})
+    return task.model_copy(update={"eval": limited})
+
+
+def smoke_run(task: TaskSpec, episodes: int) -> SmokeRun:
+    """What a smoke run of ``episodes`` evaluates of ``task`` (the registry's, full task)."""
+    return SmokeRun(
+        episodes=smoke_task(task, episodes).eval.evaluated_episodes,
+        of=task.eval.evaluated_episodes,
+    )

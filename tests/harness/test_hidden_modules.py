@@ -1,0 +1,97 @@
+"""Modules a task hides from its agent: located without importing, unimportable in the sandbox."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ale_robotics.harness.hidden_modules import module_path, sandbox_hidden_paths
+from ale_robotics.harness.sandbox import bwrap_command, sandbox_available
+from ale_robotics.tasks import default_registry
+
+REG = default_registry()
+MW_TASK = "tdmpc2-mw-push-v1"
+needs_bwrap = pytest.mark.skipif(
+    not sandbox_available(), reason="bubblewrap is missing or cannot start a sandbox here"
+)
+
+PROBE = """
+import os
+try:
+    import metaworld.policies
+    print("policies: imported")
+except ImportError as exc:
+    print("policies: ImportError:", exc)
+import metaworld
+print("metaworld: imported")
+print("listing:", sorted(os.listdir(os.path.join(os.path.dirname(metaworld.__file__), "policies"))))
+"""
+
+
+def test_module_paths_are_found_without_importing() -> None:
+    before = set(sys.modules)
+    policies = module_path("metaworld.policies")
+    assert policies is not None and (policies / "sawyer_push_v3_policy.py").is_file()
+    assert module_path("metaworld.policies.policy") == policies / "policy.py"
+    assert module_path("metaworld.no_such_thing") is None
+    assert module_path("no_such_package_at_all") is None
+    assert not {m for m in set(sys.modules) - before if m.startswith("metaworld")}
+
+
+def test_only_the_metaworld_task_hides_modules() -> None:
+    for entry in REG:
+        paths = sandbox_hidden_paths(entry.spec)
+        if entry.spec.id == MW_TASK:
+            assert paths == [module_path("metaworld.policies").resolve()]  # type: ignore[union-attr]
+        else:
+            assert paths == [], entry.spec.id
+
+
+@needs_bwrap
+def test_hidden_package_cannot_be_imported_or_read_in_the_sandbox(short_tmp: Path) -> None:
+    for d in ("ws", "sub", "sock"):
+        (short_tmp / d).mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(short_tmp / "sock" / "a.sock"))
+    try:
+        argv = bwrap_command(
+            [sys.executable, "-c", PROBE],
+            workspace=short_tmp / "ws",
+            submission_dir=short_tmp / "sub",
+            agent_socket=short_tmp / "sock" / "a.sock",
+            block_imports=sandbox_hidden_paths(REG.get(MW_TASK)),
+        )
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    finally:
+        sock.close()
+    assert out.returncode == 0, out.stderr
+    assert "policies: ImportError: metaworld.policies is hidden from agents" in out.stdout
+    assert "metaworld: imported" in out.stdout
+    assert "listing: ['__init__.py']" in out.stdout
+
+
+@needs_bwrap
+def test_agent_of_the_metaworld_task_cannot_import_the_scripted_policies(short_tmp: Path) -> None:
+    """Through `ale-robotics run`: the harness passes the task's hidden modules to bwrap."""
+    (short_tmp / "agent.py").write_text(PROBE)
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "ale_robotics", "run", MW_TASK),
+            *("--agent", f"{sys.executable} agent.py", "--sandbox", "bwrap"),
+            *("--workspace", str(short_tmp), "--run-dir", str(short_tmp / "run")),
+            *("--state-dir", str(short_tmp / "state")),  # hidden: inside the workspace
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=short_tmp,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = (short_tmp / "run" / "agent.log").read_text()
+    assert "policies: ImportError" in log and "metaworld: imported" in log, log
+    assert json.loads((short_tmp / "run" / "result.json").read_text())["sandbox"] == "bwrap"
