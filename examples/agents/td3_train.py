@@ -72,6 +72,51 @@ class WallClockBudget(BaseCallback):
         return True
 
 
+class LearningCurve(BaseCallback):
+    """Evaluate the actor on public seeds every ``every`` steps: the reproduction's curve.csv.
+
+    Reproduction tasks (genre "reproduction") ask for the learning curve as evidence that the
+    policy was trained with the declared algorithm and budget; the evaluator's gate checks it.
+    """
+
+    def __init__(self, task: TaskSpec, every: int, episodes: int, seed: int) -> None:
+        super().__init__()
+        self.task = task
+        self.every = every
+        self.episodes = episodes
+        self.seed = seed
+        self.rows: list[tuple[int, float]] = []
+
+    def _on_step(self) -> bool:
+        n = int(self.model.num_timesteps)
+        if n % self.every == 0:
+            returns = evaluate_locally(
+                actor_state_dict(self.model, layer_names(self.task)),
+                self.task.env.gym_id,
+                self.episodes,
+                self.seed,
+                names=layer_names(self.task),
+                max_episode_steps=self.task.env.max_episode_steps,
+                env_kwargs=self.task.env.kwargs,
+            )
+            self.rows.append((n, float(np.mean(returns))))
+        return True
+
+
+def write_reproduction_evidence(out_dir: Path, curve: LearningCurve, steps: int, seed: int) -> None:
+    """``curve.csv`` (step, eval_return) and ``meta.json``, as reproduction contracts ask."""
+    lines = ["step,eval_return", *(f"{s},{r!r}" for s, r in curve.rows)]
+    (out_dir / "curve.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    meta = {
+        "algorithm": "TD3",
+        "training_steps": steps,
+        "seeds": [seed],
+        "final_eval_return": curve.rows[-1][1] if curve.rows else None,
+        "library": "stable-baselines3",
+    }
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
 def load_task_config(path: Path) -> TaskSpec:
     """Read a task config file directly (offline mode: no evaluator, same schema it serves)."""
     return TaskSpec.model_validate_json(path.read_text(encoding="utf-8"))
@@ -98,6 +143,7 @@ def train(
     deadline: float,
     learning_starts: int = 1000,
     noise_std: float = 0.1,
+    curve: LearningCurve | None = None,
 ) -> tuple[TD3, int, bool]:
     """Train TD3 on the task's env; return the model, steps actually done, and early-stop flag.
 
@@ -130,7 +176,8 @@ def train(
         verbose=0,
     )
     callback = WallClockBudget(deadline)
-    model.learn(total_timesteps=timesteps, callback=callback, progress_bar=False)
+    callbacks: list[BaseCallback] = [callback] if curve is None else [callback, curve]
+    model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=False)
     env.close()
     return model, int(model.num_timesteps), callback.stopped_early
 
@@ -281,6 +328,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--check-episodes", type=int, default=10, help="local check (offline)")
     parser.add_argument("--check-seed", type=int, default=1000, help="first local-check seed")
     parser.add_argument("--meta", type=Path, help="offline: also write a JSON record of the run")
+    parser.add_argument(
+        "--curve-every", type=int, default=1000, help="reproduction tasks: steps between evals"
+    )
+    parser.add_argument(
+        "--curve-episodes", type=int, default=3, help="reproduction tasks: episodes per eval"
+    )
     args = parser.parse_args(argv)
     if args.offline and (args.task_config is None or args.out is None):
         parser.error("--offline needs --task-config and --out")
@@ -406,13 +459,22 @@ def run_harness(args: argparse.Namespace, started: float) -> int:
     print(
         f"task {task.id}: training up to {args.timesteps} steps, budget {budget:.0f}s", flush=True
     )
+    roles = {f.role for f in contract.files} if contract is not None else set()
+    curve = (
+        LearningCurve(task, args.curve_every, args.curve_episodes, args.check_seed)
+        if {"meta", "curve"} <= roles
+        else None
+    )
     model, steps, stopped = train(
-        task, args.seed, args.timesteps, deadline, args.learning_starts, args.noise_std
+        task, args.seed, args.timesteps, deadline, args.learning_starts, args.noise_std, curve
     )
     print(f"trained {steps} steps{' (stopped at budget)' if stopped else ''}", flush=True)
     path = export_td3_actor(
         model, client.submission_dir, args.format, names=layer_names(task), contract=contract
     )
+    if curve is not None:
+        write_reproduction_evidence(client.submission_dir, curve, steps, args.seed)
+        print(f"wrote curve.csv ({len(curve.rows)} points) and meta.json", flush=True)
     check_state_dict(load_policy_file(path), contract)
     print(f"wrote {path}; submitting", flush=True)
     job_id = client.submit()

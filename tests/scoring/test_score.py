@@ -143,7 +143,6 @@ def test_unscored_never_invents_a_value(td3: TaskSpec, measured: dict[str, float
         (math.nan, "mean_return is nan"),
         (math.inf, "mean_return is inf"),
         (-math.inf, "mean_return is -inf"),
-        (-3.0, "mean_return is -3, but the task declares it cannot be negative"),
         ("950", "mean_return is nan"),
         (None, "mean_return is nan"),
         (True, "mean_return is nan"),
@@ -159,6 +158,16 @@ def test_unusable_primary_scores_zero(
     assert report.ratio is None
     assert report.problems == [problem]
     assert report.score_line() == f"score: 0.000 (invalid measurement: {problem})"
+
+
+def test_negative_higher_is_better_measurement_clamps_to_zero(
+    td3: TaskSpec, make_target: MakeTarget
+) -> None:
+    report = score(td3, {"mean_return": -3.0}, make_target(1000.0))
+    assert report.status == "scored"
+    assert report.score == 0.0
+    assert report.ratio == pytest.approx(-0.003)
+    assert "clamped to 0" in report.explanation
 
 
 def test_missing_primary_scores_zero(td3: TaskSpec, make_target: MakeTarget) -> None:

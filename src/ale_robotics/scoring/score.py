@@ -204,7 +204,11 @@ def score(
             problems.append(f"{name} is {v}")
             return None
         spec = metrics.get(name)
-        if v < 0 and (spec is None or not spec.can_be_negative):
+        # Below zero, a higher-is-better ratio is just clamped to 0 (a backward-running
+        # cheetah scores like a motionless one); a lower-is-better ratio would be rewarded
+        # through max(measured, eps), so there it is an unusable measurement.
+        lower = spec is None or spec.direction is Direction.LOWER_IS_BETTER
+        if v < 0 and lower and (spec is None or not spec.can_be_negative):
             problems.append(f"{name} is {v:g}, but the task declares it cannot be negative")
             return None
         return v
