@@ -18,6 +18,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, RolloutPool, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.result import EvalResult
@@ -161,11 +162,22 @@ def audit_run(
     finally:
         pool.shutdown()
     again = summarize(outcomes, (m.name for m in task.metrics))
+    exact = {k: v for k, v in again.items() if k not in HOST_TIMED}
     report.add(
         "metrics",
-        again == result.metrics,
-        ", ".join(f"{k} {again[k]!r} vs {result.metrics.get(k)!r}" for k in sorted(again)),
+        exact == {k: v for k, v in result.metrics.items() if k not in HOST_TIMED},
+        ", ".join(f"{k} {again[k]!r} vs {result.metrics.get(k)!r}" for k in sorted(exact)),
     )
+    timed = sorted(k for k in again if k in HOST_TIMED)
+    if timed:
+        report.add(
+            "timed metrics",
+            True,
+            "re-measured on this host, not compared (wall-clock, host-dependent): "
+            + ", ".join(
+                f"{k} {again[k]:.4g} vs {result.metrics.get(k, float('nan')):.4g}" for k in timed
+            ),
+        )
     return report
 
 

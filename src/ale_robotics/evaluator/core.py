@@ -37,7 +37,7 @@ from ale_robotics.evaluator.result import (
     SmokeRun,
     Timings,
     host_info,
-    package_versions,
+    simulator_versions,
 )
 from ale_robotics.evaluator.sessions import SessionManager
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
@@ -55,7 +55,6 @@ log = logging.getLogger(__name__)
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
-_SIM_PACKAGES = ["mujoco", "gymnasium", "numpy"]
 _MAX_ID_CHARS = 128
 """Longer task or job ids are refused unread: an id is echoed in NOT_FOUND messages,
 and a status message travels in a size-limited trailer."""
@@ -218,7 +217,7 @@ class Evaluator:
             submission_files=job.files,
             secret_sha256=self.secret_sha256,
             evaluator_version=__version__,
-            simulator_versions=package_versions(_SIM_PACKAGES),
+            simulator_versions=simulator_versions(self.registry.get(job.task_id).simulator.package),
             attempts=job.attempts,
             smoke_run=self.smoke_run(job.task_id),
         )
@@ -279,7 +278,7 @@ class Evaluator:
         self, task_id: str, run_id: str, rel_path: str, client_token: str
     ) -> tuple[JobRecord, bool]:
         task = self.task(task_id)
-        if task.mode is not TaskMode.BATCH or task.contract is None:
+        if task.mode not in (TaskMode.BATCH, TaskMode.TASK_CONFIG) or task.contract is None:
             raise FailedPreconditionError(f"task {task.id} is not a batch task")
         run = self._check_run(run_id)
         if not _TOKEN_RE.match(client_token):
@@ -507,7 +506,7 @@ class Evaluator:
             tensor_shapes=shapes,
             secret_sha256=self.secret_sha256,
             evaluator_version=__version__,
-            simulator_versions=package_versions([*_SIM_PACKAGES, task.simulator.package]),
+            simulator_versions=simulator_versions(task.simulator.package),
             host=host_info(),
             timings=Timings(
                 wall_s=wall,

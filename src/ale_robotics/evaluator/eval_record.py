@@ -33,7 +33,7 @@ from ale_robotics.evaluator.result import (
     EvalResult,
     Timings,
     host_info,
-    package_versions,
+    simulator_versions,
 )
 from ale_robotics.evaluator.store import FailureSource, JobState
 from ale_robotics.tasks.spec import TaskSpec
@@ -46,7 +46,6 @@ __all__ = ["EVAL_SESSION_TOKEN", "EvalRecorder", "fail_interrupted"]
 EVAL_SESSION_TOKEN = "interactive-eval-session"
 """Client token of a run's eval-session job row; one such row per run."""
 
-_SIM_PACKAGES = ["mujoco", "gymnasium", "numpy"]
 _HEARTBEAT_EVERY_S = 1.0
 
 
@@ -167,7 +166,7 @@ class EvalRecorder:
             episodes=episodes,
             secret_sha256=self._ev.secret_sha256,
             evaluator_version=__version__,
-            simulator_versions=package_versions([*_SIM_PACKAGES, self.task.simulator.package]),
+            simulator_versions=simulator_versions(self.task.simulator.package),
             host=host_info(),
             timings=Timings(
                 wall_s=wall,

@@ -67,6 +67,22 @@ def _mean_final_distance(outcomes: Sequence[EpisodeOutcome]) -> float | None:
     return float(np.mean(np.array(distances, dtype=np.float64)))
 
 
+def _collision_rate(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Planning tasks: fraction of problems whose returned path collides (a safety metric)."""
+    if not outcomes or any(o.collided is None for o in outcomes):
+        return None
+    return sum(bool(o.collided) for o in outcomes) / len(outcomes)
+
+
+def _planning_time(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Planning tasks: mean seconds per problem, unsolved problems included (with the time
+    they were given), so that giving up early cannot look fast."""
+    times = [o.planning_time_s for o in outcomes]
+    if not outcomes or any(t is None for t in times):
+        return None
+    return float(np.mean(np.array(times, dtype=np.float64)))
+
+
 METRICS: dict[str, MetricFn] = {
     "mean_return": _mean_return,
     "std_return": _std_return,
@@ -74,8 +90,14 @@ METRICS: dict[str, MetricFn] = {
     "mean_cost": _mean_cost,
     "success_rate": _success_rate,
     "mean_final_distance": _mean_final_distance,
+    "collision_rate": _collision_rate,
+    "planning_time": _planning_time,
 }
 """Every metric name a task config may declare, with how it is computed."""
+
+HOST_TIMED = frozenset({"planning_time"})
+"""Metrics measured in wall-clock time: they depend on the host and its load, so a re-run
+(an audit) reproduces them only approximately, while every other metric is exact."""
 
 ALWAYS = ("mean_return", "std_return", "mean_episode_length")
 """Computed for every task."""

@@ -114,6 +114,10 @@ class EpisodeOutcome:
     """Goal tasks (replay backend): whether the episode ended solved; None otherwise."""
     final_distance: float | None = None
     """Goal tasks: distance between achieved and desired goal after the last step."""
+    collided: bool | None = None
+    """Planning tasks: the returned path hit something (self or scene); None otherwise."""
+    planning_time_s: float | None = None
+    """Planning tasks: seconds the planner took on this problem, measured by the evaluator."""
 
 
 class MLPPolicy:
@@ -188,6 +192,10 @@ def rollout_episodes(
         from ale_robotics.evaluator.replay import ACTIONS_KEY, replay_episodes
 
         return replay_episodes(task, weights[ACTIONS_KEY], seeds, on_episode)
+    if task.eval.backend in ("planner", "edmp"):
+        from ale_robotics.planning.backend import planning_episodes
+
+        return planning_episodes(task, weights, seeds, on_episode)
     assert task.policy is not None
     if task.eval.backend == "mujoco_rollout":
         return _rollout_native(task, weights, seeds, on_episode)

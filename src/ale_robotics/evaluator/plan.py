@@ -21,10 +21,15 @@ __all__ = ["episode_plan", "load_artifact"]
 
 
 def load_artifact(files: list[SnapshotFile], task: TaskSpec) -> dict[str, npt.NDArray[Any]]:
-    """Policy weights, or for a replay task the trajectory set; raises SubmissionRejected."""
+    """Policy weights, a replay task's trajectory set or a planning task's validated
+    configuration (ale_robotics/planning/backend.py); raises SubmissionRejected."""
     assert task.contract is not None
     if task.eval.backend == "replay":
         return dict(load_trajectories(files, task))
+    if task.eval.backend in ("planner", "edmp"):
+        from ale_robotics.planning.backend import load_planning_artifact
+
+        return dict(load_planning_artifact(files, task))
     return dict(load_weights(files, task.contract))
 
 

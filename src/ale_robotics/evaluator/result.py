@@ -113,6 +113,15 @@ class EvalResult(_Model):
     )
 
 
+SIMULATOR_PACKAGES = ["mujoco", "gymnasium", "numpy", "pybullet", "ompl"]
+"""Recorded in every EvalResult (with the task's own simulator package), installed or not."""
+
+
+def simulator_versions(task_package: str) -> dict[str, str]:
+    """The simulator stack's versions, for the result (``not installed`` where absent)."""
+    return package_versions([*SIMULATOR_PACKAGES, task_package])
+
+
 def package_versions(names: list[str]) -> dict[str, str]:
     out = {}
     for n in names:

@@ -301,7 +301,15 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def SubmitBatchEval(
         self, request: pb.SubmitBatchEvalRequest, context: grpc.ServicerContext
     ) -> pb.SubmitBatchEvalResponse:
-        if self._role is not Role.AGENT:
+        if self._ev.task(request.task_id).mode is TaskMode.TASK_CONFIG:
+            # read-from-task-config tasks: the harness submits the agent's copy when it exits
+            if self._role is not Role.HARNESS:
+                raise PermissionDeniedError(
+                    "this task evaluates your copy of its config when you exit (see the "
+                    "contract's notes): edit the file in the submission directory, then exit; "
+                    "do not call SubmitBatchEval"
+                )
+        elif self._role is not Role.AGENT:
             raise PermissionDeniedError("SubmitBatchEval is an agent-channel call")
         job, dedup = self._ev.submit(
             request.task_id, request.run_id, request.submission_path, request.client_token

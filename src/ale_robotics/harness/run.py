@@ -40,6 +40,7 @@ from ale_robotics.harness.sandbox import (
     require_sandbox,
     sandbox_available,
 )
+from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.paths import state_home
 from ale_robotics.scoring import score
 from ale_robotics.tasks.registry import Registry, default_registry
@@ -242,6 +243,7 @@ def _drive(
 ) -> RunOutcome:
     task = reg.get(task_id)
     env = _agent_env(agent_endpoint, agent_token, task_id, run_id, submission)
+    write_agent_copy(task, submission)  # task_config tasks: the config copy the agent edits
     log_path = run_dir / "agent.log"
     workspace = (opts.workspace or Path.cwd()).resolve()
     argv = shlex.split(opts.agent_cmd)
@@ -321,6 +323,7 @@ def _drive(
     )
     if task.mode is TaskMode.INTERACTIVE:
         _close_sessions(harness, run_id, traj)
+    submit_agent_copy(harness, task, run_id, traj)  # task_config tasks: evaluate it now
     job = _latest(harness)
     result: EvalResult | None = None
     if job is not None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ale_robotics.planning.settings import PlanningSettings
 from ale_robotics.scoring.config import ScoringConfig
 
 __all__ = [
@@ -111,13 +112,16 @@ class EvalProtocol(_Strict):
         description="Public base seeds s_i; the evaluator uses SHA256(s_i || run_id || secret)."
     )
     deterministic: bool = Field(default=True, description="Policy used without exploration noise.")
-    backend: Literal["gymnasium", "mujoco_rollout", "replay"] = Field(
+    backend: Literal["gymnasium", "mujoco_rollout", "replay", "planner", "edmp"] = Field(
         default="gymnasium",
         description="'gymnasium': Gymnasium envs stepped in worker processes; "
         "'mujoco_rollout': all of a shard's physics stepped by mujoco.rollout in C threads "
         "(only env families with a vectorized step, see evaluator/vector_backend.py); "
         "'replay': no policy, the submission holds one action sequence per published "
-        "instance and the evaluator replays a hidden subset open-loop (evaluator/replay.py).",
+        "instance and the evaluator replays a hidden subset open-loop (evaluator/replay.py); "
+        "'planner': the submission configures an OMPL planner that the evaluator runs on "
+        "hidden-seed scenes; 'edmp': the agent's copy of the task config sets the evaluator's "
+        "own trajectory generator (both: ale_robotics/planning/backend.py).",
     )
     replay_subset: int | None = Field(
         default=None,
@@ -291,6 +295,9 @@ class TaskSpec(_Strict):
         default=None, description="Interactive tasks only: session limits."
     )
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
+    planning: PlanningSettings | None = Field(
+        default=None, description="Planning tasks only: scenes, path validation, planner limits."
+    )
 
     @field_validator("id")
     @classmethod
@@ -309,8 +316,16 @@ class TaskSpec(_Strict):
                 f"task {self.id}: metrics.{primaries[0].name} can be negative, so a ratio to the "
                 "paper value is meaningless; declare it as a cost with the opposite direction"
             )
-        if self.mode is TaskMode.BATCH and self.contract is None:
-            raise ValueError(f"task {self.id}: a batch task needs a 'contract'")
+        if self.mode in (TaskMode.BATCH, TaskMode.TASK_CONFIG) and self.contract is None:
+            raise ValueError(f"task {self.id}: a {self.mode} task needs a 'contract'")
+        if (self.eval.backend in ("planner", "edmp")) != (self.planning is not None):
+            raise ValueError(
+                f"task {self.id}: 'planning' settings go with eval.backend 'planner' or 'edmp'"
+            )
+        if self.planning is not None:
+            from ale_robotics.planning.backend import check_planning_task
+
+            check_planning_task(self)
         if self.mode is TaskMode.INTERACTIVE and self.session is None:
             raise ValueError(f"task {self.id}: an interactive task needs 'session' settings")
         if self.eval.backend == "replay":

@@ -1,0 +1,209 @@
+"""The two planning backends as the evaluator sees them: load the artifact, run the problems.
+
+Like :mod:`ale_robotics.evaluator.replay`, this plugs into the shared pipeline at
+two points, dispatched on ``task.eval.backend``:
+:func:`load_planning_artifact` (from ``evaluator/plan.py``, so the runner and
+``ale-robotics audit`` load the same thing) and :func:`planning_episodes` (from
+``pipeline.rollout_episodes``, inside a rollout worker).
+
+* ``planner`` (``panda-planner-config-v1``, batch): the artifact is
+  ``planner.yaml``; each problem is planned by OMPL in planner processes the
+  worker owns (:mod:`.planner_procs`).
+* ``edmp`` (``edmp-v1``, read-from-task-config): the artifact is the agent's
+  copy of the task's planner settings, ``edmp_config.yaml``, which the harness
+  submits when the agent exits; each problem is planned by
+  :func:`~ale_robotics.planning.edmp.generate_trajectory` in the worker itself.
+
+The validated configuration travels to the workers as canonical JSON in a
+``uint8`` array under :data:`CONFIG_KEY`, the same picklable channel that
+carries policy weights, so the pipeline needs no second artifact type. Each
+problem is generated from its hidden seed, planned, timed (``planning_time``,
+seconds, by the evaluator) and validated densely by
+:func:`~ale_robotics.planning.validate.validate_path`. Problems run one at a
+time in one shard (``eval.envs_per_shard >= eval.episodes``, checked here), so
+that measured times are not shared with another problem of the same job.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ale_robotics.planning.edmp_config import FILE_NAME as EDMP_FILE
+from ale_robotics.planning.planner_config import FILE_NAME as PLANNER_FILE
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.pipeline import EpisodeOutcome
+    from ale_robotics.evaluator.snapshot import SnapshotFile
+    from ale_robotics.planning.scenes import Problem
+    from ale_robotics.planning.validate import PathVerdict
+    from ale_robotics.planning.world import CollisionWorld
+    from ale_robotics.tasks.spec import TaskSpec
+
+__all__ = ["CONFIG_KEY", "check_planning_task", "load_planning_artifact", "planning_episodes"]
+
+CONFIG_KEY = "planning_config"
+_REQUIRED_METRICS = {"success_rate", "collision_rate", "planning_time"}
+
+
+def check_planning_task(task: TaskSpec) -> None:
+    """Raise ValueError unless ``task`` is shaped the way this module reads it."""
+    from ale_robotics.tasks.spec import FileFormat, TaskMode
+
+    ev, planning = task.eval, task.planning
+    assert planning is not None
+    expected = {
+        "planner": (TaskMode.BATCH, PLANNER_FILE),
+        "edmp": (TaskMode.TASK_CONFIG, EDMP_FILE),
+    }
+    if ev.backend not in expected:
+        raise ValueError(f"task {task.id}: 'planning' needs eval.backend 'planner' or 'edmp'")
+    mode, name = expected[ev.backend]
+    where = f"task {task.id} (eval.backend {ev.backend})"
+    if task.mode is not mode or task.genre != "planning" or task.policy is not None:
+        raise ValueError(f"{where}: must be a {mode} task of genre 'planning' with no policy")
+    files = task.contract.files if task.contract is not None else []
+    if len(files) != 1 or files[0].names != {name: FileFormat.YAML}:
+        raise ValueError(f"{where}: the contract is exactly one YAML file, {name}")
+    if (ev.backend == "planner") != (planning.planner is not None) or (ev.backend == "edmp") != (
+        planning.edmp is not None
+    ):
+        raise ValueError(f"{where}: set planning.{ev.backend} (and only that)")
+    missing = _REQUIRED_METRICS - {m.name for m in task.metrics}
+    if missing:
+        raise ValueError(f"{where}: metrics {sorted(missing)} are missing")
+    if ev.envs_per_shard < ev.episodes:
+        raise ValueError(f"{where}: eval.envs_per_shard must cover all episodes (one shard)")
+
+
+def load_planning_artifact(
+    files: list[SnapshotFile], task: TaskSpec
+) -> dict[str, npt.NDArray[np.uint8]]:
+    """Validate the planning task's YAML file; raises ``SubmissionRejected`` naming the key."""
+    from ale_robotics.evaluator.snapshot import SubmissionRejected
+    from ale_robotics.planning.edmp_config import load_edmp_config
+    from ale_robotics.planning.planner_config import load_planner_config
+
+    assert task.contract is not None and task.planning is not None
+    contract_file = task.contract.files[0]
+    name = next(iter(contract_file.names))
+    f = next((x for x in files if x.name == name), None)
+    if f is None:
+        raise SubmissionRejected(name, "required file", f"{name} is not in the submission")
+    cfg: Any
+    if task.planning.planner is not None:
+        cfg = load_planner_config(f.path, f.name, contract_file.max_bytes, task.planning.planner)
+    else:
+        assert task.planning.edmp is not None
+        cfg = load_edmp_config(f.path, f.name, contract_file.max_bytes, task.planning.edmp)
+    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode("utf-8")
+    return {CONFIG_KEY: np.frombuffer(blob, dtype=np.uint8).copy()}
+
+
+@functools.cache
+def _world() -> CollisionWorld:
+    """The worker's PyBullet world, made once per process (loading the robot takes ~0.2 s)."""
+    from ale_robotics.planning.world import CollisionWorld
+
+    return CollisionWorld()
+
+
+def _outcome(index: int, verdict: PathVerdict, elapsed: float) -> EpisodeOutcome:
+    from ale_robotics.evaluator.pipeline import EpisodeOutcome
+
+    return EpisodeOutcome(
+        index,
+        1.0 if verdict.success else 0.0,
+        verdict.states_checked,
+        verdict.success,
+        success=verdict.success,
+        collided=verdict.collided,
+        planning_time_s=elapsed,
+    )
+
+
+def planning_episodes(
+    task: TaskSpec,
+    artifact: dict[str, npt.NDArray[Any]],
+    seeds: Sequence[tuple[int, int]],
+    on_episode: Callable[[EpisodeOutcome], None] | None = None,
+) -> list[EpisodeOutcome]:
+    """One planning problem per ``(index, hidden seed)``: generate, plan, time, validate."""
+    from ale_robotics.planning.scenes import generate_problem
+    from ale_robotics.planning.validate import validate_path
+
+    planning = task.planning
+    assert planning is not None
+    doc = json.loads(bytes(np.asarray(artifact[CONFIG_KEY], dtype=np.uint8)).decode("utf-8"))
+    world = _world()
+    plan = _planner_runner(task, doc) if planning.planner is not None else _edmp_runner(task, doc)
+    out: list[EpisodeOutcome] = []
+    try:
+        for index, seed in seeds:
+            problem = generate_problem(int(seed), planning.scene_types, world)
+            path, elapsed = plan(problem, int(seed))
+            verdict = validate_path(
+                world,
+                problem,
+                path,
+                resolution=planning.validation_resolution_rad,
+                goal_tolerance=planning.goal_tolerance_rad,
+                max_states=planning.max_validated_states,
+            )
+            outcome = _outcome(index, verdict, elapsed)
+            out.append(outcome)
+            if on_episode is not None:
+                on_episode(outcome)
+    finally:
+        close = getattr(plan, "close", None)
+        if close is not None:
+            close()
+    return out
+
+
+_Runner = Callable[["Problem", int], "tuple[npt.NDArray[np.float64] | None, float]"]
+
+
+class _PlannerRunner:
+    """OMPL in planner processes; ``close`` ends them when the shard is done."""
+
+    def __init__(self, task: TaskSpec, doc: dict[str, Any]) -> None:
+        from ale_robotics.planning.planner_config import PlannerConfig
+        from ale_robotics.planning.planner_procs import PlannerPool
+
+        assert task.planning is not None and task.planning.planner is not None
+        self.cfg = PlannerConfig.model_validate(doc)
+        self.grace = task.planning.planner.grace_s
+        self.pool = PlannerPool(self.cfg.parallel_processes)
+        self.pool.warm_up()
+
+    def __call__(self, problem: Problem, seed: int) -> tuple[npt.NDArray[np.float64] | None, float]:
+        attempt = self.pool.solve(problem, self.cfg, self.grace)
+        return (attempt.path if attempt.solved else None), attempt.elapsed_s
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _planner_runner(task: TaskSpec, doc: dict[str, Any]) -> _PlannerRunner:
+    return _PlannerRunner(task, doc)
+
+
+def _edmp_runner(task: TaskSpec, doc: dict[str, Any]) -> _Runner:
+    from ale_robotics.planning.edmp import generate_trajectory
+    from ale_robotics.planning.edmp_config import EdmpConfig
+
+    cfg = EdmpConfig.model_validate(doc)
+
+    def run(problem: Problem, seed: int) -> tuple[npt.NDArray[np.float64] | None, float]:
+        t0 = time.perf_counter()
+        path = generate_trajectory(problem, cfg, seed)
+        return path, time.perf_counter() - t0
+
+    return run
