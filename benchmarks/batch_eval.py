@@ -36,7 +36,8 @@ import mujoco
 import numpy as np
 from mujoco import rollout
 
-from ale_robotics.evaluator.pipeline import MLPPolicy, RolloutPool
+from ale_robotics.evaluator.pipeline import MLPPolicy
+from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.evaluator.vector_backend import FAMILIES
 from ale_robotics.tasks import TaskSpec, default_registry
 

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ale_robotics.evaluator.metrics import HOST_TIMED
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, RolloutPool, summarize
+from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
+from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.smoke import smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from helpers import random_weights
 
-from ale_robotics.evaluator.pipeline import MLPPolicy, RolloutPool, rollout_episodes, summarize
+from ale_robotics.evaluator.pipeline import MLPPolicy, rollout_episodes, summarize
+from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.tasks import TaskSpec
 
 

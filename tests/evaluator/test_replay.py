@@ -18,7 +18,8 @@ import numpy as np
 import pytest
 
 from ale_robotics.evaluator import replay
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, RolloutPool, rollout_episodes, summarize
+from ale_robotics.evaluator.pipeline import EpisodeOutcome, rollout_episodes, summarize
+from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.evaluator.replay import load_trajectories, replay_episodes, select_subset
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
 from ale_robotics.seeds import derive_seeds

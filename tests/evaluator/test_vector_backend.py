@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from helpers import random_weights
 
-from ale_robotics.evaluator.pipeline import MLPPolicy, RolloutPool, rollout_episodes
+from ale_robotics.evaluator.pipeline import MLPPolicy, rollout_episodes
+from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.evaluator.vector_backend import FAMILIES, rollout_vectorized
 from ale_robotics.tasks import EnvSpec, Registry
 

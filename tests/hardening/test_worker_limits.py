@@ -29,7 +29,7 @@ from hardening_helpers import (
 from helpers import random_weights
 
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.evaluator.pipeline import RolloutPool, WorkerLimits
+from ale_robotics.evaluator.pool import RolloutPool, WorkerLimits
 from ale_robotics.tasks import Registry, TaskSpec
 
 

@@ -8,13 +8,11 @@ pipeline on hidden seeds, then the stored ``EvalResult`` and signed events.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
 import shutil
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -28,22 +26,18 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
 )
 from ale_robotics.evaluator.eval_record import fail_interrupted
-from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_formats
-from ale_robotics.evaluator.pipeline import RolloutPool, WorkerCrashed, WorkerLimits, summarize
-from ale_robotics.evaluator.plan import episode_plan, load_artifact
+from ale_robotics.evaluator.pool import RolloutPool, WorkerLimits
 from ale_robotics.evaluator.result import (
-    EpisodeRecord,
     EvalResult,
     SmokeRun,
-    Timings,
-    host_info,
     simulator_versions,
 )
+from ale_robotics.evaluator.runner import JobRunner
 from ale_robotics.evaluator.sessions import SessionManager
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected, snapshot_submission
+from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
 from ale_robotics.evaluator.state import StateDir
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState, JobStore
+from ale_robotics.evaluator.store import JobRecord, JobState, JobStore
 from ale_robotics.seeds import HiddenSeed, derive_seeds, secret_commitment
 from ale_robotics.tasks.registry import Registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
@@ -109,10 +103,8 @@ class Evaluator:
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
         self.store = JobStore(self.state.db_path)
         self.pool = RolloutPool(config.workers, config.worker_limits)
-        self._stop = threading.Event()
         self._event_lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.runner = JobRunner(self)
         if config.task_id is not None:
             registry.get(config.task_id)  # fail fast on an unknown task
         requeued = self.store.recover()
@@ -126,16 +118,12 @@ class Evaluator:
     # ------------------------------------------------------------ lifecycle --
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
-        self._thread.start()
+        self.runner.start()
         self.sessions.start()
 
     def stop(self) -> None:
         self.sessions.stop()  # records unfinished eval sessions while the store is open
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self.runner.stop()
         self.pool.shutdown()
         self.store.close()
 
@@ -266,6 +254,23 @@ class Evaluator:
                     self._store_signed(run_id, k, p)
             self._store_signed(run_id, kind, payload)
 
+    def rejection_event(
+        self, run_id: str, task: TaskSpec, job_id: str, exc: SubmissionRejected
+    ) -> None:
+        """The signed record that a submission broke a rule (which file, which rule)."""
+        self._event(
+            run_id,
+            task,
+            "validation",
+            {
+                "job_id": job_id,
+                "passed": False,
+                "file": exc.file,
+                "rule": exc.rule,
+                "reason": str(exc),
+            },
+        )
+
     def _store_signed(self, run_id: str, kind: str, payload: dict[str, Any]) -> None:
         self.store.append_event(
             run_id,
@@ -321,18 +326,7 @@ class Evaluator:
             )
             if not dedup:
                 self._event(run, task, "submission_received", {"job_id": job.job_id, "files": {}})
-                self._event(
-                    run,
-                    task,
-                    "validation",
-                    {
-                        "job_id": job.job_id,
-                        "passed": False,
-                        "file": exc.file,
-                        "rule": exc.rule,
-                        "reason": str(exc),
-                    },
-                )
+                self.rejection_event(run, task, job.job_id, exc)
             return job, dedup
         job, dedup = self.store.create(
             run_id=run,
@@ -351,7 +345,7 @@ class Evaluator:
             "submission_received",
             {"job_id": job.job_id, "task_id": task.id, "files": job.files},
         )
-        self._wake.set()
+        self.runner.wake()
         return job, False
 
     def _submission_limit(self, task_id: str) -> int:
@@ -359,195 +353,3 @@ class Evaluator:
             return self.config.max_submissions_per_run
         entry = self.registry.manifest_entry(task_id)
         return entry.compute_budget.max_submissions if entry is not None else 3
-
-    # ---------------------------------------------------------------- runner --
-
-    def _run_loop(self) -> None:
-        while not self._stop.is_set():
-            job = self.store.claim_next()
-            if job is None:
-                self._wake.wait(0.5)
-                self._wake.clear()
-                continue
-            try:
-                self._run_job(job)
-            except Exception as exc:
-                # A bug must not kill the runner thread (every later job would sit
-                # QUEUED forever), nor be blamed on the submission.
-                log.exception("job %s: unexpected error in the runner", job.job_id)
-                try:
-                    self._infra_failure(job, f"internal evaluator error ({type(exc).__name__})")
-                except Exception:
-                    log.exception("job %s: cannot record the failure", job.job_id)
-
-    def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
-        assert task.contract is not None
-        folder = self.state.snapshots / job.job_id
-        out = []
-        for cf in task.contract.files:
-            for name, fmt in cf.names.items():
-                if name in job.files:
-                    path = folder / name
-                    sha = hashlib.sha256(path.read_bytes()).hexdigest()
-                    if sha != job.files[name]:
-                        raise OSError(f"snapshot {name} of {job.job_id} changed on disk")
-                    out.append(SnapshotFile(cf.role, name, fmt, path, sha))
-        return out
-
-    def _run_job(self, job: JobRecord) -> None:
-        task = self.spec(job.task_id)
-        assert task.contract is not None
-        try:
-            files = self._snapshot_files(job, task)
-            weights = load_artifact(files, task)
-            validate_evidence_formats(files)
-        except SubmissionRejected as exc:
-            self.store.finish(
-                job.job_id,
-                JobState.REJECTED,
-                failure_source=FailureSource.SUBMISSION,
-                failure_reason=str(exc),
-            )
-            self._event(
-                job.run_id,
-                task,
-                "validation",
-                {
-                    "job_id": job.job_id,
-                    "passed": False,
-                    "file": exc.file,
-                    "rule": exc.rule,
-                    "reason": str(exc),
-                },
-            )
-            return
-        except OSError as exc:
-            self._infra_failure(job, f"cannot read the snapshot: {exc}")
-            return
-        self._event(job.run_id, task, "validation", {"job_id": job.job_id, "passed": True})
-        seeds = derive_seeds(task.eval.base_seeds, job.run_id, self._secret)
-        runs = episode_plan(task, seeds)
-        self._event(
-            job.run_id,
-            task,
-            "evaluation_started",
-            {
-                "job_id": job.job_id,
-                "attempt": job.attempts,
-                "episodes": len(runs),
-                "workers": self.pool.workers,
-            },
-        )
-        t0 = time.monotonic()
-        try:
-            outcomes = self.pool.run(
-                task,
-                weights,
-                [seed for _, seed in runs],
-                on_progress=lambda n: self.store.progress(job.job_id, n),
-                deadline=t0 + self.config.job_deadline_s,
-                on_heartbeat=lambda: self.store.heartbeat(job.job_id),
-                indices=[index for index, _ in runs],
-            )
-        except TimeoutError:
-            reason = f"evaluation exceeded the job deadline of {self.config.job_deadline_s:.0f}s"
-            self.store.finish(
-                job.job_id,
-                JobState.TIMED_OUT,
-                failure_source=FailureSource.INFRASTRUCTURE,
-                failure_reason=reason,
-            )
-            self._event(
-                job.run_id,
-                task,
-                "result",
-                {"job_id": job.job_id, "state": "TIMED_OUT", "reason": reason},
-            )
-            return
-        except WorkerCrashed as exc:
-            self._infra_failure(job, str(exc))
-            return
-        wall = time.monotonic() - t0
-        evidence, shapes = collect_evidence(files, weights)
-        steps = sum(o.length for o in outcomes)
-        metrics = summarize(outcomes, (m.name for m in task.metrics))
-        self._event(
-            job.run_id,
-            task,
-            "progress_summary",
-            {
-                "job_id": job.job_id,
-                "episodes_done": len(outcomes),
-                "episodes_total": len(runs),
-                "env_steps": steps,
-                "wall_s": round(wall, 3),
-            },
-        )
-        result = EvalResult(
-            job_id=job.job_id,
-            run_id=job.run_id,
-            task_id=task.id,
-            task_config_sha256=self.registry.entry(task.id).sha256,
-            state=JobState.SUCCEEDED.value,
-            submission_files=job.files,
-            metrics=metrics,
-            episodes=[
-                EpisodeRecord(
-                    index=o.index,
-                    seed_commitment=seeds[o.index].commitment,
-                    episode_return=o.ret,
-                    length=o.length,
-                    terminated=o.terminated,
-                    success=o.success,
-                )
-                for o in outcomes
-            ],
-            evidence_files=evidence,
-            tensor_shapes=shapes,
-            secret_sha256=self.secret_sha256,
-            evaluator_version=__version__,
-            simulator_versions=simulator_versions(task.simulator.package),
-            host=host_info(),
-            timings=Timings(
-                wall_s=wall,
-                env_steps=steps,
-                env_steps_per_s=steps / wall if wall > 0 else 0.0,
-                workers=self.pool.workers,
-            ),
-            attempts=job.attempts,
-            smoke_run=self.smoke_run(task.id),
-        )
-        payload: dict[str, Any] = {
-            "job_id": job.job_id,
-            "state": "SUCCEEDED",
-            "metrics": metrics,
-            "episode_returns": [o.ret for o in outcomes],
-        }
-        if result.smoke_run is not None:
-            payload["smoke_run"] = result.smoke_run.model_dump()
-        self._event(job.run_id, task, "result", payload)
-        self.store.finish(
-            job.job_id,
-            JobState.SUCCEEDED,
-            result_json=result.model_dump_json(),
-            episodes_done=len(outcomes),
-        )
-
-    def _infra_failure(self, job: JobRecord, reason: str) -> None:
-        log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
-        if job.attempts < self.config.max_attempts:
-            self.store.requeue(job.job_id, f"retrying after an infrastructure failure: {reason}")
-            self._wake.set()
-            return
-        self.store.finish(
-            job.job_id,
-            JobState.FAILED,
-            failure_source=FailureSource.INFRASTRUCTURE,
-            failure_reason=f"infrastructure failure after {job.attempts} attempts: {reason}",
-        )
-        self._event(
-            job.run_id,
-            self.spec(job.task_id),
-            "result",
-            {"job_id": job.job_id, "state": "FAILED", "failure_source": "infrastructure"},
-        )

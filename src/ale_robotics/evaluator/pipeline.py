@@ -1,44 +1,21 @@
 """The native batch pipeline: build the policy from the contract, roll it out on hidden seeds.
 
-Speed comes from two things measured on these 2-core machines: one loop per
-process (processes scale, Gymnasium's AsyncVectorEnv did not), and batched numpy
-inference over all envs of a shard (one matmul per layer per step instead of one
-per env). BLAS is pinned to one thread per worker, or its threads fight MuJoCo.
+Speed comes from batched numpy inference over all envs of a shard (one matmul
+per layer per step instead of one per env), with one such loop per worker
+process (:mod:`ale_robotics.evaluator.pool`: processes scale on these 2-core
+machines, Gymnasium's AsyncVectorEnv did not).
 
 Reproducibility: episodes are grouped into shards of ``eval.envs_per_shard`` in
 index order, a layout fixed by the task config, so a result does not depend on
 how many worker processes a host has (batched matmul may round differently for
 different batch sizes; a fixed layout keeps every batch the same).
-
-Isolation: each worker applies :class:`WorkerLimits` when it starts (address
-space, CPU time per shard, file size, process count; by default it also drops
-into a fresh network namespace). Workers run only evaluator code on validated
-data, so the limits are there to turn a bug or a pathological simulation into a
-crashed worker (:class:`WorkerCrashed`, an infrastructure failure that the
-evaluator retries) rather than an exhausted host. Any exception a worker raises
-is reported the same way: it can never be the submission's fault, because the
-submission was fully validated before it reached a worker.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import ctypes.util
 import logging
-import os
-import queue
-import re
-import resource
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from multiprocessing.context import SpawnContext, SpawnProcess
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -50,9 +27,6 @@ from ale_robotics.tasks.spec import PolicyArchitecture, TaskSpec
 __all__ = [
     "EpisodeOutcome",
     "MLPPolicy",
-    "RolloutPool",
-    "WorkerCrashed",
-    "WorkerLimits",
     "rollout_episodes",
     "summarize",
 ]
@@ -62,46 +36,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-class WorkerCrashed(Exception):
-    """A worker process died: an infrastructure failure, never the submission's fault."""
-
-
-@dataclass(frozen=True)
-class WorkerLimits:
-    """Resource limits every rollout worker applies to itself when it starts.
-
-    ``None`` leaves a limit as inherited. The defaults are roomy for the MuJoCo
-    tasks (a worker peaks near 0.4 GiB of address space and 0.1 GiB resident)
-    and exist to stop runaways, not to meter normal work:
-
-    * ``address_space_bytes`` (``RLIMIT_AS``, default 4 GiB): allocations past it
-      fail with ``MemoryError`` inside the worker instead of swapping the host.
-    * ``cpu_seconds_per_shard`` (``RLIMIT_CPU`` soft limit, default 1800 s): re-armed
-      at the start of every shard, since workers outlive jobs; past it the kernel
-      sends ``SIGXCPU`` and the worker dies. The wall-clock job deadline
-      (``TIMED_OUT``) is separate and usually hits first.
-    * ``file_size_bytes`` (``RLIMIT_FSIZE``, default 16 MiB): workers write no files
-      (at most MuJoCo's warning log); Python ignores ``SIGXFSZ``, so a larger write
-      fails with ``EFBIG``.
-    * ``max_new_processes`` (``RLIMIT_NPROC``, default 64): processes and threads a
-      worker may add. In the worker's own user namespace (``isolate_network``) the
-      kernel counts only the worker's tasks, so the limit is the worker's thread
-      count plus this; without it the count is per user, so the limit becomes the
-      user's current task count plus this (stops a fork bomb without breaking a
-      busy account). Linux does not enforce it for root.
-    * ``isolate_network`` (default on): ``unshare(CLONE_NEWUSER | CLONE_NEWNET)``, so
-      a worker has no network interface at all, not even the host's loopback.
-      Where the kernel refuses (user namespaces disabled, a seccomp profile), the
-      worker logs a warning and runs with the host network.
-    """
-
-    address_space_bytes: int | None = 4 * 1024**3
-    cpu_seconds_per_shard: int | None = 1800
-    file_size_bytes: int | None = 16 * 1024**2
-    max_new_processes: int | None = 64
-    isolate_network: bool = True
 
 
 @dataclass(frozen=True)
@@ -250,303 +184,6 @@ def _rollout_native(
         for o in out:
             on_episode(o)
     return out
-
-
-# ----------------------------------------------------------- worker processes --
-
-_PROGRESS: Any = None
-_LIMITS: WorkerLimits | None = None
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
-
-
-def _set_limit(which: int, soft: int) -> None:
-    """Lower ``which`` to ``soft`` (soft and hard), never above the inherited hard limit.
-
-    A limit the platform refuses is logged, not fatal: failing the initializer
-    would break the pool, i.e. every evaluation on this host.
-    """
-    try:
-        _, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            soft = min(soft, hard)
-        resource.setrlimit(which, (soft, soft))
-    except (ValueError, OSError) as exc:
-        log.warning("rollout worker %d: cannot set rlimit %d: %s", os.getpid(), which, exc)
-
-
-def _user_tasks(uid: int) -> int:
-    """Processes and threads of ``uid`` on this host (what RLIMIT_NPROC counts)."""
-    total = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = dict(
-                line.split(":", 1) for line in Path(entry.path, "status").read_text().splitlines()
-            )
-            if int(fields["Uid"].split()[0]) == uid:
-                total += int(fields["Threads"])
-    return total
-
-
-def _arm_cpu_limit(limits: WorkerLimits) -> None:
-    """Allow ``cpu_seconds_per_shard`` more CPU seconds from now (soft limit only)."""
-    if limits.cpu_seconds_per_shard is None:
-        return
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime) + limits.cpu_seconds_per_shard + 1
-    try:
-        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        if hard != resource.RLIM_INFINITY:
-            soft = min(soft, hard)
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    except (ValueError, OSError) as exc:
-        log.warning("rollout worker %d: cannot set the CPU limit: %s", os.getpid(), exc)
-
-
-def _isolate_network() -> bool:
-    """Move this process into new user and network namespaces; False if refused."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        log.warning(
-            "rollout worker %d keeps the host network: unshare failed (%s)",
-            os.getpid(),
-            os.strerror(err),
-        )
-        return False
-    return True
-
-
-def _apply_limits(limits: WorkerLimits) -> None:
-    linux = sys.platform.startswith("linux")
-    user_tasks = _user_tasks(os.getuid()) if linux else 0  # host view, before unsharing
-    isolated = linux and limits.isolate_network and _isolate_network()  # needs 1 thread
-    if limits.address_space_bytes is not None:
-        _set_limit(resource.RLIMIT_AS, limits.address_space_bytes)
-    if limits.file_size_bytes is not None:
-        _set_limit(resource.RLIMIT_FSIZE, limits.file_size_bytes)
-    if limits.max_new_processes is not None and linux:
-        # In its own user namespace the kernel counts only this worker's tasks
-        # against RLIMIT_NPROC (per-namespace ucounts, Linux 5.14+); otherwise all
-        # of the user's.
-        base = len(os.listdir("/proc/self/task")) if isolated else user_tasks
-        _set_limit(resource.RLIMIT_NPROC, base + limits.max_new_processes)
-    _arm_cpu_limit(limits)
-
-
-def _init_worker(progress: Any, limits: WorkerLimits | None = None) -> None:
-    global _LIMITS, _PROGRESS
-    _PROGRESS = progress
-    _LIMITS = limits
-    if limits is not None:
-        _apply_limits(limits)
-
-
-def _run_shard(
-    tag: str,
-    task_json: str,
-    weights: dict[str, npt.NDArray[np.floating]],
-    seeds: list[tuple[int, int]],
-) -> list[EpisodeOutcome]:
-    if _LIMITS is not None:
-        _arm_cpu_limit(_LIMITS)
-    task = TaskSpec.model_validate_json(task_json)
-
-    def report(_: EpisodeOutcome) -> None:
-        if _PROGRESS is not None:
-            _PROGRESS.put((tag, 1))
-
-    return rollout_episodes(task, weights, seeds, report)
-
-
-_ENV_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _pinned_env() -> Iterator[None]:
-    """Set the BLAS/OpenMP thread variables to 1 in ``os.environ`` for a moment.
-
-    A spawned child copies the parent's environment when it starts, and the BLAS
-    library reads these variables once, when numpy is imported there.
-    """
-    with _ENV_LOCK:
-        saved = {v: os.environ.get(v) for v in _THREAD_VARS}
-        for v in _THREAD_VARS:
-            os.environ[v] = "1"
-        try:
-            yield
-        finally:
-            for v, old in saved.items():
-                if old is None:
-                    os.environ.pop(v, None)
-                else:
-                    os.environ[v] = old
-
-
-class _PinnedSpawnProcess(SpawnProcess):
-    """A spawned process that starts with one BLAS thread.
-
-    ProcessPoolExecutor starts its workers lazily, inside ``submit``, so the
-    environment has to be pinned around each start, not around the pool's
-    construction. One thread also keeps the worker single-threaded when its
-    initializer runs, which ``unshare(CLONE_NEWUSER)`` requires.
-    """
-
-    @staticmethod
-    def _Popen(process_obj: Any) -> Any:
-        with _pinned_env():
-            return SpawnProcess._Popen(process_obj)
-
-
-class _PinnedSpawnContext(SpawnContext):
-    Process = _PinnedSpawnProcess
-
-
-_REDACT = re.compile(r"\d{10,}|[0-9a-fA-F]{16,}")
-
-
-def _redacted(exc: BaseException) -> str:
-    """An exception for the log, with long numbers cut out (they could be hidden seeds)."""
-    return f"{type(exc).__name__}: {_REDACT.sub('<redacted>', str(exc))[:300]}"
-
-
-class RolloutPool:
-    """A persistent pool of spawned worker processes, rebuilt if one of them dies.
-
-    Each worker applies ``limits`` (:class:`WorkerLimits`; the defaults when not
-    given, ``WorkerLimits(None, None, None, None, False)`` for none).
-    """
-
-    def __init__(self, workers: int | None = None, limits: WorkerLimits | None = None) -> None:
-        self.workers = workers or max(1, min(os.cpu_count() or 1, 8))
-        self.limits = limits if limits is not None else WorkerLimits()
-        self._ctx = _PinnedSpawnContext()
-        self._pool: ProcessPoolExecutor | None = None
-        self._progress: Any = None
-        self._lock = threading.Lock()
-
-    def _get(self) -> tuple[ProcessPoolExecutor, Any]:
-        with self._lock:
-            if self._pool is None:
-                self._progress = self._ctx.Queue()
-                self._pool = ProcessPoolExecutor(
-                    self.workers,
-                    mp_context=self._ctx,
-                    initializer=_init_worker,
-                    initargs=(self._progress, self.limits),
-                )
-            return self._pool, self._progress
-
-    def _discard(self) -> None:
-        """Drop the pool and kill its processes (a timed-out shard must not keep running)."""
-        with self._lock:
-            if self._pool is not None:
-                # ProcessPoolExecutor only gains terminate_workers() in Python 3.14.
-                procs = list(getattr(self._pool, "_processes", {}).values())
-                for proc in procs:
-                    proc.terminate()
-                self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
-
-    def worker_pids(self) -> list[int]:
-        """PIDs of the live worker processes (empty before the first job)."""
-        with self._lock:
-            if self._pool is None:
-                return []
-            procs = list(getattr(self._pool, "_processes", {}).values())
-        return [p.pid for p in procs if p.pid is not None and p.is_alive()]
-
-    def run_in_worker(self, fn: Callable[..., T], *args: Any, timeout: float = 60.0) -> T:
-        """Run a picklable callable in a worker and return its result.
-
-        A diagnostic hook (what does a worker see, which limits apply?) for
-        operators and tests; rollouts go through :meth:`run`.
-        """
-        pool, _ = self._get()
-        return pool.submit(fn, *args).result(timeout=timeout)
-
-    def shutdown(self) -> None:
-        with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def run(
-        self,
-        task: TaskSpec,
-        weights: dict[str, npt.NDArray[np.floating]],
-        seeds: Sequence[int],
-        on_progress: Callable[[int], None] | None = None,
-        deadline: float | None = None,
-        on_heartbeat: Callable[[], None] | None = None,
-        indices: Sequence[int] | None = None,
-    ) -> list[EpisodeOutcome]:
-        """All episodes, sharded by the task's fixed layout; progress as episodes finish.
-
-        ``indices`` are the episodes' positions in the task's base-seed list when
-        only some of them run (a replay task's hidden subset); by default 0..n-1.
-        Raises :class:`WorkerCrashed` when a worker dies and :class:`TimeoutError`
-        past ``deadline`` (a ``time.monotonic()`` value).
-        """
-        pool, progress = self._get()
-        size = task.eval.envs_per_shard
-        if indices is None:
-            indexed = list(enumerate(int(s) for s in seeds))
-        else:
-            indexed = [(int(i), int(s)) for i, s in zip(indices, seeds, strict=True)]
-        shards = [indexed[i : i + size] for i in range(0, len(indexed), size)]
-        tag = f"{os.getpid()}-{time.monotonic_ns()}"
-        task_json = task.model_dump_json()
-        try:
-            futures: list[Future[list[EpisodeOutcome]]] = [
-                pool.submit(_run_shard, tag, task_json, weights, shard) for shard in shards
-            ]
-        except BrokenProcessPool as exc:
-            self._discard()
-            raise WorkerCrashed(f"worker pool broken: {exc}") from None
-        done = 0
-        pending = set(futures)
-        beat = time.monotonic()
-        while True:
-            _, pending = wait(pending, timeout=0.05, return_when=FIRST_COMPLETED)
-            if on_heartbeat is not None and time.monotonic() - beat > 1.0:
-                beat = time.monotonic()
-                on_heartbeat()
-            try:
-                while True:
-                    msg_tag, n = progress.get_nowait()
-                    if msg_tag == tag:
-                        done += n
-                        if on_progress is not None:
-                            on_progress(done)
-            except queue.Empty:
-                pass
-            if not pending:
-                break
-            if deadline is not None and time.monotonic() > deadline:
-                for f in futures:
-                    f.cancel()
-                self._discard()
-                raise TimeoutError("evaluation deadline passed")
-        outcomes: list[EpisodeOutcome] = []
-        for f in futures:
-            try:
-                outcomes.extend(f.result())
-            except BrokenProcessPool as exc:
-                self._discard()
-                raise WorkerCrashed(f"a worker process died: {exc}") from None
-            except Exception as exc:
-                # MemoryError past the address-space limit, EFBIG, a simulator error:
-                # never the (validated) submission's fault. Only the type is reported,
-                # the message may mention values a status must not show.
-                log.error("rollout worker failed: %s", _redacted(exc))
-                self._discard()
-                raise WorkerCrashed(f"a worker process failed ({type(exc).__name__})") from None
-        if on_progress is not None and done != len(indexed):
-            on_progress(len(indexed))
-        return sorted(outcomes, key=lambda e: e.index)
 
 
 def summarize(outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = ()) -> dict[str, float]:

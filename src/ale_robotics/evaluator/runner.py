@@ -1,0 +1,247 @@
+"""The batch job runner: one thread taking queued jobs one at a time.
+
+For each job: re-read the frozen snapshot (checking its SHA-256), validate it
+without running agent code, run the native pipeline on the hidden seeds in the
+worker pool, then store the ``EvalResult`` and the signed events. A crashed
+worker or an unexpected error is an infrastructure failure, retried up to
+``max_attempts``; a rule broken by the submission ends the job ``REJECTED``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from ale_robotics import __version__
+from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_formats
+from ale_robotics.evaluator.pipeline import summarize
+from ale_robotics.evaluator.plan import episode_plan, load_artifact
+from ale_robotics.evaluator.pool import WorkerCrashed
+from ale_robotics.evaluator.result import (
+    EpisodeRecord,
+    EvalResult,
+    Timings,
+    host_info,
+    simulator_versions,
+)
+from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
+from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.seeds import derive_seeds
+from ale_robotics.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.core import Evaluator
+
+__all__ = ["JobRunner"]
+
+log = logging.getLogger(__name__)
+
+
+class JobRunner:
+    """Runs the evaluator's queued batch jobs on a thread of its own."""
+
+    def __init__(self, evaluator: Evaluator) -> None:
+        self._ev = evaluator
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def wake(self) -> None:
+        """A job was queued: look now rather than at the next poll."""
+        self._wake.set()
+
+    def _run_loop(self) -> None:
+        while not self._stop.is_set():
+            job = self._ev.store.claim_next()
+            if job is None:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            try:
+                self._run_job(job)
+            except Exception as exc:
+                # A bug must not kill the runner thread (every later job would sit
+                # QUEUED forever), nor be blamed on the submission.
+                log.exception("job %s: unexpected error in the runner", job.job_id)
+                try:
+                    self._infra_failure(job, f"internal evaluator error ({type(exc).__name__})")
+                except Exception:
+                    log.exception("job %s: cannot record the failure", job.job_id)
+
+    def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
+        assert task.contract is not None
+        folder = self._ev.state.snapshots / job.job_id
+        out = []
+        for cf in task.contract.files:
+            for name, fmt in cf.names.items():
+                if name in job.files:
+                    path = folder / name
+                    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+                    if sha != job.files[name]:
+                        raise OSError(f"snapshot {name} of {job.job_id} changed on disk")
+                    out.append(SnapshotFile(cf.role, name, fmt, path, sha))
+        return out
+
+    def _run_job(self, job: JobRecord) -> None:
+        task = self._ev.spec(job.task_id)
+        assert task.contract is not None
+        try:
+            files = self._snapshot_files(job, task)
+            weights = load_artifact(files, task)
+            validate_evidence_formats(files)
+        except SubmissionRejected as exc:
+            self._ev.store.finish(
+                job.job_id,
+                JobState.REJECTED,
+                failure_source=FailureSource.SUBMISSION,
+                failure_reason=str(exc),
+            )
+            self._ev.rejection_event(job.run_id, task, job.job_id, exc)
+            return
+        except OSError as exc:
+            self._infra_failure(job, f"cannot read the snapshot: {exc}")
+            return
+        self._ev._event(job.run_id, task, "validation", {"job_id": job.job_id, "passed": True})
+        seeds = derive_seeds(task.eval.base_seeds, job.run_id, self._ev._secret)
+        runs = episode_plan(task, seeds)
+        self._ev._event(
+            job.run_id,
+            task,
+            "evaluation_started",
+            {
+                "job_id": job.job_id,
+                "attempt": job.attempts,
+                "episodes": len(runs),
+                "workers": self._ev.pool.workers,
+            },
+        )
+        t0 = time.monotonic()
+        try:
+            outcomes = self._ev.pool.run(
+                task,
+                weights,
+                [seed for _, seed in runs],
+                on_progress=lambda n: self._ev.store.progress(job.job_id, n),
+                deadline=t0 + self._ev.config.job_deadline_s,
+                on_heartbeat=lambda: self._ev.store.heartbeat(job.job_id),
+                indices=[index for index, _ in runs],
+            )
+        except TimeoutError:
+            reason = (
+                f"evaluation exceeded the job deadline of {self._ev.config.job_deadline_s:.0f}s"
+            )
+            self._ev.store.finish(
+                job.job_id,
+                JobState.TIMED_OUT,
+                failure_source=FailureSource.INFRASTRUCTURE,
+                failure_reason=reason,
+            )
+            self._ev._event(
+                job.run_id,
+                task,
+                "result",
+                {"job_id": job.job_id, "state": "TIMED_OUT", "reason": reason},
+            )
+            return
+        except WorkerCrashed as exc:
+            self._infra_failure(job, str(exc))
+            return
+        wall = time.monotonic() - t0
+        evidence, shapes = collect_evidence(files, weights)
+        steps = sum(o.length for o in outcomes)
+        metrics = summarize(outcomes, (m.name for m in task.metrics))
+        self._ev._event(
+            job.run_id,
+            task,
+            "progress_summary",
+            {
+                "job_id": job.job_id,
+                "episodes_done": len(outcomes),
+                "episodes_total": len(runs),
+                "env_steps": steps,
+                "wall_s": round(wall, 3),
+            },
+        )
+        result = EvalResult(
+            job_id=job.job_id,
+            run_id=job.run_id,
+            task_id=task.id,
+            task_config_sha256=self._ev.registry.entry(task.id).sha256,
+            state=JobState.SUCCEEDED.value,
+            submission_files=job.files,
+            metrics=metrics,
+            episodes=[
+                EpisodeRecord(
+                    index=o.index,
+                    seed_commitment=seeds[o.index].commitment,
+                    episode_return=o.ret,
+                    length=o.length,
+                    terminated=o.terminated,
+                    success=o.success,
+                )
+                for o in outcomes
+            ],
+            evidence_files=evidence,
+            tensor_shapes=shapes,
+            secret_sha256=self._ev.secret_sha256,
+            evaluator_version=__version__,
+            simulator_versions=simulator_versions(task.simulator.package),
+            host=host_info(),
+            timings=Timings(
+                wall_s=wall,
+                env_steps=steps,
+                env_steps_per_s=steps / wall if wall > 0 else 0.0,
+                workers=self._ev.pool.workers,
+            ),
+            attempts=job.attempts,
+            smoke_run=self._ev.smoke_run(task.id),
+        )
+        payload: dict[str, Any] = {
+            "job_id": job.job_id,
+            "state": "SUCCEEDED",
+            "metrics": metrics,
+            "episode_returns": [o.ret for o in outcomes],
+        }
+        if result.smoke_run is not None:
+            payload["smoke_run"] = result.smoke_run.model_dump()
+        self._ev._event(job.run_id, task, "result", payload)
+        self._ev.store.finish(
+            job.job_id,
+            JobState.SUCCEEDED,
+            result_json=result.model_dump_json(),
+            episodes_done=len(outcomes),
+        )
+
+    def _infra_failure(self, job: JobRecord, reason: str) -> None:
+        log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
+        if job.attempts < self._ev.config.max_attempts:
+            self._ev.store.requeue(
+                job.job_id, f"retrying after an infrastructure failure: {reason}"
+            )
+            self._wake.set()
+            return
+        self._ev.store.finish(
+            job.job_id,
+            JobState.FAILED,
+            failure_source=FailureSource.INFRASTRUCTURE,
+            failure_reason=f"infrastructure failure after {job.attempts} attempts: {reason}",
+        )
+        self._ev._event(
+            job.run_id,
+            self._ev.spec(job.task_id),
+            "result",
+            {"job_id": job.job_id, "state": "FAILED", "failure_source": "infrastructure"},
+        )
