@@ -95,3 +95,24 @@ def test_unknown_task_is_refused(tmp_path: Path) -> None:
     )
     assert r.returncode == 2
     assert "made-up-v1" in r.stderr
+
+
+def test_tasks_list_shows_every_task_with_its_target_and_full_source(tmp_path: Path) -> None:
+    from ale_robotics.tasks import default_registry
+
+    r = subprocess.run(
+        [*CLI, "tasks", "list"],
+        env={**_env(tmp_path), "COLUMNS": "400"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    reg = default_registry()
+    for entry in reg:
+        assert entry.spec.id in r.stdout
+        target = reg.target(entry.spec.id)
+        if target is None:
+            continue
+        assert f"{target.value:g}" in r.stdout
+        assert target.source.location[:60] in r.stdout

@@ -389,7 +389,7 @@ def tasks_list() -> None:
             spec.primary_metric.name,
             "↑" if spec.primary_metric.direction.value == "higher_is_better" else "↓",
             f"{target.value:g}" if target else "not synced",
-            f"{target.source.paper[:40]}, {target.source.location[:30]}" if target else "-",
+            f"{target.source.paper}: {target.source.location}" if target else "-",
         )
     out.print(table)
 
