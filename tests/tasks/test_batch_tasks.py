@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,20 +32,6 @@ REFERENCE = {
     "td3-halfcheetah-vec-v1": QUICK_TD3,
     "td3-walker2d-repro-v1": f"{QUICK_TD3} --curve-every 100 --curve-episodes 1",
 }
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[RunningEvaluator]:
-    with tempfile.TemporaryDirectory(prefix="ale-bt-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, workers=1),
-            agent_listen=f"unix://{d}/a/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
 
 
 @pytest.mark.parametrize("task_id", BATCH)

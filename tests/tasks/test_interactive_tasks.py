@@ -4,8 +4,6 @@ validate and are advertised, and the same hidden seeds give the same metric."""
 from __future__ import annotations
 
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import gymnasium as gym
@@ -13,7 +11,7 @@ import numpy as np
 import pytest
 
 from ale_robotics.client import AleClient
-from ale_robotics.evaluator import Evaluator, EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import Evaluator, EvaluatorConfig, RunningEvaluator
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.vector_session import SessionKind
 from ale_robotics.tasks import SessionSettings, TaskMode, default_registry
@@ -21,21 +19,6 @@ from ale_robotics.tensors import from_tensor
 
 REG = default_registry()
 INTERACTIVE = [e.spec.id for e in REG if e.spec.mode is TaskMode.INTERACTIVE]
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[RunningEvaluator]:
-    """One evaluator serving every task (GetSpec only); a short path for the sockets."""
-    with tempfile.TemporaryDirectory(prefix="ale-it-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, workers=1),
-            agent_listen=f"unix://{d}/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
 
 
 @pytest.mark.parametrize("task_id", INTERACTIVE)
