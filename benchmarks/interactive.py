@@ -1,6 +1,7 @@
 """Interactive-mode throughput: what gym-over-gRPC costs against stepping the env in-process.
 
-Four measurements of the same task, same random actions, in one run:
+Four measurements of the same task, same random actions, in one run, interleaved over
+``--rounds`` rounds (medians reported; the ratio is the median of the per-round ratios):
 
 * ``raw``: one Gymnasium env in this process (``gym.make`` with the task's step limit);
 * ``raw_vector``: ``gymnasium.vector.SyncVectorEnv`` with ``--num-envs`` envs in this process;
@@ -14,11 +15,13 @@ cost little more than the vector env the agent would otherwise step locally.
 
 Usage::
 
-    python benchmarks/interactive.py [--task ID] [--num-envs 64] [--seconds 3] [--json]
+    python benchmarks/interactive.py [--task ID] [--num-envs 64] [--rounds 5] [--seconds 1.5]
+                                     [--json]
 
 With ``--json`` the last line is one JSON object with the keys ``raw_steps_per_s``,
 ``raw_vector_steps_per_s``, ``unary_steps_per_s``, ``batched64_steps_per_s`` (the last named
-after 64 envs whatever ``--num-envs`` is, plus ``num_envs`` and the ratios).
+after 64 envs whatever ``--num-envs`` is; medians), plus ``num_envs``, the ratios and every
+round's figures.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,7 +73,11 @@ def _timed(step: Callable[[int], int], seconds: float, warmup: int = 20) -> floa
             return done / wall
 
 
-def bench_raw(task: TaskSpec, seconds: float) -> float:
+Bench = tuple[Callable[[int], int], Callable[[], None]]
+"""``(step(i) -> env steps done, close())``: an env set up once, measured in every round."""
+
+
+def bench_raw(task: TaskSpec) -> Bench:
     env = gym.make(task.env.gym_id, max_episode_steps=task.env.max_episode_steps)
     acts = _actions(env.action_space, 4096)
     env.reset(seed=0)
@@ -80,10 +88,10 @@ def bench_raw(task: TaskSpec, seconds: float) -> float:
             env.reset()
         return 1
 
-    return _timed(step, seconds)
+    return step, env.close
 
 
-def bench_raw_vector(task: TaskSpec, n: int, seconds: float) -> float:
+def bench_raw_vector(task: TaskSpec, n: int) -> Bench:
     env = gym.vector.SyncVectorEnv(
         [lambda: gym.make(task.env.gym_id, max_episode_steps=task.env.max_episode_steps)] * n
     )
@@ -94,13 +102,10 @@ def bench_raw_vector(task: TaskSpec, n: int, seconds: float) -> float:
         env.step(acts[i % len(acts)])
         return n
 
-    try:
-        return _timed(step, seconds)
-    finally:
-        env.close()
+    return step, env.close
 
 
-def bench_unary(client: AleClient, seconds: float) -> float:
+def bench_unary(client: AleClient) -> Bench:
     env = RemoteEnv(client)
     acts = _actions(env.action_space, 4096)
     env.reset(seed=0)
@@ -111,13 +116,10 @@ def bench_unary(client: AleClient, seconds: float) -> float:
             env.reset()
         return 1
 
-    try:
-        return _timed(step, seconds)
-    finally:
-        env.close()
+    return step, env.close
 
 
-def bench_batched(client: AleClient, n: int, seconds: float) -> float:
+def bench_batched(client: AleClient, n: int) -> Bench:
     env = RemoteVectorEnv(client, num_envs=n)
     acts = _actions(env.single_action_space, 256 * n).reshape(256, n, -1)
     env.reset(seed=0)
@@ -126,10 +128,21 @@ def bench_batched(client: AleClient, n: int, seconds: float) -> float:
         env.step(acts[i % len(acts)])
         return n
 
-    try:
-        return _timed(step, seconds)
-    finally:
-        env.close()
+    return step, env.close
+
+
+def measure(benches: dict[str, Bench], rounds: int, seconds: float) -> dict[str, list[float]]:
+    """Steps/s of every bench in each of ``rounds`` rounds, the benches interleaved.
+
+    On a shared 2-core machine the speed of everything drifts by 20% or more within
+    a minute; measuring the vector env and the batched session back to back in every
+    round and taking the median of the per-round ratios cancels most of that drift.
+    """
+    out: dict[str, list[float]] = {name: [] for name in benches}
+    for _ in range(rounds):
+        for name, (step, _) in benches.items():
+            out[name].append(_timed(step, seconds))
+    return out
 
 
 @contextlib.contextmanager
@@ -180,41 +193,60 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--task", default=DEFAULT_TASK)
     p.add_argument("--num-envs", type=int, default=64)
-    p.add_argument("--seconds", type=float, default=3.0, help="Per measurement.")
+    p.add_argument("--rounds", type=int, default=5, help="Interleaved rounds (medians reported).")
+    p.add_argument("--seconds", type=float, default=1.5, help="Per measurement per round.")
     p.add_argument("--in-process", action="store_true", help="Evaluator in this process.")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     task = default_registry().get(args.task)
     n = args.num_envs
-    raw = bench_raw(task, args.seconds)
-    raw_vec = bench_raw_vector(task, n, args.seconds)
+    benches = {"raw": bench_raw(task), "raw_vector": bench_raw_vector(task, n)}
     with evaluator(task.id, args.in_process) as client:
-        unary = bench_unary(client, args.seconds)
-        batched = bench_batched(client, n, args.seconds)
-        client.close()
+        benches["unary"] = bench_unary(client)
+        benches["batched"] = bench_batched(client, n)
+        try:
+            runs = measure(benches, args.rounds, args.seconds)
+        finally:
+            for _, close in benches.values():
+                close()
+            client.close()
+    med = {name: statistics.median(v) for name, v in runs.items()}
+    ratios = [b / v for b, v in zip(runs["batched"], runs["raw_vector"], strict=True)]
+    ratio = statistics.median(ratios)
     rows = [
-        ("raw env (in-process, 1 env)", raw, ""),
-        (f"raw vector env (SyncVectorEnv, {n} envs)", raw_vec, ""),
-        ("unary Step over gRPC (1 env)", unary, f"{unary / raw:.2f} x raw env"),
-        (f"batched Step over gRPC ({n} envs)", batched, f"{batched / raw_vec:.2f} x raw vector"),
+        ("raw env (in-process, 1 env)", med["raw"], ""),
+        (f"raw vector env (SyncVectorEnv, {n} envs)", med["raw_vector"], ""),
+        (
+            "unary Step over gRPC (1 env)",
+            med["unary"],
+            f"{med['unary'] / med['raw']:.2f} x raw env",
+        ),
+        (f"batched Step over gRPC ({n} envs)", med["batched"], f"{ratio:.2f} x raw vector"),
     ]
     where = "this process" if args.in_process else "its own process"
-    print(f"task {task.id} ({task.env.gym_id}), evaluator in {where}, {os.cpu_count()} CPUs")
-    for name, value, ratio in rows:
-        print(f"  {name:<42} {value:>10,.0f} steps/s  {ratio}")
-    print(f"  target: batched >= 0.70 x raw vector -> {batched / raw_vec:.2f}")
+    print(
+        f"task {task.id} ({task.env.gym_id}), evaluator in {where}, {os.cpu_count()} CPUs, "
+        f"medians of {args.rounds} interleaved rounds of {args.seconds:g} s"
+    )
+    for name, value, note in rows:
+        print(f"  {name:<42} {value:>10,.0f} steps/s  {note}")
+    print(f"  batched / raw vector per round: {' '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"  target: batched >= 0.70 x raw vector -> {ratio:.2f} (median of the rounds)")
     if args.json:
         print(
             json.dumps(
                 {
                     "task_id": task.id,
                     "num_envs": n,
-                    "raw_steps_per_s": raw,
-                    "raw_vector_steps_per_s": raw_vec,
-                    "unary_steps_per_s": unary,
-                    "batched64_steps_per_s": batched,
-                    "unary_vs_raw": unary / raw,
-                    "batched_vs_raw_vector": batched / raw_vec,
+                    "rounds": args.rounds,
+                    "raw_steps_per_s": med["raw"],
+                    "raw_vector_steps_per_s": med["raw_vector"],
+                    "unary_steps_per_s": med["unary"],
+                    "batched64_steps_per_s": med["batched"],
+                    "unary_vs_raw": med["unary"] / med["raw"],
+                    "batched_vs_raw_vector": ratio,
+                    "batched_vs_raw_vector_per_round": ratios,
+                    "per_round_steps_per_s": runs,
                 }
             )
         )

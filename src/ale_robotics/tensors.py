@@ -30,15 +30,17 @@ _TO_NP: dict[pb.DType, np.dtype[np.generic]] = {
     pb.DTYPE_BOOL: np.dtype("?"),
     pb.DTYPE_FLOAT16: np.dtype("<f2"),
 }
-_FROM_NP: dict[str, pb.DType] = {dt.name: code for code, dt in _TO_NP.items()}
+_FROM_NP: dict[np.dtype[np.generic], pb.DType] = {dt: code for code, dt in _TO_NP.items()}
 
 
 def proto_dtype(dtype: npt.DTypeLike) -> pb.DType:
-    name = np.dtype(dtype).name
-    try:
-        return _FROM_NP[name]
-    except KeyError:
-        raise InvalidArgumentError(f"dtype {name} cannot travel as a Tensor") from None
+    dt = np.dtype(dtype)
+    code = _FROM_NP.get(dt)  # keyed by dtype, not .name: that property is slow Python
+    if code is None:
+        code = _FROM_NP.get(dt.newbyteorder("<"))  # big-endian input: to_tensor swaps it
+    if code is None:
+        raise InvalidArgumentError(f"dtype {dt.name} cannot travel as a Tensor")
+    return code
 
 
 def numpy_dtype(code: int) -> np.dtype[np.generic]:

@@ -91,6 +91,7 @@ def test_remote_vector_env_equals_sync_vector_env(
                 assert np.array_equal(x, y)
             assert got[4].keys() == want[4].keys()
             for key in want[4]:
+                assert got[4][key].dtype == want[4][key].dtype, key
                 assert np.array_equal(got[4][key], want[4][key]), key
     finally:
         remote.close()

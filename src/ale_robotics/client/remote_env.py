@@ -190,7 +190,8 @@ class RemoteVectorEnv(_SessionProps, VectorEnv[Obs, Obs, Obs]):
         self, actions: Obs
     ) -> tuple[Obs, npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], dict[str, Any]]:
         out = self._session.step(actions)
-        return out.obs, out.rewards, out.terminated, out.truncated, self._vector_info(out.infos)
+        infos = out.wire_infos.vector(self._add_info)
+        return out.obs, out.rewards, out.terminated, out.truncated, infos
 
     def close_extras(self, **kwargs: Any) -> None:
         self._session.close()

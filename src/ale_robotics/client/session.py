@@ -9,8 +9,7 @@ never retried: it is not idempotent.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -19,6 +18,7 @@ import numpy.typing as npt
 from ale_robotics.client.sdk import AleClient, TaskView
 from ale_robotics.client.spaces import space_from_spec
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
+from ale_robotics.infos import WireInfos, decode_infos
 from ale_robotics.tensors import from_tensor, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 
@@ -30,17 +30,23 @@ _KINDS = {"practice": pb.SESSION_KIND_PRACTICE, "eval": pb.SESSION_KIND_EVAL}
 
 @dataclass(frozen=True)
 class SessionStep:
-    """One Step of every env of the session (arrays are fresh and writable)."""
+    """One Step of every env of the session (arrays are fresh and writable).
+
+    ``wire_infos`` holds the infos as they travelled; :attr:`infos` (one dict
+    per env) is built only when asked for, since a vector env wants them in
+    Gymnasium's columnar layout instead (``wire_infos.vector``).
+    """
 
     obs: npt.NDArray[Any]
     rewards: npt.NDArray[np.float64]
     terminated: npt.NDArray[np.bool_]
     truncated: npt.NDArray[np.bool_]
-    infos: list[dict[str, Any]]
+    wire_infos: WireInfos = field(repr=False)
 
-
-def _infos(raw: Any) -> list[dict[str, Any]]:
-    return [json.loads(s) if s else {} for s in raw]
+    @property
+    def infos(self) -> list[dict[str, Any]]:
+        """One info dict per env."""
+        return self.wire_infos.per_env()
 
 
 def _array(t: pb.Tensor, what: str) -> npt.NDArray[Any]:
@@ -86,7 +92,9 @@ class RemoteSession:
             self.client.stub.Reset, pb.ResetRequest(session_id=self.session_id, seeds=seeds or [])
         )
         self.episodes_completed = r.episodes_completed
-        return _array(r.observation, "observation"), _infos(r.info_json)
+        return _array(r.observation, "observation"), decode_infos(
+            r.info_columns, r.info_json
+        ).per_env()
 
     def step(self, actions: npt.ArrayLike) -> SessionStep:
         """Send ``[num_envs, *action_shape]`` actions (cast to the spec dtype; server-checked)."""
@@ -101,7 +109,7 @@ class RemoteSession:
             rewards=_array(r.reward, "reward").astype(np.float64, copy=False),
             terminated=_array(r.terminated, "terminated").astype(np.bool_, copy=False),
             truncated=_array(r.truncated, "truncated").astype(np.bool_, copy=False),
-            infos=_infos(r.info_json),
+            wire_infos=decode_infos(r.info_columns, r.info_json),
         )
 
     def close(self) -> int:

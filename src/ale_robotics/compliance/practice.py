@@ -33,10 +33,24 @@ def _check_obs(w: Wire, t: pb.Tensor, num_envs: int) -> npt.NDArray[Any]:
     return obs
 
 
-def _check_infos(raw: Any, num_envs: int) -> None:
-    assert len(raw) == num_envs, "one info per env"
-    for s in raw:
-        assert s == "" or isinstance(json.loads(s), dict), "each info is a JSON object"
+def _check_infos(r: Any, num_envs: int) -> None:
+    """info_json: one JSON object (or "") per env; info_columns: [num_envs, ...] + bool mask."""
+    assert len(r.info_json) == num_envs, "one info_json entry per env"
+    json_keys: set[str] = set()
+    for s in r.info_json:
+        info = json.loads(s) if s else {}
+        assert isinstance(info, dict), "each info_json entry is a JSON object"
+        json_keys.update(info)
+    seen: set[str] = set()
+    for c in r.info_columns:
+        assert c.key not in seen, f"info column {c.key!r} sent twice"
+        assert c.key not in json_keys, f"info key {c.key!r} is both a column and in info_json"
+        seen.add(c.key)
+        values, mask = from_tensor(c.values), from_tensor(c.mask).astype(np.bool_)
+        assert values.ndim >= 1 and values.shape[0] == num_envs, "info column is [num_envs, ...]"
+        assert c.mask.dtype == pb.DTYPE_BOOL and mask.shape == (num_envs,), "mask: bool [num_envs]"
+        assert mask.any(), f"info column {c.key!r} has no env"
+        assert (values[~mask] == 0).all(), f"info column {c.key!r} is not zero where masked out"
 
 
 class PracticeSessionCompliance:
@@ -49,7 +63,7 @@ class PracticeSessionCompliance:
             assert s.episode_budget == 0 and not s.seeds_ignored
             r = w.reset(s.session_id, [1])
             _check_obs(w, r.observation, NUM_ENVS)
-            _check_infos(r.info_json, NUM_ENVS)
+            _check_infos(r, NUM_ENVS)
             assert not r.seeds_ignored
 
     def test_step_outputs_agree_with_spec(self, ale_endpoint: Endpoint) -> None:
@@ -66,7 +80,7 @@ class PracticeSessionCompliance:
                 for flags in (r.terminated, r.truncated):
                     arr = from_tensor(flags)
                     assert arr.dtype == np.bool_ and arr.shape == (NUM_ENVS,)
-                _check_infos(r.info_json, NUM_ENVS)
+                _check_infos(r, NUM_ENVS)
 
     def test_practice_is_deterministic_under_a_seed(self, ale_endpoint: Endpoint) -> None:
         runs = []

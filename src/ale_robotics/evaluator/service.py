@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hmac
-import json
 import logging
 from collections.abc import Callable
 from enum import StrEnum
@@ -30,6 +29,7 @@ from ale_robotics.evaluator.core import Evaluator
 from ale_robotics.evaluator.sessions import settings_for
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
 from ale_robotics.evaluator.vector_session import AUTORESET_MODE, Batch, Session, SessionKind
+from ale_robotics.infos import encode_infos
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
@@ -112,22 +112,6 @@ _FAILURE = {
 
 
 _KINDS = {pb.SESSION_KIND_PRACTICE: SessionKind.PRACTICE, pb.SESSION_KIND_EVAL: SessionKind.EVAL}
-
-
-def _json_default(value: Any) -> Any:
-    """numpy scalars and arrays in env infos as plain JSON numbers and lists."""
-    if isinstance(value, np.generic | np.ndarray):
-        return value.tolist()
-    return str(value)
-
-
-_INFO_ENCODER = json.JSONEncoder(default=_json_default)  # json.dumps(default=) builds one per call
-
-
-def _infos(infos: list[dict[str, Any]]) -> list[str]:
-    """One JSON object per env; an empty info travels as "" (the client reads it as {})."""
-    encode = _INFO_ENCODER.encode
-    return [encode(i) if i else "" for i in infos]
 
 
 def _capabilities(task: TaskSpec) -> list[str]:
@@ -252,10 +236,12 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
         def reset(session: Session) -> pb.ResetResponse:
             batch = session.reset(seeds)
+            columns, rest = encode_infos(batch.infos)
             return pb.ResetResponse(
                 observation=to_tensor(batch.obs),
                 seeds_ignored=batch.seeds_ignored,
-                info_json=_infos(batch.infos),
+                info_json=rest,
+                info_columns=columns,
                 episodes_completed=batch.episodes_completed,
             )
 
@@ -267,12 +253,14 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             batch: Batch = session.step(from_tensor(request.action, "action"))
             assert batch.rewards is not None
             assert batch.terminated is not None and batch.truncated is not None
+            columns, rest = encode_infos(batch.infos)
             return pb.StepResponse(
                 observation=to_tensor(batch.obs),
                 reward=to_tensor(batch.rewards),
                 terminated=to_tensor(batch.terminated),
                 truncated=to_tensor(batch.truncated),
-                info_json=_infos(batch.infos),
+                info_json=rest,
+                info_columns=columns,
                 episodes_completed=batch.episodes_completed,
                 eval_complete=batch.eval_complete,
             )

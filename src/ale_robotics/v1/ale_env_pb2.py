@@ -24,21 +24,21 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61le_robotics/v1/ale_env.proto\x12\x0f\x61le_robotics.v1\"L\n\x06Tensor\x12%\n\x05\x64type\x18\x01 \x01(\x0e\x32\x16.ale_robotics.v1.DType\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x9d\x01\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05\x64type\x18\x02 \x01(\x0e\x32\x16.ale_robotics.v1.DType\x12\r\n\x05shape\x18\x03 \x03(\x03\x12$\n\x03low\x18\x04 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12%\n\x04high\x18\x05 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\"!\n\x0eGetSpecRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"\xae\x02\n\x0fGetSpecResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04mode\x18\x03 \x01(\t\x12\x18\n\x10task_config_json\x18\x04 \x01(\t\x12 \n\x18submission_contract_json\x18\x05 \x01(\t\x12\x35\n\x10observation_spec\x18\x06 \x01(\x0b\x32\x1b.ale_robotics.v1.TensorSpec\x12\x30\n\x0b\x61\x63tion_spec\x18\x07 \x01(\x0b\x32\x1b.ale_robotics.v1.TensorSpec\x12\x14\n\x0c\x63\x61pabilities\x18\x08 \x03(\t\x12\'\n\x06limits\x18\t \x01(\x0b\x32\x17.ale_robotics.v1.Limits\"\x80\x02\n\x06Limits\x12\x19\n\x11max_message_bytes\x18\x01 \x01(\x03\x12\x1b\n\x13wall_clock_budget_s\x18\x02 \x01(\x01\x12\x1f\n\x17max_submissions_per_run\x18\x03 \x01(\x05\x12\x14\n\x0cmax_sessions\x18\x04 \x01(\x05\x12\x1c\n\x14max_envs_per_session\x18\x05 \x01(\x05\x12\x1e\n\x16session_idle_timeout_s\x18\x06 \x01(\x01\x12\x17\n\x0f\x63\x61ll_deadline_s\x18\x07 \x01(\x01\x12\x15\n\reval_episodes\x18\x08 \x01(\x05\x12\x19\n\x11max_episode_steps\x18\t \x01(\x05\"s\n\x12OpenSessionRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.ale_robotics.v1.SessionKind\x12\x10\n\x08num_envs\x18\x03 \x01(\x05\x12\x0e\n\x06run_id\x18\x04 \x01(\t\"\x9d\x01\n\x13OpenSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08num_envs\x18\x02 \x01(\x05\x12\x16\n\x0e\x65pisode_budget\x18\x03 \x01(\x05\x12\x15\n\rseeds_ignored\x18\x04 \x01(\x08\x12\x16\n\x0e\x61utoreset_mode\x18\x05 \x01(\t\x12\x19\n\x11max_episode_steps\x18\x06 \x01(\x05\"1\n\x0cResetRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05seeds\x18\x02 \x03(\x03\"\x83\x01\n\rResetResponse\x12,\n\x0bobservation\x18\x01 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12\x15\n\rseeds_ignored\x18\x02 \x01(\x08\x12\x11\n\tinfo_json\x18\x03 \x03(\t\x12\x1a\n\x12\x65pisodes_completed\x18\x04 \x01(\x05\"J\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\'\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\"\x84\x02\n\x0cStepResponse\x12,\n\x0bobservation\x18\x01 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12\'\n\x06reward\x18\x02 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12+\n\nterminated\x18\x03 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12*\n\ttruncated\x18\x04 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12\x11\n\tinfo_json\x18\x05 \x03(\t\x12\x1a\n\x12\x65pisodes_completed\x18\x06 \x01(\x05\x12\x15\n\reval_complete\x18\x07 \x01(\x08\"9\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"K\n\x14\x43loseSessionResponse\x12\x1a\n\x12\x65pisodes_completed\x18\x01 \x01(\x05\x12\x17\n\x0fsessions_closed\x18\x02 \x01(\x05\"h\n\x16SubmitBatchEvalRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x17\n\x0fsubmission_path\x18\x03 \x01(\t\x12\x14\n\x0c\x63lient_token\x18\x04 \x01(\t\"?\n\x17SubmitBatchEvalResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\";\n\x19GetBatchEvalStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"9\n\x08Progress\x12\x15\n\repisodes_done\x18\x01 \x01(\x03\x12\x16\n\x0e\x65pisodes_total\x18\x02 \x01(\x03\"\xc0\x02\n\x1aGetBatchEvalStatusResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.ale_robotics.v1.JobState\x12+\n\x08progress\x18\x04 \x01(\x0b\x32\x19.ale_robotics.v1.Progress\x12\x16\n\x0equeue_position\x18\x05 \x01(\x05\x12\x36\n\x0e\x66\x61ilure_source\x18\x06 \x01(\x0e\x32\x1e.ale_robotics.v1.FailureSource\x12\x16\n\x0e\x66\x61ilure_reason\x18\x07 \x01(\t\x12\x16\n\x0eheartbeat_unix\x18\x08 \x01(\x01\x12\x14\n\x0c\x63reated_unix\x18\t \x01(\x01\x12\x14\n\x0cupdated_unix\x18\n \x01(\x01\"6\n\x14GetEvalResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"C\n\x15GetEvalResultResponse\x12\x18\n\x10\x65val_result_json\x18\x01 \x01(\t\x12\x10\n\x08official\x18\x02 \x01(\x08*\x9a\x01\n\x05\x44Type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x11\n\rDTYPE_FLOAT32\x10\x01\x12\x11\n\rDTYPE_FLOAT64\x10\x02\x12\x0f\n\x0b\x44TYPE_INT32\x10\x03\x12\x0f\n\x0b\x44TYPE_INT64\x10\x04\x12\x0f\n\x0b\x44TYPE_UINT8\x10\x05\x12\x0e\n\nDTYPE_BOOL\x10\x06\x12\x11\n\rDTYPE_FLOAT16\x10\x07*]\n\x0bSessionKind\x12\x1c\n\x18SESSION_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15SESSION_KIND_PRACTICE\x10\x01\x12\x15\n\x11SESSION_KIND_EVAL\x10\x02*\xcb\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x12\x16\n\x12JOB_STATE_REJECTED\x10\x05\x12\x17\n\x13JOB_STATE_TIMED_OUT\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07*q\n\rFailureSource\x12\x1e\n\x1a\x46\x41ILURE_SOURCE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x46\x41ILURE_SOURCE_SUBMISSION\x10\x01\x12!\n\x1d\x46\x41ILURE_SOURCE_INFRASTRUCTURE\x10\x02\x32\xcf\x05\n\x06\x41leEnv\x12L\n\x07GetSpec\x12\x1f.ale_robotics.v1.GetSpecRequest\x1a .ale_robotics.v1.GetSpecResponse\x12X\n\x0bOpenSession\x12#.ale_robotics.v1.OpenSessionRequest\x1a$.ale_robotics.v1.OpenSessionResponse\x12\x46\n\x05Reset\x12\x1d.ale_robotics.v1.ResetRequest\x1a\x1e.ale_robotics.v1.ResetResponse\x12\x43\n\x04Step\x12\x1c.ale_robotics.v1.StepRequest\x1a\x1d.ale_robotics.v1.StepResponse\x12[\n\x0c\x43loseSession\x12$.ale_robotics.v1.CloseSessionRequest\x1a%.ale_robotics.v1.CloseSessionResponse\x12\x64\n\x0fSubmitBatchEval\x12\'.ale_robotics.v1.SubmitBatchEvalRequest\x1a(.ale_robotics.v1.SubmitBatchEvalResponse\x12m\n\x12GetBatchEvalStatus\x12*.ale_robotics.v1.GetBatchEvalStatusRequest\x1a+.ale_robotics.v1.GetBatchEvalStatusResponse\x12^\n\rGetEvalResult\x12%.ale_robotics.v1.GetEvalResultRequest\x1a&.ale_robotics.v1.GetEvalResultResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x61le_robotics/v1/ale_env.proto\x12\x0f\x61le_robotics.v1\"L\n\x06Tensor\x12%\n\x05\x64type\x18\x01 \x01(\x0e\x32\x16.ale_robotics.v1.DType\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x9d\x01\n\nTensorSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12%\n\x05\x64type\x18\x02 \x01(\x0e\x32\x16.ale_robotics.v1.DType\x12\r\n\x05shape\x18\x03 \x03(\x03\x12$\n\x03low\x18\x04 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12%\n\x04high\x18\x05 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\"!\n\x0eGetSpecRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\"\xae\x02\n\x0fGetSpecResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x0c\n\x04mode\x18\x03 \x01(\t\x12\x18\n\x10task_config_json\x18\x04 \x01(\t\x12 \n\x18submission_contract_json\x18\x05 \x01(\t\x12\x35\n\x10observation_spec\x18\x06 \x01(\x0b\x32\x1b.ale_robotics.v1.TensorSpec\x12\x30\n\x0b\x61\x63tion_spec\x18\x07 \x01(\x0b\x32\x1b.ale_robotics.v1.TensorSpec\x12\x14\n\x0c\x63\x61pabilities\x18\x08 \x03(\t\x12\'\n\x06limits\x18\t \x01(\x0b\x32\x17.ale_robotics.v1.Limits\"\x80\x02\n\x06Limits\x12\x19\n\x11max_message_bytes\x18\x01 \x01(\x03\x12\x1b\n\x13wall_clock_budget_s\x18\x02 \x01(\x01\x12\x1f\n\x17max_submissions_per_run\x18\x03 \x01(\x05\x12\x14\n\x0cmax_sessions\x18\x04 \x01(\x05\x12\x1c\n\x14max_envs_per_session\x18\x05 \x01(\x05\x12\x1e\n\x16session_idle_timeout_s\x18\x06 \x01(\x01\x12\x17\n\x0f\x63\x61ll_deadline_s\x18\x07 \x01(\x01\x12\x15\n\reval_episodes\x18\x08 \x01(\x05\x12\x19\n\x11max_episode_steps\x18\t \x01(\x05\"s\n\x12OpenSessionRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12*\n\x04kind\x18\x02 \x01(\x0e\x32\x1c.ale_robotics.v1.SessionKind\x12\x10\n\x08num_envs\x18\x03 \x01(\x05\x12\x0e\n\x06run_id\x18\x04 \x01(\t\"\x9d\x01\n\x13OpenSessionResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x10\n\x08num_envs\x18\x02 \x01(\x05\x12\x16\n\x0e\x65pisode_budget\x18\x03 \x01(\x05\x12\x15\n\rseeds_ignored\x18\x04 \x01(\x08\x12\x16\n\x0e\x61utoreset_mode\x18\x05 \x01(\t\x12\x19\n\x11max_episode_steps\x18\x06 \x01(\x05\"\x81\x01\n\nInfoColumn\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\'\n\x06values\x18\x02 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12%\n\x04mask\x18\x03 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12\x16\n\x0epython_scalars\x18\x04 \x01(\x08\"1\n\x0cResetRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\r\n\x05seeds\x18\x02 \x03(\x03\"\xb6\x01\n\rResetResponse\x12,\n\x0bobservation\x18\x01 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12\x15\n\rseeds_ignored\x18\x02 \x01(\x08\x12\x11\n\tinfo_json\x18\x03 \x03(\t\x12\x1a\n\x12\x65pisodes_completed\x18\x04 \x01(\x05\x12\x31\n\x0cinfo_columns\x18\x05 \x03(\x0b\x32\x1b.ale_robotics.v1.InfoColumn\"J\n\x0bStepRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\'\n\x06\x61\x63tion\x18\x02 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\"\xb7\x02\n\x0cStepResponse\x12,\n\x0bobservation\x18\x01 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12\'\n\x06reward\x18\x02 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12+\n\nterminated\x18\x03 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12*\n\ttruncated\x18\x04 \x01(\x0b\x32\x17.ale_robotics.v1.Tensor\x12\x11\n\tinfo_json\x18\x05 \x03(\t\x12\x1a\n\x12\x65pisodes_completed\x18\x06 \x01(\x05\x12\x15\n\reval_complete\x18\x07 \x01(\x08\x12\x31\n\x0cinfo_columns\x18\x08 \x03(\x0b\x32\x1b.ale_robotics.v1.InfoColumn\"9\n\x13\x43loseSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"K\n\x14\x43loseSessionResponse\x12\x1a\n\x12\x65pisodes_completed\x18\x01 \x01(\x05\x12\x17\n\x0fsessions_closed\x18\x02 \x01(\x05\"h\n\x16SubmitBatchEvalRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x17\n\x0fsubmission_path\x18\x03 \x01(\t\x12\x14\n\x0c\x63lient_token\x18\x04 \x01(\t\"?\n\x17SubmitBatchEvalResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x14\n\x0c\x64\x65\x64uplicated\x18\x02 \x01(\x08\";\n\x19GetBatchEvalStatusRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"9\n\x08Progress\x12\x15\n\repisodes_done\x18\x01 \x01(\x03\x12\x16\n\x0e\x65pisodes_total\x18\x02 \x01(\x03\"\xc0\x02\n\x1aGetBatchEvalStatusResponse\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.ale_robotics.v1.JobState\x12+\n\x08progress\x18\x04 \x01(\x0b\x32\x19.ale_robotics.v1.Progress\x12\x16\n\x0equeue_position\x18\x05 \x01(\x05\x12\x36\n\x0e\x66\x61ilure_source\x18\x06 \x01(\x0e\x32\x1e.ale_robotics.v1.FailureSource\x12\x16\n\x0e\x66\x61ilure_reason\x18\x07 \x01(\t\x12\x16\n\x0eheartbeat_unix\x18\x08 \x01(\x01\x12\x14\n\x0c\x63reated_unix\x18\t \x01(\x01\x12\x14\n\x0cupdated_unix\x18\n \x01(\x01\"6\n\x14GetEvalResultRequest\x12\x0e\n\x06job_id\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\"C\n\x15GetEvalResultResponse\x12\x18\n\x10\x65val_result_json\x18\x01 \x01(\t\x12\x10\n\x08official\x18\x02 \x01(\x08*\x9a\x01\n\x05\x44Type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x11\n\rDTYPE_FLOAT32\x10\x01\x12\x11\n\rDTYPE_FLOAT64\x10\x02\x12\x0f\n\x0b\x44TYPE_INT32\x10\x03\x12\x0f\n\x0b\x44TYPE_INT64\x10\x04\x12\x0f\n\x0b\x44TYPE_UINT8\x10\x05\x12\x0e\n\nDTYPE_BOOL\x10\x06\x12\x11\n\rDTYPE_FLOAT16\x10\x07*]\n\x0bSessionKind\x12\x1c\n\x18SESSION_KIND_UNSPECIFIED\x10\x00\x12\x19\n\x15SESSION_KIND_PRACTICE\x10\x01\x12\x15\n\x11SESSION_KIND_EVAL\x10\x02*\xcb\x01\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x14\n\x10JOB_STATE_QUEUED\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n\x10JOB_STATE_FAILED\x10\x04\x12\x16\n\x12JOB_STATE_REJECTED\x10\x05\x12\x17\n\x13JOB_STATE_TIMED_OUT\x10\x06\x12\x17\n\x13JOB_STATE_CANCELLED\x10\x07*q\n\rFailureSource\x12\x1e\n\x1a\x46\x41ILURE_SOURCE_UNSPECIFIED\x10\x00\x12\x1d\n\x19\x46\x41ILURE_SOURCE_SUBMISSION\x10\x01\x12!\n\x1d\x46\x41ILURE_SOURCE_INFRASTRUCTURE\x10\x02\x32\xcf\x05\n\x06\x41leEnv\x12L\n\x07GetSpec\x12\x1f.ale_robotics.v1.GetSpecRequest\x1a .ale_robotics.v1.GetSpecResponse\x12X\n\x0bOpenSession\x12#.ale_robotics.v1.OpenSessionRequest\x1a$.ale_robotics.v1.OpenSessionResponse\x12\x46\n\x05Reset\x12\x1d.ale_robotics.v1.ResetRequest\x1a\x1e.ale_robotics.v1.ResetResponse\x12\x43\n\x04Step\x12\x1c.ale_robotics.v1.StepRequest\x1a\x1d.ale_robotics.v1.StepResponse\x12[\n\x0c\x43loseSession\x12$.ale_robotics.v1.CloseSessionRequest\x1a%.ale_robotics.v1.CloseSessionResponse\x12\x64\n\x0fSubmitBatchEval\x12\'.ale_robotics.v1.SubmitBatchEvalRequest\x1a(.ale_robotics.v1.SubmitBatchEvalResponse\x12m\n\x12GetBatchEvalStatus\x12*.ale_robotics.v1.GetBatchEvalStatusRequest\x1a+.ale_robotics.v1.GetBatchEvalStatusResponse\x12^\n\rGetEvalResult\x12%.ale_robotics.v1.GetEvalResultRequest\x1a&.ale_robotics.v1.GetEvalResultResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ale_robotics.v1.ale_env_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DTYPE']._serialized_start=2564
-  _globals['_DTYPE']._serialized_end=2718
-  _globals['_SESSIONKIND']._serialized_start=2720
-  _globals['_SESSIONKIND']._serialized_end=2813
-  _globals['_JOBSTATE']._serialized_start=2816
-  _globals['_JOBSTATE']._serialized_end=3019
-  _globals['_FAILURESOURCE']._serialized_start=3021
-  _globals['_FAILURESOURCE']._serialized_end=3134
+  _globals['_DTYPE']._serialized_start=2798
+  _globals['_DTYPE']._serialized_end=2952
+  _globals['_SESSIONKIND']._serialized_start=2954
+  _globals['_SESSIONKIND']._serialized_end=3047
+  _globals['_JOBSTATE']._serialized_start=3050
+  _globals['_JOBSTATE']._serialized_end=3253
+  _globals['_FAILURESOURCE']._serialized_start=3255
+  _globals['_FAILURESOURCE']._serialized_end=3368
   _globals['_TENSOR']._serialized_start=50
   _globals['_TENSOR']._serialized_end=126
   _globals['_TENSORSPEC']._serialized_start=129
@@ -53,32 +53,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OPENSESSIONREQUEST']._serialized_end=1002
   _globals['_OPENSESSIONRESPONSE']._serialized_start=1005
   _globals['_OPENSESSIONRESPONSE']._serialized_end=1162
-  _globals['_RESETREQUEST']._serialized_start=1164
-  _globals['_RESETREQUEST']._serialized_end=1213
-  _globals['_RESETRESPONSE']._serialized_start=1216
-  _globals['_RESETRESPONSE']._serialized_end=1347
-  _globals['_STEPREQUEST']._serialized_start=1349
-  _globals['_STEPREQUEST']._serialized_end=1423
-  _globals['_STEPRESPONSE']._serialized_start=1426
-  _globals['_STEPRESPONSE']._serialized_end=1686
-  _globals['_CLOSESESSIONREQUEST']._serialized_start=1688
-  _globals['_CLOSESESSIONREQUEST']._serialized_end=1745
-  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1747
-  _globals['_CLOSESESSIONRESPONSE']._serialized_end=1822
-  _globals['_SUBMITBATCHEVALREQUEST']._serialized_start=1824
-  _globals['_SUBMITBATCHEVALREQUEST']._serialized_end=1928
-  _globals['_SUBMITBATCHEVALRESPONSE']._serialized_start=1930
-  _globals['_SUBMITBATCHEVALRESPONSE']._serialized_end=1993
-  _globals['_GETBATCHEVALSTATUSREQUEST']._serialized_start=1995
-  _globals['_GETBATCHEVALSTATUSREQUEST']._serialized_end=2054
-  _globals['_PROGRESS']._serialized_start=2056
-  _globals['_PROGRESS']._serialized_end=2113
-  _globals['_GETBATCHEVALSTATUSRESPONSE']._serialized_start=2116
-  _globals['_GETBATCHEVALSTATUSRESPONSE']._serialized_end=2436
-  _globals['_GETEVALRESULTREQUEST']._serialized_start=2438
-  _globals['_GETEVALRESULTREQUEST']._serialized_end=2492
-  _globals['_GETEVALRESULTRESPONSE']._serialized_start=2494
-  _globals['_GETEVALRESULTRESPONSE']._serialized_end=2561
-  _globals['_ALEENV']._serialized_start=3137
-  _globals['_ALEENV']._serialized_end=3856
+  _globals['_INFOCOLUMN']._serialized_start=1165
+  _globals['_INFOCOLUMN']._serialized_end=1294
+  _globals['_RESETREQUEST']._serialized_start=1296
+  _globals['_RESETREQUEST']._serialized_end=1345
+  _globals['_RESETRESPONSE']._serialized_start=1348
+  _globals['_RESETRESPONSE']._serialized_end=1530
+  _globals['_STEPREQUEST']._serialized_start=1532
+  _globals['_STEPREQUEST']._serialized_end=1606
+  _globals['_STEPRESPONSE']._serialized_start=1609
+  _globals['_STEPRESPONSE']._serialized_end=1920
+  _globals['_CLOSESESSIONREQUEST']._serialized_start=1922
+  _globals['_CLOSESESSIONREQUEST']._serialized_end=1979
+  _globals['_CLOSESESSIONRESPONSE']._serialized_start=1981
+  _globals['_CLOSESESSIONRESPONSE']._serialized_end=2056
+  _globals['_SUBMITBATCHEVALREQUEST']._serialized_start=2058
+  _globals['_SUBMITBATCHEVALREQUEST']._serialized_end=2162
+  _globals['_SUBMITBATCHEVALRESPONSE']._serialized_start=2164
+  _globals['_SUBMITBATCHEVALRESPONSE']._serialized_end=2227
+  _globals['_GETBATCHEVALSTATUSREQUEST']._serialized_start=2229
+  _globals['_GETBATCHEVALSTATUSREQUEST']._serialized_end=2288
+  _globals['_PROGRESS']._serialized_start=2290
+  _globals['_PROGRESS']._serialized_end=2347
+  _globals['_GETBATCHEVALSTATUSRESPONSE']._serialized_start=2350
+  _globals['_GETBATCHEVALSTATUSRESPONSE']._serialized_end=2670
+  _globals['_GETEVALRESULTREQUEST']._serialized_start=2672
+  _globals['_GETEVALRESULTREQUEST']._serialized_end=2726
+  _globals['_GETEVALRESULTRESPONSE']._serialized_start=2728
+  _globals['_GETEVALRESULTRESPONSE']._serialized_end=2795
+  _globals['_ALEENV']._serialized_start=3371
+  _globals['_ALEENV']._serialized_end=4090
 # @@protoc_insertion_point(module_scope)

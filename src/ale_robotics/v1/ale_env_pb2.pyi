@@ -165,6 +165,18 @@ class OpenSessionResponse(_message.Message):
     max_episode_steps: int
     def __init__(self, session_id: _Optional[str] = ..., num_envs: _Optional[int] = ..., episode_budget: _Optional[int] = ..., seeds_ignored: _Optional[bool] = ..., autoreset_mode: _Optional[str] = ..., max_episode_steps: _Optional[int] = ...) -> None: ...
 
+class InfoColumn(_message.Message):
+    __slots__ = ("key", "values", "mask", "python_scalars")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    MASK_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_SCALARS_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    values: Tensor
+    mask: Tensor
+    python_scalars: bool
+    def __init__(self, key: _Optional[str] = ..., values: _Optional[_Union[Tensor, _Mapping]] = ..., mask: _Optional[_Union[Tensor, _Mapping]] = ..., python_scalars: _Optional[bool] = ...) -> None: ...
+
 class ResetRequest(_message.Message):
     __slots__ = ("session_id", "seeds")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -174,16 +186,18 @@ class ResetRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., seeds: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
-    __slots__ = ("observation", "seeds_ignored", "info_json", "episodes_completed")
+    __slots__ = ("observation", "seeds_ignored", "info_json", "episodes_completed", "info_columns")
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     SEEDS_IGNORED_FIELD_NUMBER: _ClassVar[int]
     INFO_JSON_FIELD_NUMBER: _ClassVar[int]
     EPISODES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
+    INFO_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     observation: Tensor
     seeds_ignored: bool
     info_json: _containers.RepeatedScalarFieldContainer[str]
     episodes_completed: int
-    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., seeds_ignored: _Optional[bool] = ..., info_json: _Optional[_Iterable[str]] = ..., episodes_completed: _Optional[int] = ...) -> None: ...
+    info_columns: _containers.RepeatedCompositeFieldContainer[InfoColumn]
+    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., seeds_ignored: _Optional[bool] = ..., info_json: _Optional[_Iterable[str]] = ..., episodes_completed: _Optional[int] = ..., info_columns: _Optional[_Iterable[_Union[InfoColumn, _Mapping]]] = ...) -> None: ...
 
 class StepRequest(_message.Message):
     __slots__ = ("session_id", "action")
@@ -194,7 +208,7 @@ class StepRequest(_message.Message):
     def __init__(self, session_id: _Optional[str] = ..., action: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
 
 class StepResponse(_message.Message):
-    __slots__ = ("observation", "reward", "terminated", "truncated", "info_json", "episodes_completed", "eval_complete")
+    __slots__ = ("observation", "reward", "terminated", "truncated", "info_json", "episodes_completed", "eval_complete", "info_columns")
     OBSERVATION_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     TERMINATED_FIELD_NUMBER: _ClassVar[int]
@@ -202,6 +216,7 @@ class StepResponse(_message.Message):
     INFO_JSON_FIELD_NUMBER: _ClassVar[int]
     EPISODES_COMPLETED_FIELD_NUMBER: _ClassVar[int]
     EVAL_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    INFO_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     observation: Tensor
     reward: Tensor
     terminated: Tensor
@@ -209,7 +224,8 @@ class StepResponse(_message.Message):
     info_json: _containers.RepeatedScalarFieldContainer[str]
     episodes_completed: int
     eval_complete: bool
-    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., reward: _Optional[_Union[Tensor, _Mapping]] = ..., terminated: _Optional[_Union[Tensor, _Mapping]] = ..., truncated: _Optional[_Union[Tensor, _Mapping]] = ..., info_json: _Optional[_Iterable[str]] = ..., episodes_completed: _Optional[int] = ..., eval_complete: _Optional[bool] = ...) -> None: ...
+    info_columns: _containers.RepeatedCompositeFieldContainer[InfoColumn]
+    def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., reward: _Optional[_Union[Tensor, _Mapping]] = ..., terminated: _Optional[_Union[Tensor, _Mapping]] = ..., truncated: _Optional[_Union[Tensor, _Mapping]] = ..., info_json: _Optional[_Iterable[str]] = ..., episodes_completed: _Optional[int] = ..., eval_complete: _Optional[bool] = ..., info_columns: _Optional[_Iterable[_Union[InfoColumn, _Mapping]]] = ...) -> None: ...
 
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_id", "run_id")

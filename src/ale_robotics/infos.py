@@ -1,0 +1,176 @@
+"""Per-env info dicts on the wire: numeric entries as columns, everything else as JSON.
+
+Encoding every env's info as a JSON object cost about 0.5 ms per 64-env Step on
+each side (measured: ~280 us ``json`` encode on the server, ~200 us decode plus
+Gymnasium's per-env ``_add_info`` on the client), as much as the gRPC round trip
+itself. Nearly all robotics infos are numbers (reward terms, ``success``), and
+Gymnasium's vector API wants them as one array per key with a ``_key`` mask
+anyway; so each such key travels as one :class:`~ale_robotics.v1.InfoColumn`
+tensor, already in that layout, and only the rest (strings, nested dicts, ragged
+arrays) as JSON.
+
+Column dtypes are what ``VectorEnv._add_info`` would pick (a Python ``float``
+gives float64, ``int`` int64, ``bool`` bool, a numpy value its own dtype), so a
+remote vector env's infos equal ``SyncVectorEnv``'s, dtypes included. A key
+whose values disagree in dtype or shape across envs (float32 in one env,
+float64 in another) goes to JSON whole, so no per-env value is cast; its
+vector array then has the dtype the JSON values give.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ale_robotics.tensors import from_tensor, to_tensor
+from ale_robotics.v1 import ale_env_pb2 as pb
+
+__all__ = ["WireInfos", "decode_infos", "encode_infos", "info_to_json"]
+
+_PYTHON_SCALARS: dict[type, np.dtype[Any]] = {
+    bool: np.dtype(np.bool_),
+    int: np.dtype(np.int64),
+    float: np.dtype(np.float64),
+}
+_TENSOR_DTYPES = frozenset(
+    np.dtype(t) for t in ("float32", "float64", "float16", "int32", "int64", "uint8", "bool")
+)
+# Gymnasium gives this key an object array of per-env observations: keep its layout.
+_NEVER_COLUMN = frozenset({"final_obs", "final_info"})
+
+
+def _json_default(value: Any) -> Any:
+    """numpy scalars and arrays as plain JSON numbers and lists; anything else as text."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    return str(value)
+
+
+_ENCODER = json.JSONEncoder(default=_json_default)  # json.dumps(default=) builds one per call
+
+
+def info_to_json(info: Mapping[str, Any]) -> str:
+    """One env's info as a JSON object; "" for an empty info (read back as ``{}``)."""
+    return _ENCODER.encode(info) if info else ""
+
+
+def _scalar_dtype(kind: type) -> np.dtype[Any] | None:
+    if kind in _PYTHON_SCALARS:
+        return _PYTHON_SCALARS[kind]
+    return np.dtype(kind) if issubclass(kind, np.generic) else None
+
+
+def _column(key: str, entries: list[tuple[int, Any]], num_envs: int) -> pb.InfoColumn | None:
+    """The key's values as one column, or None when they cannot be one losslessly."""
+    if key in _NEVER_COLUMN:
+        return None
+    values = [v for _, v in entries]
+    kinds = set(map(type, values))
+    first = values[0]
+    if kinds == {np.ndarray}:
+        dtype, shape = first.dtype, first.shape
+        if any(v.dtype != dtype or v.shape != shape for v in values):
+            return None
+    else:
+        dtypes = {_scalar_dtype(k) for k in kinds}  # float and np.float64 agree; f4 and f8 not
+        if len(dtypes) != 1 or None in dtypes:
+            return None
+        dtype, shape = dtypes.pop(), ()
+    if dtype not in _TENSOR_DTYPES:
+        return None
+    try:
+        dense = np.array(values, dtype=dtype)
+    except OverflowError:  # a Python int past int64: JSON keeps it exact
+        return None
+    if len(entries) == num_envs:
+        column, mask = dense, np.ones(num_envs, dtype=np.bool_)
+    else:
+        where = [i for i, _ in entries]
+        column = np.zeros((num_envs, *shape), dtype=dtype)
+        column[where] = dense
+        mask = np.zeros(num_envs, dtype=np.bool_)
+        mask[where] = True
+    python = kinds <= _PYTHON_SCALARS.keys()
+    return pb.InfoColumn(
+        key=key, values=to_tensor(column), mask=to_tensor(mask), python_scalars=python
+    )
+
+
+def encode_infos(infos: Sequence[Mapping[str, Any]]) -> tuple[list[pb.InfoColumn], list[str]]:
+    """``(info_columns, info_json)`` for a Reset or Step response of ``len(infos)`` envs."""
+    n = len(infos)
+    by_key: dict[str, list[tuple[int, Any]]] = {}
+    for i, info in enumerate(infos):
+        for key, value in info.items():
+            by_key.setdefault(key, []).append((i, value))
+    columns: list[pb.InfoColumn] = []
+    rest: list[dict[str, Any]] | None = None
+    for key, entries in by_key.items():
+        column = _column(key, entries, n)
+        if column is not None:
+            columns.append(column)
+            continue
+        if rest is None:
+            rest = [{} for _ in range(n)]
+        for i, value in entries:
+            rest[i][key] = value
+    return columns, [info_to_json(r) for r in rest] if rest is not None else [""] * n
+
+
+class WireInfos:
+    """The infos of one response, decoded on demand into either of Gymnasium's two layouts."""
+
+    def __init__(
+        self,
+        columns: list[tuple[str, npt.NDArray[Any], npt.NDArray[np.bool_], bool]],
+        rest: list[str],
+    ) -> None:
+        self._columns = columns
+        self._rest = rest
+        self.num_envs = len(rest)
+
+    def per_env(self) -> list[dict[str, Any]]:
+        """One dict per env, as each env's ``step``/``reset`` returned it (``gym.Env`` API)."""
+        out: list[dict[str, Any]] = [json.loads(s) if s else {} for s in self._rest]
+        for key, values, mask, python in self._columns:
+            items: Any = values.tolist() if python else values
+            for i in np.flatnonzero(mask).tolist():
+                out[i][key] = items[i] if python else values[i].copy()
+        return out
+
+    def vector(
+        self, add_info: Callable[[dict[str, Any], dict[str, Any], int], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Gymnasium's vector layout (``info[key]`` arrays, ``info["_key"]`` masks).
+
+        ``add_info`` is the vector env's ``_add_info``, so the JSON entries get
+        exactly Gymnasium's treatment (object arrays, nested dicts).
+        """
+        vector: dict[str, Any] = {}
+        for key, values, mask, _ in self._columns:
+            vector[key] = values.copy()
+            vector[f"_{key}"] = mask.copy()
+        for i, s in enumerate(self._rest):
+            if s:
+                vector = add_info(vector, json.loads(s), i)
+        return vector
+
+
+def decode_infos(columns: Sequence[pb.InfoColumn], info_json: Sequence[str]) -> WireInfos:
+    """Check a response's info fields against each other; ValueError names what is off."""
+    n = len(info_json)
+    decoded: list[tuple[str, npt.NDArray[Any], npt.NDArray[np.bool_], bool]] = []
+    for c in columns:
+        values = from_tensor(c.values, f"info column {c.key!r}")
+        mask = from_tensor(c.mask, f"info mask {c.key!r}")
+        if values.ndim < 1 or values.shape[0] != n or mask.shape != (n,) or mask.dtype != np.bool_:
+            raise ValueError(
+                f"malformed info column {c.key!r} from the server: values "
+                f"{list(values.shape)}, mask {list(mask.shape)} {mask.dtype.name}, for {n} envs"
+            )
+        decoded.append((c.key, values, mask.view(np.bool_), c.python_scalars))
+    return WireInfos(decoded, list(info_json))
