@@ -45,7 +45,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import gymnasium as gym
 import numpy as np
 
-from ale_robotics.client import AleClient, RemoteEnv, RemoteVectorEnv
+from ale_robotics.client import AleClient, RemoteEnv, RemoteVectorEnv, StepTransport
 from ale_robotics.errors import AleError
 from ale_robotics.tasks import TaskSpec, default_registry
 
@@ -105,8 +105,8 @@ def bench_raw_vector(task: TaskSpec, n: int) -> Bench:
     return step, env.close
 
 
-def bench_unary(client: AleClient) -> Bench:
-    env = RemoteEnv(client)
+def bench_single(client: AleClient, transport: StepTransport) -> Bench:
+    env = RemoteEnv(client, transport=transport)
     acts = _actions(env.action_space, 4096)
     env.reset(seed=0)
 
@@ -119,8 +119,8 @@ def bench_unary(client: AleClient) -> Bench:
     return step, env.close
 
 
-def bench_batched(client: AleClient, n: int) -> Bench:
-    env = RemoteVectorEnv(client, num_envs=n)
+def bench_batched(client: AleClient, n: int, transport: StepTransport) -> Bench:
+    env = RemoteVectorEnv(client, num_envs=n, transport=transport)
     acts = _actions(env.single_action_space, 256 * n).reshape(256, n, -1)
     env.reset(seed=0)
 
@@ -202,8 +202,10 @@ def main() -> None:
     n = args.num_envs
     benches = {"raw": bench_raw(task), "raw_vector": bench_raw_vector(task, n)}
     with evaluator(task.id, args.in_process) as client:
-        benches["unary"] = bench_unary(client)
-        benches["batched"] = bench_batched(client, n)
+        benches["unary"] = bench_single(client, "unary")
+        benches["stream"] = bench_single(client, "stream")
+        benches["batched_unary"] = bench_batched(client, n, "unary")
+        benches["batched"] = bench_batched(client, n, "stream")
         try:
             runs = measure(benches, args.rounds, args.seconds)
         finally:
@@ -213,15 +215,16 @@ def main() -> None:
     med = {name: statistics.median(v) for name, v in runs.items()}
     ratios = [b / v for b, v in zip(runs["batched"], runs["raw_vector"], strict=True)]
     ratio = statistics.median(ratios)
+    unary_ratio = statistics.median(
+        b / v for b, v in zip(runs["batched_unary"], runs["raw_vector"], strict=True)
+    )
     rows = [
         ("raw env (in-process, 1 env)", med["raw"], ""),
         (f"raw vector env (SyncVectorEnv, {n} envs)", med["raw_vector"], ""),
-        (
-            "unary Step over gRPC (1 env)",
-            med["unary"],
-            f"{med['unary'] / med['raw']:.2f} x raw env",
-        ),
-        (f"batched Step over gRPC ({n} envs)", med["batched"], f"{ratio:.2f} x raw vector"),
+        ("unary Step over gRPC (1 env)", med["unary"], f"{med['unary'] / med['raw']:.2f} x raw"),
+        ("StepStream over gRPC (1 env)", med["stream"], f"{med['stream'] / med['raw']:.2f} x raw"),
+        (f"batched unary Step ({n} envs)", med["batched_unary"], f"{unary_ratio:.2f} x raw vector"),
+        (f"batched StepStream ({n} envs)", med["batched"], f"{ratio:.2f} x raw vector"),
     ]
     where = "this process" if args.in_process else "its own process"
     print(
@@ -230,7 +233,7 @@ def main() -> None:
     )
     for name, value, note in rows:
         print(f"  {name:<42} {value:>10,.0f} steps/s  {note}")
-    print(f"  batched / raw vector per round: {' '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"  batched StepStream / raw vector per round: {' '.join(f'{r:.2f}' for r in ratios)}")
     print(f"  target: batched >= 0.70 x raw vector -> {ratio:.2f} (median of the rounds)")
     if args.json:
         print(
@@ -242,9 +245,12 @@ def main() -> None:
                     "raw_steps_per_s": med["raw"],
                     "raw_vector_steps_per_s": med["raw_vector"],
                     "unary_steps_per_s": med["unary"],
+                    "stream_steps_per_s": med["stream"],
                     "batched64_steps_per_s": med["batched"],
+                    "batched64_unary_steps_per_s": med["batched_unary"],
                     "unary_vs_raw": med["unary"] / med["raw"],
                     "batched_vs_raw_vector": ratio,
+                    "batched_unary_vs_raw_vector": unary_ratio,
                     "batched_vs_raw_vector_per_round": ratios,
                     "per_round_steps_per_s": runs,
                 }

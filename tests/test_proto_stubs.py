@@ -26,7 +26,7 @@ def test_committed_stubs_are_fresh(tmp_path: Path) -> None:
     assert not stale, f"stale stubs {stale}: run 'make proto' and commit the result"
 
 
-def test_service_has_the_eight_rpcs() -> None:
+def test_service_has_the_nine_rpcs() -> None:
     from ale_robotics.v1 import ale_env_pb2
 
     service = ale_env_pb2.DESCRIPTOR.services_by_name["AleEnv"]
@@ -36,9 +36,14 @@ def test_service_has_the_eight_rpcs() -> None:
         "OpenSession",
         "Reset",
         "Step",
+        "StepStream",
         "CloseSession",
         "SubmitBatchEval",
         "GetBatchEvalStatus",
         "GetEvalResult",
     ]
-    assert all(not m.client_streaming and not m.server_streaming for m in service.methods)
+    streaming = {m.name for m in service.methods if m.client_streaming or m.server_streaming}
+    assert streaming == {"StepStream"}
+    stream = service.methods_by_name["StepStream"]
+    assert stream.client_streaming and stream.server_streaming
+    assert stream.input_type.name == "StepRequest" and stream.output_type.name == "StepResponse"

@@ -169,6 +169,27 @@ class Caller:
             self._no_leak(str(parsed), role, f"{method} response on {role}")
         return parsed
 
+    def raw_stream(self, role: str, bodies: list[bytes]) -> grpc.StatusCode:
+        """Send raw request bytes on one StepStream; the status it ended with."""
+        call = self.channels[role].stream_stream(
+            SERVICE + "StepStream",
+            request_serializer=lambda b: b,
+            response_deserializer=lambda b: b,
+        )
+        md = (("authorization", f"Bearer {self.tokens[role]}"),)
+        try:
+            for resp in call(iter(bodies), metadata=md, timeout=20):
+                if role == "agent":
+                    self._no_leak(str(pb.StepResponse.FromString(resp)), role, "StepStream")
+        except grpc.RpcError as err:
+            code, details = err.code(), err.details() or ""
+            self.codes.setdefault("StepStream", set()).add(code)
+            assert code not in BAD_CODES, f"StepStream on {role}: {code} {details!r}"
+            self._no_leak(details, role, f"StepStream error on {role}")
+            return code
+        self.codes.setdefault("StepStream", set()).add(grpc.StatusCode.OK)
+        return grpc.StatusCode.OK
+
     def _no_leak(self, text: str, role: str, where: str) -> None:
         for value in self.never:
             assert value not in text, f"{where} leaks a secret or a raw seed"
@@ -219,6 +240,19 @@ def test_random_tokens_are_unauthenticated(
     request = METHODS[method][0]()
     code = caller.raw(role, method, request.SerializeToString(), token=token)
     assert code == grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_fuzzed_step_streams_end_with_precise_codes(caller: Caller) -> None:
+    """Streams of fuzzed StepRequests and raw bytes: each ends with a precise status."""
+    body = st.one_of(st.binary(max_size=120), REQUESTS["Step"].map(lambda r: r.SerializeToString()))
+
+    @SETTINGS
+    @given(role=roles, bodies=st.lists(body, min_size=1, max_size=4))
+    def run(role: str, bodies: list[bytes]) -> None:
+        caller.raw_stream(role, bodies)
+
+    run()
+    assert grpc.StatusCode.INVALID_ARGUMENT in caller.codes["StepStream"]
 
 
 def test_tensor_edge_cases_on_step(caller: Caller) -> None:

@@ -13,7 +13,7 @@ from ale_robotics.client.sdk import ENV_VARS, AleClient, JobStatus, TaskView
 
 if TYPE_CHECKING:
     from ale_robotics.client.remote_env import RemoteEnv, RemoteVectorEnv
-    from ale_robotics.client.session import RemoteSession, SessionStep
+    from ale_robotics.client.session import RemoteSession, SessionStep, StepTransport
     from ale_robotics.client.spaces import space_from_spec
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "RemoteSession",
     "RemoteVectorEnv",
     "SessionStep",
+    "StepTransport",
     "TaskView",
     "space_from_spec",
 ]
@@ -33,6 +34,7 @@ _LAZY = {
     "RemoteVectorEnv": "ale_robotics.client.remote_env",
     "RemoteSession": "ale_robotics.client.session",
     "SessionStep": "ale_robotics.client.session",
+    "StepTransport": "ale_robotics.client.session",
     "space_from_spec": "ale_robotics.client.spaces",
 }
 

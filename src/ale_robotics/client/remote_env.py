@@ -43,7 +43,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ale_robotics.client.sdk import AleClient
-from ale_robotics.client.session import RemoteSession, SessionKindName
+from ale_robotics.client.session import RemoteSession, SessionKindName, StepTransport
 
 __all__ = ["RemoteEnv", "RemoteVectorEnv"]
 
@@ -93,10 +93,15 @@ class RemoteEnv(_SessionProps, gym.Env[Obs, Obs]):
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's own API)
 
     def __init__(
-        self, client: AleClient, *, kind: SessionKindName = "practice", own_client: bool = False
+        self,
+        client: AleClient,
+        *,
+        kind: SessionKindName = "practice",
+        own_client: bool = False,
+        transport: StepTransport = "stream",
     ) -> None:
         self._own_client = own_client
-        self._session = RemoteSession(client, kind=kind, num_envs=1)
+        self._session = RemoteSession(client, kind=kind, num_envs=1, transport=transport)
         self.observation_space = self._session.single_observation_space
         self.action_space = self._session.single_action_space
         self.render_mode = None
@@ -146,9 +151,10 @@ class RemoteVectorEnv(_SessionProps, VectorEnv[Obs, Obs, Obs]):
         num_envs: int = 1,
         kind: SessionKindName = "practice",
         own_client: bool = False,
+        transport: StepTransport = "stream",
     ) -> None:
         self._own_client = own_client
-        self._session = RemoteSession(client, kind=kind, num_envs=num_envs)
+        self._session = RemoteSession(client, kind=kind, num_envs=num_envs, transport=transport)
         self.num_envs = self._session.num_envs
         self.single_observation_space = self._session.single_observation_space
         self.single_action_space = self._session.single_action_space

@@ -21,7 +21,8 @@ is Gymnasium's NEXT_STEP; bad actions (dtype, shape, bounds, NaN, malformed
 bytes) are INVALID_ARGUMENT and leave the session usable; Step before Reset is
 FAILED_PRECONDITION; unknown sessions are NOT_FOUND; eval sessions ignore
 client seeds and say so, enforce their episode budget (OUT_OF_RANGE) and allow
-one eval session per run. :class:`LimitsCompliance` fills every session slot,
+one eval session per run; where the server offers StepStream, a stream answers
+exactly as Step calls do. :class:`LimitsCompliance` fills every session slot,
 so run it where nothing else uses the server at the same time.
 """
 
@@ -30,6 +31,7 @@ from ale_robotics.compliance.endpoint import Endpoint, Wire
 from ale_robotics.compliance.eval import EvalSessionCompliance
 from ale_robotics.compliance.practice import PracticeSessionCompliance
 from ale_robotics.compliance.spec import SpecCompliance
+from ale_robotics.compliance.stream import StepStreamCompliance
 
 __all__ = [
     "ActionCompliance",
@@ -39,6 +41,7 @@ __all__ = [
     "LimitsCompliance",
     "PracticeSessionCompliance",
     "SpecCompliance",
+    "StepStreamCompliance",
     "Wire",
 ]
 
@@ -48,6 +51,7 @@ class AleEnvCompliance(
     PracticeSessionCompliance,
     ActionCompliance,
     EvalSessionCompliance,
+    StepStreamCompliance,
     LimitsCompliance,
 ):
     """Every check of the suite."""

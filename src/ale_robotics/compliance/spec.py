@@ -45,7 +45,10 @@ class SpecCompliance:
 
     def test_spec_advertises_session_limits(self, ale_endpoint: Endpoint) -> None:
         with wire(ale_endpoint) as w:
-            limits = w.spec().limits
+            spec = w.spec()
+        limits = spec.limits
+        if "step_stream" in spec.capabilities:
+            assert limits.max_step_streams > 0, "step_stream offered with no stream slot"
         assert limits.max_message_bytes > 0
         assert limits.max_sessions > 0
         assert limits.max_envs_per_session > 0

@@ -4,9 +4,10 @@ grpc-python deserializes a request before any servicer code runs, and when that
 fails (bytes that are not a message, a string field that is not UTF-8) it answers
 ``INTERNAL: Exception deserializing request!`` and logs a traceback. To a client
 that reads as an evaluator bug, and a fuzzer cannot tell it from one. This
-interceptor wraps each unary handler's deserializer so a malformed request
-reaches a small handler that aborts with INVALID_ARGUMENT and the parser's
-one-line reason (which names the message type and the defect, never the bytes).
+interceptor wraps the deserializer of each unary and bidi-streaming handler so a
+malformed request reaches code that aborts with INVALID_ARGUMENT and the
+parser's one-line reason (which names the message type and the defect, never
+the bytes); on a stream, the messages before it are answered as usual.
 
 Install it after :class:`~ale_robotics.evaluator.service.AuthInterceptor`, so an
 unauthenticated caller still gets UNAUTHENTICATED whatever it sends.
@@ -14,7 +15,7 @@ unauthenticated caller still gets UNAUTHENTICATED whatever it sends.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -41,7 +42,7 @@ def _reason(exc: Exception) -> str:
 
 
 class RequestGuardInterceptor(_InterceptorBase):
-    """Turns undecodable unary requests into INVALID_ARGUMENT with a reason."""
+    """Turns undecodable requests (unary or on a stream) into INVALID_ARGUMENT with a reason."""
 
     def intercept_service(
         self,
@@ -49,10 +50,11 @@ class RequestGuardInterceptor(_InterceptorBase):
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None or handler.request_deserializer is None:
-            return handler  # streaming (health Watch, reflection) and raw handlers: as they are
+        if handler is None or handler.request_deserializer is None:
+            return handler  # raw handlers: as they are
+        if handler.unary_unary is None and handler.stream_stream is None:
+            return handler  # server streaming (health Watch): one request, parsed as is
         parse = handler.request_deserializer
-        behavior = handler.unary_unary
         method = handler_call_details.method or "this method"
 
         def lenient(data: bytes) -> Any:
@@ -61,16 +63,40 @@ class RequestGuardInterceptor(_InterceptorBase):
             except Exception as exc:
                 return _Malformed(_reason(exc))
 
-        def guarded(request: Any, context: grpc.ServicerContext) -> Any:
-            if isinstance(request, _Malformed):
-                context.abort(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"{method}: the request is not a valid protobuf message ({request.reason})",
-                )
-            return behavior(request, context)
+        def refuse(request: _Malformed, context: grpc.ServicerContext) -> None:
+            context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"{method}: the request is not a valid protobuf message ({request.reason})",
+            )
 
-        return grpc.unary_unary_rpc_method_handler(
-            guarded,
+        if handler.unary_unary is not None:
+            behavior = handler.unary_unary
+
+            def guarded(request: Any, context: grpc.ServicerContext) -> Any:
+                if isinstance(request, _Malformed):
+                    refuse(request, context)
+                return behavior(request, context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                guarded,
+                request_deserializer=lenient,
+                response_serializer=handler.response_serializer,
+            )
+
+        stream = handler.stream_stream
+        assert stream is not None
+
+        def checked(requests: Iterator[Any], context: grpc.ServicerContext) -> Iterator[Any]:
+            for request in requests:
+                if isinstance(request, _Malformed):
+                    refuse(request, context)
+                yield request
+
+        def guarded_stream(requests: Iterator[Any], context: grpc.ServicerContext) -> Any:
+            return stream(checked(requests, context), context)
+
+        return grpc.stream_stream_rpc_method_handler(
+            guarded_stream,
             request_deserializer=lenient,
             response_serializer=handler.response_serializer,
         )

@@ -25,11 +25,14 @@ from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "RunningEvaluator", "serve"]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "DEFAULT_MAX_STEP_STREAMS", "RunningEvaluator", "serve"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+DEFAULT_MAX_STEP_STREAMS = 32
+"""Open StepStream calls per listener; each holds a server thread while it is open."""
+_UNARY_THREADS = 16
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AleEnv"].full_name
 
 
@@ -60,9 +63,12 @@ def _listener(
     token: str,
     health_servicer: health.HealthServicer,
     max_message_bytes: int,
+    max_step_streams: int,
 ) -> tuple[grpc.Server, str]:
+    # Open streams can hold at most max_step_streams threads; the rest serve unary calls.
+    workers = _UNARY_THREADS + max_step_streams
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=16, thread_name_prefix=f"ale-{role.value}"),
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"ale-{role.value}"),
         interceptors=[AuthInterceptor(token), RequestGuardInterceptor()],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
@@ -70,7 +76,8 @@ def _listener(
             ("grpc.so_reuseport", 0),
         ],
     )
-    pb_grpc.add_AleEnvServicer_to_server(make_servicer(evaluator, role, max_message_bytes), server)
+    servicer = make_servicer(evaluator, role, max_message_bytes, max_step_streams)
+    pb_grpc.add_AleEnvServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
         (
@@ -104,6 +111,7 @@ def serve(
     harness_token_file: Path | None = None,
     registry: Registry | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_step_streams: int = DEFAULT_MAX_STEP_STREAMS,
 ) -> RunningEvaluator:
     """Start both listeners and the job runner; returns once they accept calls."""
     evaluator = Evaluator(config, registry or default_registry())
@@ -118,6 +126,7 @@ def serve(
         agent_token,
         health_servicer,
         max_message_bytes,
+        max_step_streams,
     )
     try:
         harness_server, harness_addr = _listener(
@@ -127,6 +136,7 @@ def serve(
             harness_token,
             health_servicer,
             max_message_bytes,
+            max_step_streams,
         )
     except BaseException:
         agent_server.stop(0)

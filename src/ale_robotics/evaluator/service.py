@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import hmac
 import logging
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -87,18 +88,23 @@ class AuthInterceptor(_InterceptorBase):
         return continuation(handler_call_details)
 
 
+def _answer(fn: Callable[[], Resp], context: grpc.ServicerContext, name: str) -> Resp:
+    """Run one request's work; an AleError becomes its status, anything else INTERNAL."""
+    try:
+        return fn()
+    except AleError as exc:
+        context.abort(exc.code, exc.message)
+        raise  # unreachable: abort raises
+    except Exception:
+        log.exception("bug in %s", name)
+        context.abort(grpc.StatusCode.INTERNAL, "internal evaluator error (logged)")
+        raise
+
+
 def _rpc(fn: Callable[[Any, Req, grpc.ServicerContext], Resp]) -> Callable[..., Resp]:
     @functools.wraps(fn)
     def wrapper(self: Any, request: Req, context: grpc.ServicerContext) -> Resp:
-        try:
-            return fn(self, request, context)
-        except AleError as exc:
-            context.abort(exc.code, exc.message)
-            raise  # unreachable: abort raises
-        except Exception:
-            log.exception("bug in %s", fn.__name__)
-            context.abort(grpc.StatusCode.INTERNAL, "internal evaluator error (logged)")
-            raise
+        return _answer(lambda: fn(self, request, context), context, fn.__name__)
 
     return wrapper
 
@@ -117,7 +123,7 @@ _KINDS = {pb.SESSION_KIND_PRACTICE: SessionKind.PRACTICE, pb.SESSION_KIND_EVAL: 
 def _capabilities(task: TaskSpec) -> list[str]:
     if task.mode is not TaskMode.INTERACTIVE:
         return [task.mode.value]
-    caps = ["interactive", "eval_sessions", f"autoreset:{AUTORESET_MODE}"]
+    caps = ["interactive", "eval_sessions", f"autoreset:{AUTORESET_MODE}", "step_stream"]
     if settings_for(task).practice_allowed:
         caps.insert(1, "practice_sessions")
     return caps
@@ -132,10 +138,16 @@ def _box_spec(name: str, space: Any) -> pb.TensorSpec:
 
 
 class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
-    def __init__(self, evaluator: Evaluator, role: Role, max_message_bytes: int) -> None:
+    def __init__(
+        self, evaluator: Evaluator, role: Role, max_message_bytes: int, max_step_streams: int
+    ) -> None:
         self._ev = evaluator
         self._role = role
         self._max_message_bytes = max_message_bytes
+        self._max_step_streams = max_step_streams
+        # An open stream holds one server thread for its whole life: bounded here, and
+        # the listener's pool is sized so that unary calls always find a thread.
+        self._stream_slots = threading.BoundedSemaphore(max_step_streams)
         self._spaces: dict[str, tuple[pb.TensorSpec, pb.TensorSpec]] = {}
 
     def _spaces_for(self, task: TaskSpec) -> tuple[pb.TensorSpec, pb.TensorSpec]:
@@ -176,6 +188,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             limits.session_idle_timeout_s = session.idle_timeout_s
             limits.call_deadline_s = session.call_deadline_s
             limits.eval_episodes = task.eval.episodes
+            limits.max_step_streams = self._max_step_streams
         return pb.GetSpecResponse(
             protocol_version=PROTOCOL_VERSION,
             task_id=task.id,
@@ -249,6 +262,27 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
     @_rpc
     def Step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
+        return self._step(request, context)
+
+    def StepStream(
+        self, requests: Iterator[pb.StepRequest], context: grpc.ServicerContext
+    ) -> Iterator[pb.StepResponse]:
+        """Step for each request of the stream, in order; the first error ends the stream."""
+        if not self._stream_slots.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"all {self._max_step_streams} step streams of this listener are open "
+                "(limit max_step_streams): call Step instead, or close a stream",
+            )
+        try:
+            for request in requests:
+                yield _answer(functools.partial(self._step, request, context), context, "Step")
+        except grpc.RpcError:
+            return  # the client cancelled or went away: the stream is over, nothing to answer
+        finally:
+            self._stream_slots.release()
+
+    def _step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
         def step(session: Session) -> pb.StepResponse:
             batch: Batch = session.step(from_tensor(request.action, "action"))
             assert batch.rewards is not None
@@ -340,5 +374,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         return pb.GetEvalResultResponse(eval_result_json=result.model_dump_json(), official=True)
 
 
-def make_servicer(evaluator: Evaluator, role: Role, max_message_bytes: int) -> _Servicer:
-    return _Servicer(evaluator, role, max_message_bytes)
+def make_servicer(
+    evaluator: Evaluator, role: Role, max_message_bytes: int, max_step_streams: int
+) -> _Servicer:
+    return _Servicer(evaluator, role, max_message_bytes, max_step_streams)
