@@ -131,17 +131,21 @@ def bench_batched(client: AleClient, n: int, transport: StepTransport) -> Bench:
     return step, env.close
 
 
-def measure(benches: dict[str, Bench], rounds: int, seconds: float) -> dict[str, list[float]]:
+def measure(
+    benches: dict[str, Bench], rounds: int, seconds: float, pair: tuple[str, str]
+) -> dict[str, list[float]]:
     """Steps/s of every bench in each of ``rounds`` rounds, the benches interleaved.
 
     On a shared 2-core machine the speed of everything drifts by 20% or more within
-    a minute; measuring the vector env and the batched session back to back in every
-    round and taking the median of the per-round ratios cancels most of that drift.
+    a minute. So the two benches of ``pair`` (whose ratio is the target) run back to
+    back at the end of every round, in alternating order (ABBA cancels a linear
+    drift), and the report takes the median of the per-round ratios.
     """
     out: dict[str, list[float]] = {name: [] for name in benches}
-    for _ in range(rounds):
-        for name, (step, _) in benches.items():
-            out[name].append(_timed(step, seconds))
+    others = [name for name in benches if name not in pair]
+    for r in range(rounds):
+        for name in [*others, *(pair if r % 2 == 0 else pair[::-1])]:
+            out[name].append(_timed(benches[name][0], seconds))
     return out
 
 
@@ -207,7 +211,7 @@ def main() -> None:
         benches["batched_unary"] = bench_batched(client, n, "unary")
         benches["batched"] = bench_batched(client, n, "stream")
         try:
-            runs = measure(benches, args.rounds, args.seconds)
+            runs = measure(benches, args.rounds, args.seconds, ("raw_vector", "batched"))
         finally:
             for _, close in benches.values():
                 close()

@@ -59,8 +59,8 @@ def to_tensor(array: npt.ArrayLike) -> pb.Tensor:
 
 def from_tensor(t: pb.Tensor, what: str = "tensor") -> npt.NDArray[np.generic]:
     dtype = numpy_dtype(t.dtype)
-    shape = tuple(int(d) for d in t.shape)
-    if any(d < 0 for d in shape):
+    shape = tuple(t.shape)  # int64 fields arrive as Python ints
+    if shape and min(shape) < 0:
         raise InvalidArgumentError(f"{what}: negative dimension in shape {list(shape)}")
     count = math.prod(shape)
     if count > MAX_TENSOR_ELEMENTS:

@@ -6,23 +6,25 @@ client and server together; a message on an open bidi stream about half that
 light MuJoCo task (~4 ms of physics) that difference is what keeps a remote
 vector env near an in-process one.
 
-gRPC's synchronous client drains the request iterator on a thread of its own and
-hands responses to whoever iterates the call; a second, daemon reader thread here
-moves them into a queue so that :meth:`StepStream.step` can wait with the
-client's timeout (iterating the call directly cannot time out). A stream that
-saw an error or a timeout is dead (the server ends it with the status); the
-session is intact, and the caller opens a new stream.
+gRPC's synchronous client drains the request iterator on a thread of its own;
+:meth:`StepStream.step` reads the answer by iterating the call in the caller's
+thread, which cannot time out by itself, so a watchdog thread (awake every
+quarter of the timeout, not every step: each thread hand-off per Step costs
+tens of microseconds) cancels a call whose answer is overdue. A stream that saw
+an error or a timeout is dead (the server ends it with the status); the session
+is intact, and the caller opens a new stream.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
+import time
 from typing import TYPE_CHECKING
 
 import grpc
 
-from ale_robotics.errors import AleError, DeadlineExceededError, UnavailableError, from_rpc_error
+from ale_robotics.errors import DeadlineExceededError, UnavailableError, from_rpc_error
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 if TYPE_CHECKING:
@@ -37,45 +39,52 @@ class StepStream:
     def __init__(self, client: AleClient) -> None:
         self._timeout_s = client.timeout_s
         self._requests: queue.SimpleQueue[pb.StepRequest | None] = queue.SimpleQueue()
-        self._responses: queue.SimpleQueue[pb.StepResponse | AleError] = queue.SimpleQueue()
         self._call = client.stub.StepStream(
             iter(self._requests.get, None), metadata=client.metadata
         )
         self.answered = 0
         """Responses received: 0 means the server may have refused the stream itself."""
         self.dead = False
-        threading.Thread(target=self._read, name="ale-step-stream", daemon=True).start()
+        self._waiting_since: float | None = None
+        self._timed_out = False
+        self._closed = threading.Event()
+        threading.Thread(target=self._watch, name="ale-step-stream", daemon=True).start()
 
     def step(self, request: pb.StepRequest) -> pb.StepResponse:
         """Send one Step request; its response, or the typed error that ended the stream."""
         if self.dead:
             raise UnavailableError("this step stream has ended; open a new one")
+        self._waiting_since = time.monotonic()
         self._requests.put(request)
         try:
-            out = self._responses.get(timeout=self._timeout_s)
-        except queue.Empty:
+            response: pb.StepResponse = next(self._call)
+        except StopIteration:
             self.close()
-            raise DeadlineExceededError(
-                f"no Step response within {self._timeout_s:g}s (AleClient timeout_s)"
-            ) from None
-        if isinstance(out, AleError):
+            raise UnavailableError("the evaluator ended the step stream") from None
+        except grpc.RpcError as err:
             self.close()
-            raise out
+            if self._timed_out:
+                raise DeadlineExceededError(
+                    f"no Step response within {self._timeout_s:g}s (AleClient timeout_s)"
+                ) from None
+            raise from_rpc_error(err) from None
+        finally:
+            self._waiting_since = None
         self.answered += 1
-        return out
+        return response
 
     def close(self) -> None:
-        """End the stream (idempotent): half-close it, and cancel it if it was broken."""
+        """End the stream (idempotent); the server's loop for it ends too."""
         if not self.dead:
             self.dead = True
-            self._requests.put(None)  # the request iterator ends: the server's loop ends too
+            self._requests.put(None)  # ends the request iterator (frees gRPC's sender thread)
+            self._closed.set()
         self._call.cancel()
 
-    def _read(self) -> None:
-        try:
-            for response in self._call:
-                self._responses.put(response)
-        except grpc.RpcError as err:
-            self._responses.put(from_rpc_error(err))
-        else:
-            self._responses.put(UnavailableError("the evaluator ended the step stream"))
+    def _watch(self) -> None:
+        while not self._closed.wait(self._timeout_s / 4):
+            since = self._waiting_since
+            if since is not None and time.monotonic() - since > self._timeout_s:
+                self._timed_out = True
+                self._call.cancel()  # the waiting next() raises CANCELLED
+                return
