@@ -105,6 +105,7 @@ def main() -> None:
     )
     calls: Counter[str] = Counter()
     failures: Counter[str] = Counter()
+    transports: Counter[str] = Counter()
     latencies: list[float] = []
     lock = threading.Lock()
     stop = threading.Event()
@@ -150,6 +151,8 @@ def main() -> None:
                     except AleError as exc:
                         with lock:
                             failures[f"reset: {exc.code.name}: {exc.message[:80]}"] += 1
+            with lock:  # StepStream, or unary Step once the listener's stream slots were taken
+                transports[env._session.transport] += 1
             try:
                 env.close()
                 with lock:
@@ -211,6 +214,7 @@ def main() -> None:
         "steps_per_s": round(calls["step"] / elapsed, 1),
         "step_p50_ms": round(float(np.percentile(lat, 50)), 2),
         "step_p99_ms": round(float(np.percentile(lat, 99)), 2),
+        "sessions_by_transport": dict(transports),
         "jobs_succeeded": sum(1 for s in job_states.values() if s == "SUCCEEDED"),
         "rss_start_mb": round(rss[0], 1),
         "rss_peak_mb": round(max(rss), 1),
@@ -224,6 +228,7 @@ def main() -> None:
         f"  steps/s {out['steps_per_s']}, step latency p50 {out['step_p50_ms']} ms, "
         f"p99 {out['step_p99_ms']} ms"
     )
+    print(f"  sessions by step transport: {dict(transports)}")
     print(f"  batch jobs succeeded {out['jobs_succeeded']}/{args.jobs}")
     print(
         f"  evaluator RSS start {out['rss_start_mb']} MiB, peak {out['rss_peak_mb']} MiB, "
