@@ -1,9 +1,9 @@
 """Per-env info dicts on the wire: numeric entries as columns, everything else as JSON.
 
-Encoding every env's info as a JSON object cost about 0.5 ms per 64-env Step on
-each side (measured: ~280 us ``json`` encode on the server, ~200 us decode plus
-Gymnasium's per-env ``_add_info`` on the client), as much as the gRPC round trip
-itself. Nearly all robotics infos are numbers (reward terms, ``success``), and
+Encoding every env's info as a JSON object cost hundreds of microseconds per
+64-env Step on each side (``json`` encoding on the server; decoding plus
+Gymnasium's per-env ``_add_info`` on the client), about as much as the gRPC
+round trip itself. Nearly all robotics infos are numbers (reward terms, ``success``), and
 Gymnasium's vector API wants them as one array per key with a ``_key`` mask
 anyway; so each such key travels as one :class:`~ale_robotics.v1.InfoColumn`
 tensor, already in that layout, and only the rest (strings, nested dicts, ragged
