@@ -83,6 +83,8 @@ class StepStream:
 
     def _watch(self) -> None:
         while not self._closed.wait(self._timeout_s / 4):
+            if self._call.done():  # ended without close() (the channel closed): nothing to watch
+                return
             since = self._waiting_since
             if since is not None and time.monotonic() - since > self._timeout_s:
                 self._timed_out = True
