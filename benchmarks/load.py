@@ -152,7 +152,7 @@ def main() -> None:
                         with lock:
                             failures[f"reset: {exc.code.name}: {exc.message[:80]}"] += 1
             with lock:  # StepStream, or unary Step once the listener's stream slots were taken
-                transports[env._session.transport] += 1
+                transports[env.transport] += 1
             try:
                 env.close()
                 with lock:

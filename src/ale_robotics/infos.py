@@ -29,7 +29,7 @@ import numpy.typing as npt
 from ale_robotics.tensors import from_tensor, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 
-__all__ = ["WireInfos", "decode_infos", "encode_infos", "info_to_json"]
+__all__ = ["WireInfos", "decode_infos", "encode_infos"]
 
 _PYTHON_SCALARS: dict[type, np.dtype[Any]] = {
     bool: np.dtype(np.bool_),
@@ -53,7 +53,7 @@ def _json_default(value: Any) -> Any:
 _ENCODER = json.JSONEncoder(default=_json_default)  # json.dumps(default=) builds one per call
 
 
-def info_to_json(info: Mapping[str, Any]) -> str:
+def _info_to_json(info: Mapping[str, Any]) -> str:
     """One env's info as a JSON object; "" for an empty info (read back as ``{}``)."""
     return _ENCODER.encode(info) if info else ""
 
@@ -118,7 +118,7 @@ def encode_infos(infos: Sequence[Mapping[str, Any]]) -> tuple[list[pb.InfoColumn
             rest = [{} for _ in range(n)]
         for i, value in entries:
             rest[i][key] = value
-    return columns, [info_to_json(r) for r in rest] if rest is not None else [""] * n
+    return columns, [_info_to_json(r) for r in rest] if rest is not None else [""] * n
 
 
 class WireInfos:

@@ -68,8 +68,8 @@ def test_stream_and_unary_give_the_same_episodes(sevaluator: RunningEvaluator) -
         for t in ("stream", "unary")
     }
     try:
-        assert envs["stream"]._session.transport == "stream"
-        assert envs["unary"]._session.transport == "unary"
+        assert envs["stream"].transport == "stream"
+        assert envs["unary"].transport == "unary"
         first = {t: e.reset(seed=3)[0] for t, e in envs.items()}
         assert np.array_equal(first["stream"], first["unary"])
         dones = 0

@@ -86,6 +86,11 @@ class _SessionProps:
     def seeds_ignored(self) -> bool:
         return self._session.seeds_ignored
 
+    @property
+    def transport(self) -> str:
+        """How Steps travel: "stream" (one StepStream call) or "unary" (a Step call each)."""
+        return self._session.transport
+
 
 class RemoteEnv(_SessionProps, gym.Env[Obs, Obs]):
     """A one-env session as a ``gymnasium.Env``."""
@@ -189,8 +194,8 @@ class RemoteVectorEnv(_SessionProps, VectorEnv[Obs, Obs, Obs]):
             if any(s is None for s in seed) or len(seed) != self.num_envs:
                 raise ValueError(f"seed lists need one int per env ({self.num_envs})")
             seeds = [int(s) for s in seed if s is not None]
-        obs, infos = self._session.reset(seeds)
-        return obs, self._vector_info(infos)
+        obs, infos = self._session.reset_wire(seeds)
+        return obs, infos.vector(self._add_info)
 
     def step(
         self, actions: Obs
@@ -203,11 +208,3 @@ class RemoteVectorEnv(_SessionProps, VectorEnv[Obs, Obs, Obs]):
         self._session.close()
         if self._own_client:
             self._session.client.close()
-
-    def _vector_info(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
-        """Gymnasium's vector info layout: ``info[key]`` arrays with ``info["_key"]`` masks."""
-        vector: dict[str, Any] = {}
-        for i, info in enumerate(infos):
-            if info:
-                vector = self._add_info(vector, info, i)
-        return vector

@@ -116,13 +116,16 @@ class RemoteSession:
         self, seeds: list[int] | None = None
     ) -> tuple[npt.NDArray[Any], list[dict[str, Any]]]:
         """First observations of every env; practice sessions honour ``seeds``."""
+        obs, infos = self.reset_wire(seeds)
+        return obs, infos.per_env()
+
+    def reset_wire(self, seeds: list[int] | None = None) -> tuple[npt.NDArray[Any], WireInfos]:
+        """:meth:`reset`, with the infos as they travelled (for a vector env's layout)."""
         r = self.client._call(
             self.client.stub.Reset, pb.ResetRequest(session_id=self.session_id, seeds=seeds or [])
         )
         self.episodes_completed = r.episodes_completed
-        return _array(r.observation, "observation"), decode_infos(
-            r.info_columns, r.info_json
-        ).per_env()
+        return _array(r.observation, "observation"), decode_infos(r.info_columns, r.info_json)
 
     def step(self, actions: npt.ArrayLike) -> SessionStep:
         """Send ``[num_envs, *action_shape]`` actions (cast to the spec dtype; server-checked)."""
