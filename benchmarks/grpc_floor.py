@@ -8,7 +8,11 @@ these figures, is the evaluator's own work.
 
 Usage::
 
-    python benchmarks/grpc_floor.py [--calls 3000] [--bytes 5000] [--json]
+    python benchmarks/grpc_floor.py [--calls 3000] [--bytes 5000] [--server-work-us 0] [--json]
+
+``--server-work-us 4000`` has the server compute (spin) that long before each answer, as a
+64-env Step of a light task does: the client's threads then go idle between messages, and
+waking them is part of the round trip (subtract the work from the figures).
 """
 
 from __future__ import annotations
@@ -26,14 +30,21 @@ from pathlib import Path
 import grpc
 
 SERVER = """
-import sys
+import sys, time
 from concurrent import futures
 import grpc
 same = lambda b: b
+work_s = float(sys.argv[2]) / 1e6
+def busy():
+    end = time.perf_counter() + work_s
+    while time.perf_counter() < end:
+        pass
 def unary(request, context):
+    busy()
     return request
 def bidi(requests, context):
     for r in requests:
+        busy()
         yield r
 server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
 server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("echo.Echo", {
@@ -55,12 +66,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=3000)
     p.add_argument("--bytes", type=int, default=5000, help="Payload (a 64-env IDP Step: ~5 kB).")
+    p.add_argument(
+        "--server-work-us", type=float, default=0.0, help="Server spins this long per answer."
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     payload = b"x" * args.bytes
     with tempfile.TemporaryDirectory(prefix="ale-echo-") as d:
         addr = f"unix://{d}/echo.sock"
-        server = subprocess.Popen([sys.executable, "-c", SERVER, addr])
+        server = subprocess.Popen([sys.executable, "-c", SERVER, addr, str(args.server_work_us)])
         try:
             while not Path(f"{d}/echo.sock").exists():
                 time.sleep(0.05)
@@ -91,7 +105,8 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=10)
     print(
-        f"bare Python gRPC echo, {args.bytes} B each way, {args.calls} calls, {os.cpu_count()} CPUs"
+        f"bare Python gRPC echo, {args.bytes} B each way, {args.calls} calls, "
+        f"{args.server_work_us:g} us of server work per call, {os.cpu_count()} CPUs"
     )
     for name, r in out.items():
         cpu = f"client CPU {r['client_cpu_us']:.0f} us, server CPU {r['server_cpu_us']:.0f} us"

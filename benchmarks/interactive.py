@@ -1,12 +1,16 @@
 """Interactive-mode throughput: what gym-over-gRPC costs against stepping the env in-process.
 
-Four measurements of the same task, same random actions, in one run, interleaved over
-``--rounds`` rounds (medians reported; the ratio is the median of the per-round ratios):
+Measurements of the same task, same random actions, in one run, repeated over ``--rounds``
+rounds (medians reported; the ratio is the median of the per-round ratios):
 
 * ``raw``: one Gymnasium env in this process (``gym.make`` with the task's step limit);
 * ``raw_vector``: ``gymnasium.vector.SyncVectorEnv`` with ``--num-envs`` envs in this process;
 * ``unary``: ``RemoteEnv`` (one env): one Step RPC per env step;
-* ``batched``: ``RemoteVectorEnv`` with ``--num-envs`` envs: one Step RPC for all of them.
+* ``batched``: ``RemoteVectorEnv`` with ``--num-envs`` envs: one Step for all of them (over
+  ``StepStream``; ``batched_unary``: one unary Step RPC each).
+
+``raw_vector`` and ``batched`` alternate every ``--slice`` seconds within a round, so their
+ratio compares them under the same machine conditions.
 
 The evaluator runs as its own process (``ale-robotics evaluator serve``, Unix sockets), as it
 does under the harness, so client and server do not share a GIL; ``--in-process`` starts it in
@@ -16,7 +20,7 @@ cost little more than the vector env the agent would otherwise step locally.
 Usage::
 
     python benchmarks/interactive.py [--task ID] [--num-envs 64] [--rounds 5] [--seconds 1.5]
-                                     [--json]
+                                     [--slice 0.25] [--json]
 
 With ``--json`` the last line is one JSON object with the keys ``raw_steps_per_s``,
 ``raw_vector_steps_per_s``, ``unary_steps_per_s``, ``batched64_steps_per_s`` (the last named
@@ -131,21 +135,59 @@ def bench_batched(client: AleClient, n: int, transport: StepTransport) -> Bench:
     return step, env.close
 
 
+def _timed_pair(
+    a: Callable[[int], int], b: Callable[[int], int], seconds: float, slice_s: float
+) -> tuple[float, float]:
+    """Steps/s of ``a`` and ``b``, alternating every ``slice_s`` until each ran ``seconds``.
+
+    Alternating every fraction of a second (AB, then BA, ...) puts both under the same
+    machine conditions, where a block of seconds each would not (see :func:`measure`).
+    """
+    totals = {id(a): [0, 0.0], id(b): [0, 0.0]}
+    i, k = 0, 0
+    while min(t for _, t in totals.values()) < seconds:
+        for fn in (a, b) if k % 2 == 0 else (b, a):
+            done, t0 = 0, time.perf_counter()
+            while True:
+                for _ in range(5):
+                    done += fn(i)
+                    i += 1
+                wall = time.perf_counter() - t0
+                if wall >= slice_s:
+                    break
+            totals[id(fn)][0] += done
+            totals[id(fn)][1] += wall
+        k += 1
+    (done_a, wall_a), (done_b, wall_b) = totals[id(a)], totals[id(b)]
+    return done_a / wall_a, done_b / wall_b
+
+
 def measure(
-    benches: dict[str, Bench], rounds: int, seconds: float, pair: tuple[str, str]
+    benches: dict[str, Bench],
+    rounds: int,
+    seconds: float,
+    pair: tuple[str, str],
+    slice_s: float,
 ) -> dict[str, list[float]]:
-    """Steps/s of every bench in each of ``rounds`` rounds, the benches interleaved.
+    """Steps/s of every bench in each of ``rounds`` rounds.
 
     On a shared 2-core machine the speed of everything drifts by 20% or more within
-    a minute. So the two benches of ``pair`` (whose ratio is the target) run back to
-    back at the end of every round, in alternating order (ABBA cancels a linear
-    drift), and the report takes the median of the per-round ratios.
+    a minute. So the two benches of ``pair`` (whose ratio is the target) run in
+    alternating slices of ``slice_s`` (a fraction of a second) in every round, and
+    the report takes the median of the per-round ratios; the others run one block
+    of ``seconds`` each per round, for the medians only.
     """
     out: dict[str, list[float]] = {name: [] for name in benches}
-    others = [name for name in benches if name not in pair]
-    for r in range(rounds):
-        for name in [*others, *(pair if r % 2 == 0 else pair[::-1])]:
-            out[name].append(_timed(benches[name][0], seconds))
+    for _ in range(rounds):
+        for name in benches:
+            if name not in pair:
+                out[name].append(_timed(benches[name][0], seconds))
+        for fn in (benches[pair[0]][0], benches[pair[1]][0]):
+            for i in range(20):  # warm up after the other benches ran
+                fn(i)
+        rate_a, rate_b = _timed_pair(benches[pair[0]][0], benches[pair[1]][0], seconds, slice_s)
+        out[pair[0]].append(rate_a)
+        out[pair[1]].append(rate_b)
     return out
 
 
@@ -199,6 +241,12 @@ def main() -> None:
     p.add_argument("--num-envs", type=int, default=64)
     p.add_argument("--rounds", type=int, default=5, help="Interleaved rounds (medians reported).")
     p.add_argument("--seconds", type=float, default=1.5, help="Per measurement per round.")
+    p.add_argument(
+        "--slice",
+        type=float,
+        default=0.25,
+        help="The vector env and the batched session alternate every this many seconds.",
+    )
     p.add_argument("--in-process", action="store_true", help="Evaluator in this process.")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
@@ -211,7 +259,9 @@ def main() -> None:
         benches["batched_unary"] = bench_batched(client, n, "unary")
         benches["batched"] = bench_batched(client, n, "stream")
         try:
-            runs = measure(benches, args.rounds, args.seconds, ("raw_vector", "batched"))
+            runs = measure(
+                benches, args.rounds, args.seconds, ("raw_vector", "batched"), args.slice
+            )
         finally:
             for _, close in benches.values():
                 close()
@@ -233,7 +283,8 @@ def main() -> None:
     where = "this process" if args.in_process else "its own process"
     print(
         f"task {task.id} ({task.env.gym_id}), evaluator in {where}, {os.cpu_count()} CPUs, "
-        f"medians of {args.rounds} interleaved rounds of {args.seconds:g} s"
+        f"medians of {args.rounds} rounds of {args.seconds:g} s per row (SyncVectorEnv and "
+        f"batched StepStream alternating every {args.slice:g} s)"
     )
     for name, value, note in rows:
         print(f"  {name:<42} {value:>10,.0f} steps/s  {note}")
@@ -246,6 +297,7 @@ def main() -> None:
                     "task_id": task.id,
                     "num_envs": n,
                     "rounds": args.rounds,
+                    "slice_s": args.slice,
                     "raw_steps_per_s": med["raw"],
                     "raw_vector_steps_per_s": med["raw_vector"],
                     "unary_steps_per_s": med["unary"],
