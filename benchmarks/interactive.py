@@ -62,19 +62,24 @@ def _actions(space: Any, n: int, seed: int = 0) -> np.ndarray:
     return rng.uniform(space.low, space.high, (n, *space.shape)).astype(space.dtype)
 
 
-def _timed(step: Callable[[int], int], seconds: float, warmup: int = 20) -> float:
-    """Env steps per second of ``step(i) -> env steps done``, run for about ``seconds``."""
-    for i in range(warmup):
-        step(i)
-    done, i = 0, warmup
-    t0 = time.perf_counter()
+def _run_for(step: Callable[[int], int], seconds: float, i: int, batch: int) -> tuple[int, float]:
+    """Call ``step(i), step(i + 1), ...`` in batches until ``seconds`` passed: (steps, wall)."""
+    done, t0 = 0, time.perf_counter()
     while True:
-        for _ in range(50):
+        for _ in range(batch):
             done += step(i)
             i += 1
         wall = time.perf_counter() - t0
         if wall >= seconds:
-            return done / wall
+            return done, wall
+
+
+def _timed(step: Callable[[int], int], seconds: float, warmup: int = 20) -> float:
+    """Env steps per second of ``step(i) -> env steps done``, run for about ``seconds``."""
+    for i in range(warmup):
+        step(i)
+    done, wall = _run_for(step, seconds, warmup, 50)
+    return done / wall
 
 
 Bench = tuple[Callable[[int], int], Callable[[], None]]
@@ -143,23 +148,15 @@ def _timed_pair(
     Alternating every fraction of a second (AB, then BA, ...) puts both under the same
     machine conditions, where a block of seconds each would not (see :func:`measure`).
     """
-    totals = {id(a): [0, 0.0], id(b): [0, 0.0]}
-    i, k = 0, 0
-    while min(t for _, t in totals.values()) < seconds:
-        for fn in (a, b) if k % 2 == 0 else (b, a):
-            done, t0 = 0, time.perf_counter()
-            while True:
-                for _ in range(5):
-                    done += fn(i)
-                    i += 1
-                wall = time.perf_counter() - t0
-                if wall >= slice_s:
-                    break
-            totals[id(fn)][0] += done
-            totals[id(fn)][1] += wall
+    steps, walls = [0, 0], [0.0, 0.0]
+    k = 0
+    while min(walls) < seconds:
+        for j in (0, 1) if k % 2 == 0 else (1, 0):
+            done, wall = _run_for((a, b)[j], slice_s, k * 1000, 5)
+            steps[j] += done
+            walls[j] += wall
         k += 1
-    (done_a, wall_a), (done_b, wall_b) = totals[id(a)], totals[id(b)]
-    return done_a / wall_a, done_b / wall_b
+    return steps[0] / walls[0], steps[1] / walls[1]
 
 
 def measure(

@@ -6,7 +6,7 @@ this script splits the evaluator's and the SDK's share of it, without gRPC:
 * ``SyncVectorEnv.step``: the in-process baseline;
 * ``Session.step``: the evaluator's env loop for one session (validation, autoreset,
   bookkeeping; the per-env infos stay dicts);
-* ``encode``: the servicer turning that into a serialized ``StepResponse`` (info columns,
+* ``encode``: the servicer's ``step_response`` and its serialization (info columns,
   tensors, protobuf);
 * ``decode``: the SDK parsing it back into arrays and Gymnasium's vector info layout.
 
@@ -36,10 +36,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import gymnasium as gym
 import numpy as np
 
+from ale_robotics.evaluator.service import step_response
 from ale_robotics.evaluator.vector_session import Session, SessionKind, make_envs
-from ale_robotics.infos import decode_infos, encode_infos
+from ale_robotics.infos import decode_infos
 from ale_robotics.tasks import default_registry
-from ale_robotics.tensors import from_tensor, to_tensor
+from ale_robotics.tensors import from_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 DEFAULT_TASK = "td3-inverted-double-pendulum-v1"
@@ -70,17 +71,7 @@ def main() -> None:
     wire = [b"" for _ in batches]
 
     def encode(i: int) -> None:
-        b = batches[i % len(batches)]
-        assert b.rewards is not None and b.terminated is not None and b.truncated is not None
-        columns, rest = encode_infos(b.infos)
-        wire[i % len(batches)] = pb.StepResponse(
-            observation=to_tensor(b.obs),
-            reward=to_tensor(b.rewards),
-            terminated=to_tensor(b.terminated),
-            truncated=to_tensor(b.truncated),
-            info_json=rest,
-            info_columns=columns,
-        ).SerializeToString()
+        wire[i % len(batches)] = step_response(batches[i % len(batches)]).SerializeToString()
 
     for i in range(len(batches)):
         encode(i)

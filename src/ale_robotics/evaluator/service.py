@@ -36,7 +36,7 @@ from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tenso
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
-__all__ = ["AuthInterceptor", "Role", "make_servicer"]
+__all__ = ["AuthInterceptor", "Role", "make_servicer", "step_response"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +115,23 @@ _FAILURE = {
     FailureSource.SUBMISSION: pb.FAILURE_SOURCE_SUBMISSION,
     FailureSource.INFRASTRUCTURE: pb.FAILURE_SOURCE_INFRASTRUCTURE,
 }
+
+
+def step_response(batch: Batch) -> pb.StepResponse:
+    """The wire form of one session Step (``benchmarks/step_breakdown.py`` times it too)."""
+    assert batch.rewards is not None
+    assert batch.terminated is not None and batch.truncated is not None
+    columns, rest = encode_infos(batch.infos)
+    return pb.StepResponse(
+        observation=to_tensor(batch.obs),
+        reward=to_tensor(batch.rewards),
+        terminated=to_tensor(batch.terminated),
+        truncated=to_tensor(batch.truncated),
+        info_json=rest,
+        info_columns=columns,
+        episodes_completed=batch.episodes_completed,
+        eval_complete=batch.eval_complete,
+    )
 
 
 _KINDS = {pb.SESSION_KIND_PRACTICE: SessionKind.PRACTICE, pb.SESSION_KIND_EVAL: SessionKind.EVAL}
@@ -284,20 +301,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
     def _step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
         def step(session: Session) -> pb.StepResponse:
-            batch: Batch = session.step(from_tensor(request.action, "action"))
-            assert batch.rewards is not None
-            assert batch.terminated is not None and batch.truncated is not None
-            columns, rest = encode_infos(batch.infos)
-            return pb.StepResponse(
-                observation=to_tensor(batch.obs),
-                reward=to_tensor(batch.rewards),
-                terminated=to_tensor(batch.terminated),
-                truncated=to_tensor(batch.truncated),
-                info_json=rest,
-                info_columns=columns,
-                episodes_completed=batch.episodes_completed,
-                eval_complete=batch.eval_complete,
-            )
+            return step_response(session.step(from_tensor(request.action, "action")))
 
         return self._ev.sessions.call(request.session_id, context.time_remaining(), step)
 
