@@ -17,6 +17,22 @@ TASK_ID = "td3-inverted-pendulum-v1"
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
+@pytest.fixture(autouse=True)
+def _private_state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Each test gets its own ``XDG_STATE_HOME`` (inherited by the harness processes it
+    starts): runs record their run directories there, and no test may touch the real
+    user's state (or see another test's runs)."""
+    old = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("XDG_STATE_HOME", None)
+        else:
+            os.environ["XDG_STATE_HOME"] = old
+
+
 @pytest.fixture(scope="session")
 def registry() -> Registry:
     return default_registry()

@@ -64,7 +64,11 @@ def test_audit_confirms_an_honest_run_and_catches_tampering(short_tmp: Path) -> 
     doc["eval_result"]["metrics"]["mean_return"] += 1.0
     (run / "result.json").write_text(json.dumps(doc))
     edited = audit_run(run, secret, workers=1)
-    assert [c.name for c in edited.checks if not c.ok] == ["metrics"]
+    # the re-run still matches the signed metrics; result.json's claim does not
+    mismatches = {c.name: c.detail for c in edited.checks if not c.ok}
+    assert list(mismatches) == ["signed result"], mismatches
+    assert "metrics mean_return" in mismatches["signed result"]
+    assert "differs from the signed `result` event #" in mismatches["signed result"]
 
     cli = subprocess.run(
         [

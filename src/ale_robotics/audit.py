@@ -1,34 +1,64 @@
 """Audit a finished run once the evaluator's secret is revealed.
 
-Everything the evaluator published is checked against what anyone can
-recompute: the trajectory chain and signatures, the secret against its
-commitment, every hidden seed against its commitment, the submission files
-against their recorded SHA-256, and finally the metrics, by re-running the
-evaluation on the recomputed seeds. An interactive eval session cannot be re-run
-without the agent that drove it, so there the metrics are recomputed from the
-episodes and those are checked against the signed ``episode_summary`` events.
-Any mismatch is reported by name.
+``result.json`` is written by the harness into a directory that whoever handles
+the run afterwards can edit, so the audit treats it as a *claim*. The source of
+truth is the evaluator's signed events in ``trajectory.jsonl``: once
+:func:`~ale_robotics.trajectory.verify_file` has verified the chain and every
+signature, each claim of ``result.json`` is checked against them, and every
+mismatch names the signed event it contradicts (kind and position):
+
+* the trajectory chain and signatures; the secret against its commitment (the
+  published one and the signed ``seed_commitment`` event's); every hidden seed
+  against its commitment; the task config hash;
+* the job: ``result.json``'s job must be one the evaluator signed events for,
+  of the same task;
+* the submission: ``result.json``'s ``submission_files`` and the files on disk
+  against the signed ``submission_received`` event's hashes;
+* the outcome: state, failure, metrics, per-episode returns and smoke-run flag
+  against the signed ``result`` event (a rejection against the signed failed
+  ``validation`` event);
+* the measurement: a batch job is re-run on the recomputed seeds and its
+  metrics compared with the *signed* metrics, its episodes with
+  ``result.json``'s. An interactive eval session cannot be re-run without the
+  agent that drove it, so there ``result.json``'s episodes are checked against
+  the signed ``episode_summary`` events and the metrics recomputed from those;
+* the score: recomputed from the signed metrics with the registry's target and
+  the gate evidence (rebuilt from the verified submission files where the
+  audit has them), and compared with ``result.json``'s score report.
+
+Without a verified trajectory nothing is trusted: the checks that need signed
+events fail saying so rather than falling back to ``result.json``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import pydantic
+
+from ale_robotics.errors import AleError
+from ale_robotics.evaluator.evidence import collect_evidence
 from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.pool import RolloutPool
-from ale_robotics.evaluator.result import EvalResult
+from ale_robotics.evaluator.result import EpisodeRecord, EvalResult, SmokeRun
 from ale_robotics.evaluator.smoke import smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
-from ale_robotics.seeds import derive_seeds
+from ale_robotics.harness.evidence import gate_evidence
+from ale_robotics.harness.report import RunReport
+from ale_robotics.scoring import ScoreReport, score
+from ale_robotics.seeds import HiddenSeed, derive_seeds
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
-from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, verify_file
+from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event, VerifyReport, verify_file
 
 __all__ = ["AuditCheck", "AuditReport", "audit_run", "read_secret"]
 
@@ -44,10 +74,12 @@ class AuditCheck:
 class AuditReport:
     run_id: str
     checks: list[AuditCheck] = field(default_factory=list)
+    fatal: str | None = None
+    """Why the audit could not start at all (no readable result.json); None otherwise."""
 
     @property
     def ok(self) -> bool:
-        return bool(self.checks) and all(c.ok for c in self.checks)
+        return self.fatal is None and bool(self.checks) and all(c.ok for c in self.checks)
 
     def add(self, name: str, ok: bool, detail: str) -> bool:
         self.checks.append(AuditCheck(name, ok, detail))
@@ -66,6 +98,48 @@ def read_secret(path: Path) -> bytes:
     return data
 
 
+def _label(event: Event) -> str:
+    """How a check names a signed event: its kind, file position and evaluator counter."""
+    eval_seq = f" (eval_seq {event.sig.eval_seq})" if event.sig is not None else ""
+    return f"the signed `{event.kind}` event #{event.seq}{eval_seq}"
+
+
+@dataclass
+class _Signed:
+    """The verified evaluator events of a run, and those of the job result.json names."""
+
+    events: list[Event]
+    job_id: str
+
+    def __post_init__(self) -> None:
+        self.job = [e for e in self.events if e.payload.get("job_id") == self.job_id]
+
+    def first(self, kind: str) -> Event | None:
+        return next((e for e in self.events if e.kind == kind), None)
+
+    def last_of_job(self, kind: str) -> Event | None:
+        """The job's latest event of ``kind``: a job re-run after a crash signs it again."""
+        found = [e for e in self.job if e.kind == kind]
+        return found[-1] if found else None
+
+    def outcome(self) -> Event | None:
+        """The event that signs the job's terminal state: ``result``, or a failed validation."""
+        result = self.last_of_job("result")
+        if result is not None:
+            return result
+        failed = [
+            e for e in self.job if e.kind == "validation" and e.payload.get("passed") is False
+        ]
+        return failed[-1] if failed else None
+
+
+def _outcome_state(event: Event) -> str:
+    """The terminal state an outcome event signs (a failed validation is a rejection)."""
+    if event.kind == "validation":
+        return "REJECTED"
+    return str(event.payload.get("state"))
+
+
 def audit_run(
     run_dir: Path,
     secret: bytes,
@@ -75,85 +149,421 @@ def audit_run(
     registry: Registry | None = None,
     workers: int | None = None,
 ) -> AuditReport:
+    """Check everything ``run_dir``'s result.json claims; never raises for a bad run directory.
+
+    A run without a readable result.json (interrupted before the harness wrote
+    it) gives a report whose ``fatal`` says why, with one failing check.
+    """
     reg = registry or default_registry()
-    result_doc = json.loads((run_dir / "result.json").read_text(encoding="utf-8"))
-    report = AuditReport(run_id=result_doc["run_id"])
-    raw_result = result_doc.get("eval_result")
-    if raw_result is None:
+    loaded = _load_report(run_dir / "result.json")
+    if isinstance(loaded, str):
+        report = AuditReport(run_id=run_dir.name, fatal=loaded)
+        report.add("result.json", False, loaded)
+        return report
+    doc = loaded
+    report = AuditReport(run_id=doc.run_id)
+    result = doc.eval_result
+    if result is None:
         report.add("result", False, "the run has no evaluator result to audit")
         return report
-    result = EvalResult.model_validate(raw_result)
 
-    traj = verify_file(
-        run_dir / "trajectory.jsonl",
-        public_key,
-        expected_run_id=result.run_id,
-        expected_head=result_doc.get("trajectory_head") or None,
+    traj, events = _load_trajectory(
+        run_dir / "trajectory.jsonl", public_key, result.run_id, doc.trajectory_head or None
     )
     report.add("trajectory", traj.ok, traj.summary())
+    signed = None if events is None else _Signed(events, result.job_id)
 
-    secret_sha = hashlib.sha256(secret).hexdigest()
-    report.add(
-        "secret commitment",
-        secret_sha == result.secret_sha256,
-        f"SHA256(secret) {'matches' if secret_sha == result.secret_sha256 else 'differs from'} "
-        "the published secret_sha256",
-    )
-
-    task_entry = reg.entry(result.task_id)
+    _check_secret(report, secret, result, signed)
+    try:
+        task_entry = reg.entry(result.task_id)
+    except AleError as exc:
+        report.add("task config", False, exc.message)
+        return report
     report.add(
         "task config",
         task_entry.sha256 == result.task_config_sha256,
         f"installed config sha256 {task_entry.sha256[:12]}..., evaluated "
         f"{result.task_config_sha256[:12]}...",
     )
-    task = task_entry.spec
-    if result.smoke_run is not None:  # the evaluator ran (and committed to) the first N only
-        task = smoke_task(task, result.smoke_run.episodes)
+    full_task = task_entry.spec
+    task = full_task
+    _check_job(report, result, signed, full_task)
+    outcome = _check_outcome(report, doc, result, signed)
+    smoke = _smoke(result, outcome)
+    if smoke is not None:  # the evaluator ran (and committed to) the first N only
+        task = smoke_task(task, smoke.episodes)
         report.add(
             "smoke run",
             True,
-            f"a smoke run of {result.smoke_run.episodes} of {result.smoke_run.of} episodes: "
+            f"a smoke run of {smoke.episodes} of {smoke.of} episodes: "
             "checked as such, not an official result",
         )
     seeds = derive_seeds(task.eval.base_seeds, result.run_id, secret)
-    published = _published_commitments(run_dir / "trajectory.jsonl")
+    commitment = None if signed is None else signed.first(COMMITMENT_EVENT_KIND)
+    published = [] if commitment is None else list(_list(commitment.payload, "seed_commitments"))
     mine = [s.commitment for s in seeds]
+    where = (
+        _label(commitment)
+        if commitment is not None
+        else "no verified seed_commitment event"
+        if signed is None
+        else "a missing seed_commitment event"
+    )
     report.add(
         "seed commitments",
         published == mine
         and all(0 <= e.index < len(mine) for e in result.episodes)
         and all(e.seed_commitment == mine[e.index] for e in result.episodes),
-        f"{len(mine)} recomputed seeds against the trajectory's seed_commitment event "
-        "and the result's episodes",
+        f"{len(mine)} recomputed seeds against {where} and the result's episodes",
     )
-    if result.state != "SUCCEEDED":
-        report.add("metrics", True, f"job {result.state}: no metrics to re-run")
-        return report
-    if task.mode is TaskMode.INTERACTIVE:
-        _audit_eval_session(report, result, run_dir / "trajectory.jsonl", task)
-        return report
 
+    evidence = _Evidence.claimed(result)
+    if result.state == "SUCCEEDED":
+        if task.mode is TaskMode.INTERACTIVE:
+            _audit_eval_session(report, result, signed, outcome, task)
+        else:
+            source = submission_dir or run_dir / "submission"
+            evidence = _audit_batch(report, result, signed, outcome, task, seeds, source, workers)
+    else:
+        report.add("metrics", True, f"job {result.state}: no metrics to re-run")
+    _check_score(report, doc, result, signed, outcome, full_task, reg, evidence)
+    return report
+
+
+# ------------------------------------------------------------ reading ---
+
+
+def _load_report(path: Path) -> RunReport | str:
+    """The run report, or why there is none to audit."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return (
+            f"{path} does not exist: the run was interrupted before the harness wrote its "
+            "report, so there is no result to audit"
+        )
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"cannot read {path}: {exc}"
+    try:
+        return RunReport.model_validate(json.loads(text))
+    except (json.JSONDecodeError, RecursionError) as exc:
+        return f"{path} is not valid JSON: {exc}"
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        return f"{path} is not a run report: {where}: {first['msg']}"
+
+
+def _load_trajectory(
+    path: Path, public_key: str | None, run_id: str, head: str | None
+) -> tuple[VerifyReport, list[Event] | None]:
+    """The verification report, and the signed events when (and only when) it verified.
+
+    The file is read once and the very bytes that verified are parsed, so the
+    events cannot differ from what the signatures covered (verify_file reports
+    but does not hand back its parsed events).
+    """
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return verify_file(path, public_key, expected_run_id=run_id, expected_head=head), None
+    with tempfile.TemporaryDirectory(prefix="ale-audit-traj-") as tmp:
+        copy = Path(tmp) / path.name
+        copy.write_bytes(data)
+        verified = verify_file(copy, public_key, expected_run_id=run_id, expected_head=head)
+    verified = verified.model_copy(update={"path": str(path)})
+    if not verified.ok:
+        return verified, None
+    lines = data.split(b"\n")[:-1]  # verified: every line ends in a newline
+    events = [Event.from_line(line) for line in lines]
+    return verified, [e for e in events if e.level == "trusted_evaluator"]
+
+
+def _list(payload: Mapping[str, Any], key: str) -> list[Any]:
+    value = payload.get(key)
+    return list(value) if isinstance(value, list) else []
+
+
+def _dict(payload: Mapping[str, Any], key: str) -> dict[str, Any]:
+    value = payload.get(key)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+# ---------------------------------------------------------- comparing ---
+
+
+def _same(a: object, b: object) -> bool:
+    """Equality where NaN equals NaN (a NaN measurement is evidence, kept as such)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
+def _metric_diffs(
+    claimed: Mapping[str, Any], signed: Mapping[str, Any]
+) -> list[tuple[str, str, str]]:
+    """``(name, claimed, signed)`` as text for every metric that differs or is on one side only."""
+
+    def shown(v: object) -> str:
+        return "missing" if v is None else repr(v)
+
+    return [
+        (k, shown(claimed.get(k)), shown(signed.get(k)))
+        for k in sorted(set(claimed) | set(signed))
+        if not _same(claimed.get(k), signed.get(k))
+    ]
+
+
+def _list_diff(claimed: Sequence[Any], signed: Sequence[Any]) -> str | None:
+    """Where two per-episode lists first differ, in words; None when they are the same."""
+    if len(claimed) != len(signed):
+        return f"{len(claimed)} values vs {len(signed)}"
+    for i, (a, b) in enumerate(zip(claimed, signed, strict=True)):
+        if not _same(a, b):
+            return f"episode {i}: {a!r} vs {b!r}"
+    return None
+
+
+# -------------------------------------------------------------- checks ---
+
+
+def _check_secret(
+    report: AuditReport, secret: bytes, result: EvalResult, signed: _Signed | None
+) -> None:
+    """SHA256(secret) against result.json's secret_sha256 and the signed commitment's."""
+    secret_sha = hashlib.sha256(secret).hexdigest()
+    commitment = None if signed is None else signed.first(COMMITMENT_EVENT_KIND)
+    parts = [
+        f"SHA256(secret) {'matches' if secret_sha == result.secret_sha256 else 'differs from'} "
+        "the published secret_sha256"
+    ]
+    ok = secret_sha == result.secret_sha256
+    if commitment is not None:
+        same = commitment.payload.get("secret_sha256") == secret_sha
+        ok = ok and same
+        parts.append(f"{'matches' if same else 'differs from'} {_label(commitment)}")
+    else:
+        ok = False
+        parts.append("no verified seed_commitment event to check it against")
+    report.add("secret commitment", ok, "; ".join(parts))
+
+
+def _check_job(
+    report: AuditReport, result: EvalResult, signed: _Signed | None, task: TaskSpec
+) -> None:
+    """The job result.json names is one the evaluator signed events for, on the same task."""
+    if signed is None:
+        report.add("signed job", False, "not checked: the trajectory does not verify")
+        return
+    if not signed.job:
+        report.add(
+            "signed job",
+            False,
+            f"result.json names job {result.job_id!r}, which no signed evaluator event mentions",
+        )
+        return
+    problems = []
+    commitment = signed.first(COMMITMENT_EVENT_KIND)
+    for event in (commitment, signed.last_of_job("submission_received")):
+        if event is not None and event.payload.get("task_id", result.task_id) != result.task_id:
+            problems.append(
+                f"result.json task {result.task_id!r} differs from {_label(event)}: "
+                f"{event.payload['task_id']!r}"
+            )
+    opened = "session_opened" if task.mode is TaskMode.INTERACTIVE else "submission_received"
+    if signed.last_of_job(opened) is None:
+        problems.append(f"no signed `{opened}` event for job {result.job_id!r}")
+    report.add(
+        "signed job",
+        not problems,
+        "; ".join(problems)
+        or f"job {result.job_id} of task {result.task_id}: {len(signed.job)} signed events",
+    )
+    if task.mode is TaskMode.INTERACTIVE:
+        return
+    received = signed.last_of_job("submission_received")
+    if received is None:
+        return
+    files = _dict(received.payload, "files")
+    same = _same(result.submission_files, files)
+    report.add(
+        "signed submission",
+        same,
+        f"result.json submission_files match {_label(received)}"
+        if same
+        else f"result.json submission_files {_files_text(result.submission_files)} differ from "
+        f"{_label(received)}: {_files_text(files)}",
+    )
+
+
+def _files_text(files: Mapping[str, Any]) -> str:
+    return "{" + ", ".join(f"{k}: {str(v)[:12]}..." for k, v in sorted(files.items())) + "}"
+
+
+def _check_outcome(
+    report: AuditReport, doc: RunReport, result: EvalResult, signed: _Signed | None
+) -> Event | None:
+    """result.json's state, failure, metrics and episode returns against the signed outcome."""
+    if signed is None:
+        report.add("signed result", False, "not checked: the trajectory does not verify")
+        return None
+    outcome = signed.outcome()
+    if outcome is None:
+        report.add(
+            "signed result",
+            False,
+            f"the signed `result` event of job {result.job_id!r} is missing (nor is there a "
+            "failed `validation`): the evaluator never signed an outcome for this job",
+        )
+        return None
+    p = outcome.payload
+    where = _label(outcome)
+    state = _outcome_state(outcome)
+    problems = []
+    for what, claimed in (("eval_result.state", result.state), ("job_state", doc.job_state)):
+        if claimed != state:
+            problems.append(f"result.json {what} {claimed!r} differs from {where}: {state!r}")
+    if outcome.kind == "validation":
+        if "reason" in p and result.failure_reason != p["reason"]:
+            problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
+    else:
+        if "failure_source" in p and result.failure_source != p["failure_source"]:
+            problems.append(
+                f"result.json failure_source {result.failure_source!r} differs from {where}: "
+                f"{p['failure_source']!r}"
+            )
+        if "reason" in p and result.failure_reason != p["reason"]:
+            problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
+        signed_metrics = _dict(p, "metrics")
+        for name, claimed_v, signed_v in _metric_diffs(result.metrics, signed_metrics):
+            problems.append(
+                f"result.json metrics {name} {claimed_v} differs from {where}: {signed_v}"
+            )
+        if "episode_returns" in p or state == "SUCCEEDED":
+            returns = [e.episode_return for e in result.episodes]
+            diff = _list_diff(returns, _list(p, "episode_returns"))
+            if diff is not None:
+                problems.append(
+                    f"result.json episode returns differ from {where}'s episode_returns: {diff}"
+                )
+        signed_smoke = p.get("smoke_run")
+        claimed_smoke = None if result.smoke_run is None else result.smoke_run.model_dump()
+        if not _same(claimed_smoke, signed_smoke):
+            problems.append(
+                f"result.json eval_result.smoke_run {claimed_smoke} differs from {where}: "
+                f"{signed_smoke}"
+            )
+    top = None if doc.smoke_run is None else doc.smoke_run.model_dump()
+    inner = None if result.smoke_run is None else result.smoke_run.model_dump()
+    if top != inner:
+        problems.append(f"result.json smoke_run {top} differs from eval_result.smoke_run {inner}")
+    report.add(
+        "signed result",
+        not problems,
+        "; ".join(problems)
+        or (
+            f"state {state} and failure reason match {where}"
+            if outcome.kind == "validation"
+            else f"state {state}, metrics and episode returns match {where}"
+        ),
+    )
+    return outcome
+
+
+def _smoke(result: EvalResult, outcome: Event | None) -> SmokeRun | None:
+    """The smoke run the evaluator signed, else result.json's claim (checked by the seeds)."""
+    if outcome is not None and outcome.kind == "result":
+        raw = outcome.payload.get("smoke_run")
+        if raw is None:
+            return None
+        try:
+            return SmokeRun.model_validate(raw)
+        except pydantic.ValidationError:
+            return result.smoke_run
+    return result.smoke_run
+
+
+@dataclass
+class _Evidence:
+    """What the faithfulness gate reads, and where the audit got it from."""
+
+    files: dict[str, str]
+    shapes: dict[str, list[int]]
+    note: str
+
+    @classmethod
+    def claimed(cls, result: EvalResult) -> _Evidence:
+        return cls(
+            dict(result.evidence_files),
+            dict(result.tensor_shapes),
+            "gate evidence as result.json gives it (evidence files kept only where they hash "
+            "to the signed submission; tensor shapes are unsigned and not recomputed)",
+        )
+
+
+def _audit_batch(
+    report: AuditReport,
+    result: EvalResult,
+    signed: _Signed | None,
+    outcome: Event | None,
+    task: TaskSpec,
+    seeds: Sequence[HiddenSeed],
+    source: Path,
+    workers: int | None,
+) -> _Evidence:
+    """Check the files against the signed hashes, re-run them, compare with the signed metrics."""
     assert task.contract is not None
-    source = submission_dir or run_dir / "submission"
+    evidence = _Evidence.claimed(result)
+    received = None if signed is None else signed.last_of_job("submission_received")
+    if received is None:
+        why = "the trajectory does not verify" if signed is None else "it is missing"
+        report.add(
+            "submission files",
+            False,
+            f"not checked, not re-run: no signed `submission_received` event of job "
+            f"{result.job_id!r} to check the files against ({why})",
+        )
+        return evidence
+    expected = _dict(received.payload, "files")
     with tempfile.TemporaryDirectory(prefix="ale-audit-") as tmp:
         try:
             files = snapshot_submission(source, "", task.contract, Path(tmp) / "snap")
         except SubmissionRejected as exc:
             report.add("submission files", False, str(exc))
-            return report
+            return evidence
         hashes = {f.name: f.sha256 for f in files}
-        same = hashes == result.submission_files
+        if hashes != expected:
+            diffs = [
+                f"{name} sha256 {str(hashes.get(name, 'missing'))[:16]}... differs from "
+                f"{_label(received)}: {str(expected.get(name, 'missing'))[:16]}..."
+                for name in sorted(set(hashes) | set(expected))
+                if hashes.get(name) != expected.get(name)
+            ]
+            report.add(
+                "submission files",
+                False,
+                f"{source} does not hold the evaluated files: {'; '.join(diffs)} (not re-run; "
+                "pass --submission with the evaluated files)",
+            )
+            return evidence
         report.add(
             "submission files",
-            same,
-            "identical to the evaluated snapshot"
-            if same
-            else f"{source} no longer holds the evaluated files: pass --submission with them",
+            True,
+            f"identical to the evaluated snapshot recorded by {_label(received)}",
         )
-        if not same:
-            return report
-        artifact = load_artifact(files, task)
+        try:
+            artifact = load_artifact(files, task)
+        except SubmissionRejected as exc:
+            report.add("metrics", False, f"the evaluated files no longer load: {exc}")
+            return evidence
+        blobs, shapes = collect_evidence(files, artifact)
+        evidence = _Evidence(
+            blobs, shapes, "gate evidence rebuilt from the verified submission files"
+        )
     runs = episode_plan(task, seeds)
     pool = RolloutPool(workers)
     try:
@@ -163,57 +573,221 @@ def audit_run(
     finally:
         pool.shutdown()
     again = summarize(outcomes, (m.name for m in task.metrics))
+    reference, ref_name = _reference_metrics(result, signed, outcome)
     exact = {k: v for k, v in again.items() if k not in HOST_TIMED}
+    claimed = {k: v for k, v in reference.items() if k not in HOST_TIMED}
     report.add(
         "metrics",
-        exact == {k: v for k, v in result.metrics.items() if k not in HOST_TIMED},
-        ", ".join(f"{k} {again[k]!r} vs {result.metrics.get(k)!r}" for k in sorted(exact)),
+        reference is not None and _same(exact, claimed),
+        f"re-run vs {ref_name}: "
+        + ", ".join(f"{k} {again[k]!r} vs {reference.get(k)!r}" for k in sorted(exact)),
     )
     timed = sorted(k for k in again if k in HOST_TIMED)
     if timed:
         report.add(
             "timed metrics",
             True,
-            "re-measured on this host, not compared (wall-clock, host-dependent): "
+            f"re-measured on this host, not compared (wall-clock, host-dependent), vs {ref_name}: "
             + ", ".join(
-                f"{k} {again[k]:.4g} vs {result.metrics.get(k, float('nan')):.4g}" for k in timed
+                f"{k} {again[k]:.4g} vs {reference.get(k, float('nan')):.4g}" for k in timed
             ),
         )
-    return report
+    _check_rerun_episodes(report, result, outcomes, compare_lengths=not timed)
+    return evidence
+
+
+def _reference_metrics(
+    result: EvalResult, signed: _Signed | None, outcome: Event | None
+) -> tuple[dict[str, Any], str]:
+    """The metrics a recomputation must match: the signed ones; result.json's only as a label
+    for a run whose signed record is missing (that case already fails elsewhere)."""
+    if outcome is not None and outcome.kind == "result":
+        return _dict(outcome.payload, "metrics"), f"{_label(outcome)}'s metrics"
+    why = "the trajectory does not verify" if signed is None else "no signed result"
+    return dict(result.metrics), f"result.json's metrics (unsigned: {why})"
+
+
+def _check_rerun_episodes(
+    report: AuditReport,
+    result: EvalResult,
+    outcomes: Iterable[EpisodeOutcome],
+    *,
+    compare_lengths: bool,
+) -> None:
+    """result.json's per-episode records against the re-run (the signed result has returns only).
+
+    A planning task's episode length counts collision checks within a time
+    limit, which is host-dependent like its timed metrics, so there only the
+    returns and flags are compared.
+    """
+    again = {o.index: o for o in outcomes}
+    claimed = {e.index: e for e in result.episodes}
+    problems = []
+    if again.keys() != claimed.keys():
+        problems.append(
+            f"result.json has episodes {sorted(claimed)}, the re-run ran {sorted(again)}"
+        )
+    for index in sorted(again.keys() & claimed.keys()):
+        o, e = again[index], claimed[index]
+        mine = (o.ret, o.length if compare_lengths else None, o.terminated, o.success)
+        theirs = (
+            e.episode_return,
+            e.length if compare_lengths else None,
+            e.terminated,
+            e.success,
+        )
+        if not _same(mine, theirs):
+            problems.append(
+                f"result.json episode {index} (return {e.episode_return!r}, length {e.length}, "
+                f"terminated {e.terminated}) differs from the re-run (return {o.ret!r}, "
+                f"length {o.length}, terminated {o.terminated})"
+            )
+    what = "returns, lengths and flags" if compare_lengths else "returns and flags"
+    report.add(
+        "episodes",
+        not problems,
+        "; ".join(problems[:3]) or f"{len(claimed)} episodes' {what} match the re-run",
+    )
 
 
 def _audit_eval_session(
-    report: AuditReport, result: EvalResult, path: Path, task: TaskSpec
+    report: AuditReport,
+    result: EvalResult,
+    signed: _Signed | None,
+    outcome: Event | None,
+    task: TaskSpec,
 ) -> None:
-    signed: dict[int, tuple[float, int]] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        event = json.loads(line)
-        if event.get("kind") == "episode_summary" and event.get("level") == "trusted_evaluator":
-            p = event["payload"]
-            signed[p["index"]] = (p["episode_return"], p["length"])
-    mine = {e.index: (e.episode_return, e.length) for e in result.episodes}
+    """Episodes against the signed ``episode_summary`` events; metrics recomputed from those."""
+    if signed is None:
+        report.add("episodes", False, "not checked: the trajectory does not verify")
+        report.add("metrics", False, "not recomputed: the trajectory does not verify")
+        return
+    summaries: dict[int, tuple[Event, EpisodeRecord | None]] = {}
+    for event in signed.job:
+        if event.kind != "episode_summary":
+            continue
+        fields = {k: v for k, v in event.payload.items() if k not in ("job_id", "session_id")}
+        try:
+            record: EpisodeRecord | None = EpisodeRecord.model_validate(fields)
+        except pydantic.ValidationError:
+            record = None
+        index = record.index if record is not None else event.payload.get("index")
+        if isinstance(index, int):
+            summaries[index] = (event, record)
+    claimed = {e.index: e for e in result.episodes}
+    problems = []
+    for index in sorted(claimed.keys() - summaries.keys()):
+        problems.append(f"result.json episode {index} has no signed `episode_summary` event")
+    for index in sorted(summaries.keys() - claimed.keys()):
+        problems.append(f"{_label(summaries[index][0])} (episode {index}) is not in result.json")
+    for index in sorted(claimed.keys() & summaries.keys()):
+        event, record = summaries[index]
+        e = claimed[index]
+        if record is None:
+            problems.append(f"{_label(event)} does not hold an episode record")
+        elif not _same(e.model_dump(), record.model_dump()):
+            problems.append(
+                f"result.json episode {index} (return {e.episode_return!r}, length {e.length}) "
+                f"differs from {_label(event)}: return {record.episode_return!r}, "
+                f"length {record.length}"
+            )
     report.add(
         "episodes",
-        signed == mine,
-        f"{len(mine)} episodes against the trajectory's signed episode_summary events",
+        not problems,
+        "; ".join(problems[:3])
+        or f"{len(claimed)} episodes match the trajectory's signed episode_summary events",
     )
+    records = [r for _, r in summaries.values() if r is not None]
     again = summarize(
         [
-            EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated, success=e.success)
-            for e in result.episodes
+            EpisodeOutcome(r.index, r.episode_return, r.length, r.terminated, success=r.success)
+            for r in sorted(records, key=lambda r: r.index)
         ],
         (m.name for m in task.metrics),
     )
+    reference, ref_name = _reference_metrics(result, signed, outcome)
     report.add(
         "metrics",
-        again == result.metrics,
-        ", ".join(f"{k} {again[k]!r} vs {result.metrics.get(k)!r}" for k in sorted(again)),
+        outcome is not None and _same(again, reference),
+        f"recomputed from the signed episode_summary events vs {ref_name}: "
+        + ", ".join(f"{k} {again[k]!r} vs {reference.get(k)!r}" for k in sorted(again)),
     )
 
 
-def _published_commitments(path: Path) -> list[str]:
-    for line in path.read_text(encoding="utf-8").splitlines():
-        event = json.loads(line)
-        if event.get("kind") == COMMITMENT_EVENT_KIND and event.get("level") == "trusted_evaluator":
-            return list(event["payload"]["seed_commitments"])
-    return []
+# --------------------------------------------------------------- score ---
+
+
+def _score_digest(r: ScoreReport) -> dict[str, object]:
+    """The parts of a score report that follow from the metrics, target and evidence
+    (not the explanation text, which a smoke run prefixes, nor the gate's reasons)."""
+    return {
+        "status": r.status,
+        "score": r.score,
+        "primary_measured": r.primary_measured,
+        "measured": dict(r.measured),
+        "target_value": r.target_value,
+        "ratio": r.ratio,
+        "base_score": r.base_score,
+        "penalties": [(p.metric, p.factor) for p in r.penalties],
+        "conditions": [(c.metric, c.met) for c in r.conditions],
+        "gate": None
+        if r.gate is None
+        else (r.gate.passed, [(c.name, c.passed) for c in r.gate.checks]),
+    }
+
+
+def _check_score(
+    report: AuditReport,
+    doc: RunReport,
+    result: EvalResult,
+    signed: _Signed | None,
+    outcome: Event | None,
+    task: TaskSpec,
+    reg: Registry,
+    evidence: _Evidence,
+) -> None:
+    """Recompute the score as the harness does (harness/run.py), from the signed outcome."""
+    if outcome is None:
+        why = "the trajectory does not verify" if signed is None else "no signed outcome"
+        report.add("score", False, f"not recomputed: {why} of job {result.job_id!r}")
+        return
+    gated = task.genre == "reproduction" or task.scoring.gate is not None
+    received = None if signed is None else signed.last_of_job("submission_received")
+    signed_files = {} if received is None else _dict(received.payload, "files")
+    state = _outcome_state(outcome)
+    try:
+        target = reg.target(task.id)
+        if state == "SUCCEEDED":
+            metrics = _dict(outcome.payload, "metrics")
+            with tempfile.TemporaryDirectory(prefix="ale-audit-gate-") as tmp:
+                basis = result.model_copy(
+                    update={
+                        "evidence_files": evidence.files,
+                        "tensor_shapes": evidence.shapes,
+                        "submission_files": signed_files,
+                    }
+                )
+                again = score(task, metrics, target, gate_evidence(basis, Path(tmp)))
+            source = f"{_label(outcome)}'s metrics"
+        else:
+            again = score(task, {}, target, no_result=f"submission {state.lower()}")
+            source = f"{_label(outcome)}'s state {state}"
+    except AleError as exc:
+        report.add("score", False, f"not recomputed: {exc.message}")
+        return
+    mine, theirs = _score_digest(again), _score_digest(doc.score)
+    diffs = [f"{k} {theirs[k]!r} vs {mine[k]!r}" for k in mine if not _same(mine[k], theirs[k])]
+    note = f"; {evidence.note}" if gated and state == "SUCCEEDED" else ""
+    shown = "None" if again.score is None else f"{again.score:.6g}"
+    report.add(
+        "score",
+        not diffs,
+        (
+            f"result.json's score differs from the one recomputed from {source} with the "
+            f"registry's target (result.json vs recomputed): {'; '.join(diffs)}"
+            if diffs
+            else f"{again.status}, score {shown}: recomputed from {source} with the registry's "
+            "target"
+        )
+        + note,
+    )

@@ -61,7 +61,8 @@ def write(p):
     except OSError:
         return False
 out["wrote_submission"] = write(os.path.join(os.environ["ALE_SUBMISSION_DIR"], "note.txt"))
-out["wrote_workspace"] = write("workspace-note.txt")
+out["wrote_workspace"] = write(sys.argv[7])
+out["wrote_cwd"] = write("cwd-note.txt")
 out["wrote_tmp"] = write("/tmp/x")
 out["wrote_venv"] = write(os.path.join(sys.prefix, "planted.py"))
 out["home"] = os.environ.get("HOME")
@@ -82,6 +83,7 @@ def setup(short_tmp: Path, registry: Registry) -> Iterator[tuple[RunningEvaluato
     ws = short_tmp / "ws"
     submission = ws / "runs" / RUN / "submission"
     submission.mkdir(parents=True)
+    (ws / "runs" / RUN / "scratch").mkdir()
     (ws / "runs" / RUN / "agent.log").write_text("harness-only")
     ev = serve(
         EvaluatorConfig(short_tmp / "state", submission, task_id=TASK_ID, run_id=RUN, workers=1),
@@ -130,11 +132,13 @@ def test_sandbox_is_offline_and_blind_but_reaches_the_evaluator(
         str(ws / "runs" / RUN / "agent.log"),
         str(outside),
         "/etc/shadow",
+        str(ws / "workspace-note.txt"),
     ]
     r, w = os.pipe()
     cmd = bwrap_command(
         argv,
         workspace=ws,
+        scratch_dir=ws / "runs" / RUN / "scratch",
         submission_dir=submission,
         agent_socket=tmp / "agent" / "a.sock",
         hide=[ws / "runs"],
@@ -153,7 +157,7 @@ def test_sandbox_is_offline_and_blind_but_reaches_the_evaluator(
     line = next(x for x in proc.stdout.decode().splitlines() if x.startswith("PROBE "))
     out = json.loads(line[len("PROBE ") :])
     assert (out["uid"], out["gid"]) == (65534, 65534)
-    assert out["cwd"] == str(ws)
+    assert out["cwd"] == str(ws / "runs" / RUN / "scratch")  # the run's scratch dir
     assert out["host_tcp"].startswith("refused"), out["host_tcp"]
     assert out["state_secret"] is False  # the evaluator's state dir does not exist inside
     assert out["harness_sock"] is False
@@ -161,7 +165,10 @@ def test_sandbox_is_offline_and_blind_but_reaches_the_evaluator(
     assert out["outside"] is False
     assert out["shadow"] is False
     assert out["wrote_submission"] and (submission / "note.txt").read_text() == "from the sandbox"
-    assert out["wrote_workspace"] and (ws / "workspace-note.txt").exists()
+    # The workspace is read-only (an agent that could write it could plant a git hook
+    # or a Makefile the operator runs next); the scratch dir is its working directory.
+    assert out["wrote_workspace"] is False and not (ws / "workspace-note.txt").exists()
+    assert out["wrote_cwd"] and (ws / "runs" / RUN / "scratch" / "cwd-note.txt").exists()
     assert out["wrote_tmp"] and not Path("/tmp/x").exists()
     assert out["wrote_venv"] is False and not (Path(sys.prefix) / "planted.py").exists()
     assert out["home"] == "/tmp"
@@ -183,6 +190,7 @@ def test_killing_the_sandbox_kills_the_agent(setup: tuple[RunningEvaluator, Path
     cmd = bwrap_command(
         [sys.executable, "-c", "import time; time.sleep(120)"],
         workspace=ws,
+        scratch_dir=ws / "runs" / RUN / "scratch",
         submission_dir=submission,
         agent_socket=tmp / "agent" / "a.sock",
         status_fd=w,
@@ -228,6 +236,7 @@ def test_sandbox_that_cannot_start_is_detected(setup: tuple[RunningEvaluator, Pa
     cmd = bwrap_command(
         [sys.executable, "-c", "pass"],
         workspace=ws,
+        scratch_dir=ws / "runs" / RUN / "scratch",
         submission_dir=submission,
         agent_socket=tmp / "agent" / "a.sock",
         extra_ro=[gone],
@@ -262,6 +271,7 @@ def test_agent_exit_is_told_apart_from_sandbox_failure(
     cmd = bwrap_command(
         argv,
         workspace=ws,
+        scratch_dir=ws / "runs" / RUN / "scratch",
         submission_dir=submission,
         agent_socket=tmp / "agent" / "a.sock",
         status_fd=w,
@@ -278,6 +288,7 @@ def test_missing_bwrap_is_a_sandbox_error(tmp_path: Path) -> None:
         bwrap_command(
             ["x"],
             workspace=tmp_path,
+            scratch_dir=tmp_path,
             submission_dir=tmp_path,
             agent_socket=tmp_path / "a.sock",
             bwrap="/no/bwrap",
@@ -296,17 +307,31 @@ def test_unusable_configurations_are_sandbox_errors(
     ws = tmp / "ws"
     sub = ws / "runs" / RUN / "submission"
     sock = tmp / "agent" / "a.sock"
+    scr = ws / "runs" / RUN / "scratch"
     with pytest.raises(SandboxError, match="directory of its own"):
         # the harness socket shares a directory with the state dir here
-        bwrap_command(["x"], workspace=ws, submission_dir=sub, agent_socket=tmp / "h.sock")
+        bwrap_command(
+            ["x"], workspace=ws, scratch_dir=scr, submission_dir=sub, agent_socket=tmp / "h.sock"
+        )
     with pytest.raises(SandboxError, match="not a Unix socket"):
         (tmp_path / "f").write_text("")
-        bwrap_command(["x"], workspace=ws, submission_dir=sub, agent_socket=tmp_path / "f")
+        bwrap_command(
+            ["x"], workspace=ws, scratch_dir=scr, submission_dir=sub, agent_socket=tmp_path / "f"
+        )
     with pytest.raises(SandboxError, match="cannot be '/'"):
-        bwrap_command(["x"], workspace=Path("/"), submission_dir=sub, agent_socket=sock)
+        bwrap_command(
+            ["x"], workspace=Path("/"), scratch_dir=scr, submission_dir=sub, agent_socket=sock
+        )
     with pytest.raises(SandboxError, match="absolute"):
-        bwrap_command(["x"], workspace=Path("ws"), submission_dir=sub, agent_socket=sock)
+        bwrap_command(
+            ["x"], workspace=Path("ws"), scratch_dir=scr, submission_dir=sub, agent_socket=sock
+        )
     with pytest.raises(SandboxError, match="does not exist"):
         bwrap_command(
-            ["x"], workspace=ws, submission_dir=sub, agent_socket=sock, extra_ro=[tmp / "nope"]
+            ["x"],
+            workspace=ws,
+            scratch_dir=scr,
+            submission_dir=sub,
+            agent_socket=sock,
+            extra_ro=[tmp / "nope"],
         )

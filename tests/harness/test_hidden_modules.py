@@ -54,7 +54,7 @@ def test_only_the_metaworld_task_hides_modules() -> None:
 
 @needs_bwrap
 def test_hidden_package_cannot_be_imported_or_read_in_the_sandbox(short_tmp: Path) -> None:
-    for d in ("ws", "sub", "sock"):
+    for d in ("ws", "scratch", "sub", "sock"):
         (short_tmp / d).mkdir()
     sock = socket.socket(socket.AF_UNIX)
     sock.bind(str(short_tmp / "sock" / "a.sock"))
@@ -62,6 +62,7 @@ def test_hidden_package_cannot_be_imported_or_read_in_the_sandbox(short_tmp: Pat
         argv = bwrap_command(
             [sys.executable, "-c", PROBE],
             workspace=short_tmp / "ws",
+            scratch_dir=short_tmp / "scratch",
             submission_dir=short_tmp / "sub",
             agent_socket=short_tmp / "sock" / "a.sock",
             block_imports=sandbox_hidden_paths(REG.get(MW_TASK)),

@@ -11,7 +11,9 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +61,8 @@ def _friendly(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except AleError as exc:
-            console.print(f"[red]error:[/red] {exc.message}", highlight=False, soft_wrap=True)
+            console.print("[red]error:[/red] ", end="", highlight=False)
+            console.print(exc.message, highlight=False, soft_wrap=True, markup=False)
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
@@ -120,7 +123,11 @@ def run(
         ),
     ] = "auto",
     workspace: Annotated[
-        Path | None, typer.Option(help="The agent's working directory (default: current).")
+        Path | None,
+        typer.Option(
+            help="The agent's code and data, visible read-only (default: current directory). "
+            "The agent works in runs/<run_id>/scratch."
+        ),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
     episodes: Annotated[
@@ -131,9 +138,21 @@ def run(
             "The result and the score say so; it is not an official result.",
         ),
     ] = None,
+    disk_quota_mib: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Most the agent may write into its scratch and submission directories "
+            "(MiB); over it the agent is stopped.",
+        ),
+    ] = 4096,
+    log_cap_mib: Annotated[
+        int, typer.Option(min=1, help="Most of the agent's output kept in agent.log (MiB).")
+    ] = 64,
 ) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
     from ale_robotics.client.sdk import JobStatus
+    from ale_robotics.harness.host_guard import harden_harness_process
     from ale_robotics.harness.run import HarnessError, RunOptions, run_task
     from ale_robotics.tasks import default_registry
 
@@ -151,22 +170,31 @@ def run(
             highlight=False,
             soft_wrap=True,
         )
+    # Every relative path is resolved against the caller's directory now; then the
+    # harness moves to a private working directory and drops it from sys.path, so
+    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
+    # a directory the agent could write.
+    cwd = Path.cwd()
     opts = RunOptions(
         task_id=task_id,
         agent_cmd=agent,
-        run_dir=run_dir,
+        run_dir=_absolute(run_dir),
+        runs_root=cwd / "runs",
         evaluator=evaluator,
         evaluator_harness=evaluator_harness,
-        agent_token_file=agent_token_file,
-        harness_token_file=harness_token_file,
-        submission_volume=submission_dir,
-        state_dir=state_dir,
+        agent_token_file=_absolute(agent_token_file),
+        harness_token_file=_absolute(harness_token_file),
+        submission_volume=_absolute(submission_dir),
+        state_dir=_absolute(state_dir),
         budget_s=budget,
         workers=workers,
         sandbox=sandbox,  # type: ignore[arg-type]  # checked above
-        workspace=workspace,
+        workspace=_absolute(workspace) or cwd,
         episodes=episodes,
+        disk_quota_bytes=disk_quota_mib * 1024**2,
+        log_cap_bytes=log_cap_mib * 1024**2,
     )
+    harden_harness_process()
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -202,11 +230,14 @@ def run(
         try:
             outcome = run_task(opts, on_progress=show)
         except HarnessError as exc:
-            console.print(f"[red]run failed:[/red] {exc.message}", highlight=False, soft_wrap=True)
+            console.print("[red]run failed:[/red] ", end="", highlight=False)
+            console.print(exc.message, highlight=False, soft_wrap=True, markup=False)
             raise typer.Exit(1) from None
     rep = outcome.report
-    console.print(f"run dir: {outcome.run_dir}", highlight=False)
-    console.print(rep.score.explanation, highlight=False)
+    # The explanation quotes agent-controlled text (a rejected file's tensor key, say):
+    # never parse it as rich markup.
+    console.print(f"run dir: {outcome.run_dir}", highlight=False, markup=False)
+    console.print(rep.score.explanation, highlight=False, markup=False)
     typer.echo(outcome.score_line)  # one line, never wrapped
 
 
@@ -335,20 +366,37 @@ def audit(
         str | None, typer.Option(help="Expected evaluator public key (hex, or a key file).")
     ] = None,
 ) -> None:
-    """Recompute every hidden seed from the revealed secret and re-run the evaluation."""
-    from ale_robotics.audit import audit_run, read_secret
+    """Check result.json against the signed trajectory, recompute seeds, re-run, re-score.
 
-    report = audit_run(
-        run_dir, read_secret(secret), submission_dir=submission, public_key=public_key
-    )
-    table = Table(title=f"audit of {report.run_id}")
+    Details quote agent-controlled text (file names, job ids), so everything is
+    printed with rich markup off: a name like ``[/x]`` is text, not a tag.
+    """
+    from rich.text import Text
+
+    from ale_robotics.audit import audit_run, read_secret
+    from ale_robotics.trajectory import load_public_key
+
+    try:
+        revealed = read_secret(secret)
+    except OSError as exc:
+        console.print(f"error: cannot read the secret file {secret}: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    key = None if public_key is None else load_public_key(public_key)
+    report = audit_run(run_dir, revealed, submission_dir=submission, public_key=key)
+    if report.fatal is not None:
+        console.print(f"error: audit failed: {report.fatal}", markup=False, soft_wrap=True)
+        raise typer.Exit(1)
+    table = Table(title=Text(f"audit of {report.run_id}"))
     table.add_column("check")
     table.add_column("")
     table.add_column("detail")
     for c in report.checks:
-        table.add_row(c.name, "[green]ok[/green]" if c.ok else "[red]FAIL[/red]", c.detail)
+        verdict = Text("ok", style="green") if c.ok else Text("FAIL", style="red")
+        table.add_row(Text(c.name), verdict, Text(c.detail))
     out.print(table)
     if not report.ok:
+        failed = ", ".join(c.name for c in report.checks if not c.ok)
+        out.print(f"audit FAILED: {failed}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(1)
     out.print("audit OK: seeds, commitments, trajectory and metrics all check out")
 
@@ -439,5 +487,14 @@ def registry_sync(
     )
 
 
+def _absolute(path: Path | None) -> Path | None:
+    return None if path is None else path.absolute()
+
+
 def main() -> None:
+    """The console entry point: never import from the working directory (see host_guard)."""
+    from ale_robotics.harness.host_guard import safe_sys_path, working_directory
+
+    sys.path[:] = safe_sys_path(sys.path, working_directory())
+    os.environ["PYTHONSAFEPATH"] = "1"
     app()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Literal
@@ -14,6 +15,8 @@ from ale_robotics.evaluator.result import EvalResult, SmokeRun
 from ale_robotics.scoring import ScoreReport
 
 __all__ = ["RunReport", "plot_episodes", "write_report"]
+
+log = logging.getLogger(__name__)
 
 
 class RunReport(BaseModel):
@@ -27,6 +30,14 @@ class RunReport(BaseModel):
     agent_cmd: str = Field(description="Command line the agent was started with.")
     agent_exit_code: int | None = Field(description="Agent exit status (None if killed).")
     agent_budget_exceeded: bool = Field(description="True if the harness stopped the agent.")
+    agent_disk_quota_exceeded: bool = Field(
+        default=False,
+        description="True if the harness stopped the agent for writing more than its disk "
+        "quota into its scratch and submission directories.",
+    )
+    agent_log_truncated: bool = Field(
+        default=False, description="True if agent.log was cut at its size cap."
+    )
     budget_s: float = Field(description="Wall-clock budget the agent had.")
     sandbox: str = Field(default="none", description="'bwrap' or 'none': how the agent ran.")
     wall_s: float = Field(description="Seconds from run start to verdict.")
@@ -53,31 +64,48 @@ class RunReport(BaseModel):
 
 
 def plot_episodes(result: EvalResult, target: float | None, path: Path) -> None:
-    """Per-episode returns against the paper target, as a PNG."""
+    """Per-episode returns against the paper target, as a PNG.
+
+    Drawn with matplotlib's built-in defaults only: a ``matplotlibrc`` in the
+    working directory or the user's config (``figure.hooks: sys:exit`` runs code
+    when a figure is made through pyplot) is never applied, and the figure is
+    built on the Agg canvas directly, without pyplot.
+    """
     import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    returns = [e.episode_return for e in result.episodes]
-    fig, ax = plt.subplots(figsize=(7, 3.5), dpi=110)
-    ax.bar(range(len(returns)), returns, color="#4c72b0", label="episode return")
-    if returns:
-        mean = sum(returns) / len(returns)
-        ax.axhline(mean, color="#dd8452", lw=2, label=f"mean {mean:.1f}")
-    if target is not None:
-        ax.axhline(target, color="#55a868", lw=2, ls="--", label=f"paper {target:g}")
-    ax.set_xlabel("evaluation episode (hidden seed)")
-    ax.set_ylabel("return")
-    ax.set_title(f"{result.task_id}: {result.run_id}")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    defaults = {
+        k: v
+        for k, v in matplotlib.rcParamsDefault.items()
+        if k not in ("backend", "backend_fallback", "interactive")
+    }
+    with matplotlib.rc_context(rc=defaults):
+        returns = [e.episode_return for e in result.episodes]
+        fig = Figure(figsize=(7, 3.5), dpi=110)
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        ax.bar(range(len(returns)), returns, color="#4c72b0", label="episode return")
+        if returns:
+            mean = sum(returns) / len(returns)
+            ax.axhline(mean, color="#dd8452", lw=2, label=f"mean {mean:.1f}")
+        if target is not None:
+            ax.axhline(target, color="#55a868", lw=2, ls="--", label=f"paper {target:g}")
+        ax.set_xlabel("evaluation episode (hidden seed)")
+        ax.set_ylabel("return")
+        ax.set_title(f"{result.task_id}: {result.run_id}")
+        ax.legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path)
 
 
 def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
-    """Write ``result.json`` atomically (and ``episodes.png`` when there are episodes)."""
+    """Write ``result.json`` atomically, then ``episodes.png`` when there are episodes.
+
+    The result comes first and the plot can only fail on its own: a report that
+    cannot be drawn (a broken font cache, a full disk, a hostile config) is
+    logged, never a lost result.
+    """
     data = trajectory.read_bytes() if trajectory.exists() else b""
     report = report.model_copy(
         update={
@@ -85,10 +113,15 @@ def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
             "trajectory_events": data.count(b"\n"),
         }
     )
-    if report.eval_result is not None and report.eval_result.episodes:
-        plot_episodes(report.eval_result, report.score.target_value, run_dir / "episodes.png")
     out = run_dir / "result.json"
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out)
+    if report.eval_result is not None and report.eval_result.episodes:
+        try:
+            plot_episodes(report.eval_result, report.score.target_value, run_dir / "episodes.png")
+        except Exception as exc:  # BaseException (SystemExit) is matplotlib's to not raise
+            log.warning(
+                "episodes.png not drawn (%s: %s); result.json is complete", type(exc).__name__, exc
+            )
     return out

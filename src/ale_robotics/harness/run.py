@@ -31,9 +31,11 @@ from ale_robotics.evaluator.core import EvaluatorConfig
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.server import RunningEvaluator, serve
 from ale_robotics.evaluator.smoke import smoke_run
+from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
 from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.hidden_modules import sandbox_hidden_paths
 from ale_robotics.harness.report import RunReport, write_report
+from ale_robotics.harness.run_dirs import known_run_dirs, record_run_dir
 from ale_robotics.harness.sandbox import (
     bwrap_command,
     read_sandbox_status,
@@ -83,7 +85,14 @@ class RunOptions:
     sandbox: Literal["auto", "bwrap", "none"] = "auto"
     """'auto': bubblewrap where it can start, else 'none' with a warning."""
     workspace: Path | None = None
-    """The agent's working directory, read-write (default: the current directory)."""
+    """The agent's code and data, visible read-only (default: the current directory)."""
+    runs_root: Path | None = None
+    """Where ``<run_id>/`` is created when ``run_dir`` is not given (default: ./runs)."""
+    disk_quota_bytes: int = 4 * 1024**3
+    """Most the agent may write into its scratch and submission directories together
+    (and the most any single file it writes may hold)."""
+    log_cap_bytes: int = 64 * 1024**2
+    """Most of the agent's output kept in ``agent.log``; the rest is read and dropped."""
     episodes: int | None = None
     """A smoke run: the embedded evaluator runs only the task's first N episodes, and the
     result, the report and the score line say so. An official run leaves it None."""
@@ -102,7 +111,13 @@ Progress = Callable[[str, JobStatus | None, float, float], None]
 
 
 def _agent_env(
-    endpoint: str, token: str, task_id: str, run_id: str, submission: Path
+    endpoint: str,
+    token: str,
+    task_id: str,
+    run_id: str,
+    submission: Path,
+    workspace: Path,
+    scratch: Path,
 ) -> dict[str, str]:
     keep = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if k in keep}
@@ -112,6 +127,8 @@ def _agent_env(
         ALE_TASK_ID=task_id,
         ALE_RUN_ID=run_id,
         ALE_SUBMISSION_DIR=str(submission),
+        ALE_WORKSPACE=str(workspace),
+        ALE_SCRATCH_DIR=str(scratch),
         PYTHONUNBUFFERED="1",
     )
     return env
@@ -149,8 +166,9 @@ def run_task(
             "separately always runs the task's full protocol"
         )
     run_id = opts.run_id or new_run_id()
-    run_dir = (opts.run_dir or Path("runs") / run_id).resolve()
+    run_dir = (opts.run_dir or (opts.runs_root or Path("runs")) / run_id).resolve()
     run_dir.mkdir(parents=True, exist_ok=False)
+    record_run_dir(run_dir)  # hidden from every later agent, wherever it is
     submission = (opts.submission_volume or run_dir / "submission").resolve()
     submission.mkdir(parents=True, exist_ok=True)
     traj = TrajectoryWriter(run_dir / "trajectory.jsonl", run_id)
@@ -242,11 +260,13 @@ def _drive(
     on_progress: Progress | None,
 ) -> RunOutcome:
     task = reg.get(task_id)
-    env = _agent_env(agent_endpoint, agent_token, task_id, run_id, submission)
+    workspace = (opts.workspace or Path.cwd()).resolve()
+    scratch = run_dir / "scratch"
+    scratch.mkdir()
+    env = _agent_env(agent_endpoint, agent_token, task_id, run_id, submission, workspace, scratch)
     write_agent_copy(task, submission)  # task_config tasks: the config copy the agent edits
     log_path = run_dir / "agent.log"
-    workspace = (opts.workspace or Path.cwd()).resolve()
-    argv = shlex.split(opts.agent_cmd)
+    argv = _workspace_argv(shlex.split(opts.agent_cmd), workspace)
     status_r: int | None = None
     pass_fds: tuple[int, ...] = ()
     if opts.sandbox == "bwrap":
@@ -264,6 +284,7 @@ def _drive(
         argv = bwrap_command(
             argv,
             workspace=workspace,
+            scratch_dir=scratch,
             submission_dir=submission,
             agent_socket=Path(agent_endpoint.removeprefix("unix://")),
             hide=_hidden_paths(opts, run_dir, workspace),
@@ -273,16 +294,22 @@ def _drive(
     traj.append(
         "harness",
         "agent_launched",
-        {"cmd": opts.agent_cmd, "log": log_path.name, "sandbox": opts.sandbox},
+        {
+            "cmd": opts.agent_cmd,
+            "log": log_path.name,
+            "sandbox": opts.sandbox,
+            "disk_quota_bytes": opts.disk_quota_bytes,
+        },
     )
+    quota_exceeded: int | None = None
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.Popen(
-                argv,
-                cwd=workspace,
+                limited_argv(argv, opts.disk_quota_bytes),
+                cwd=scratch,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 pass_fds=pass_fds,
@@ -292,20 +319,41 @@ def _drive(
         finally:
             for fd in pass_fds:
                 os.close(fd)
+        assert proc.stdout is not None
+        pump = LogPump(proc.stdout, log, opts.log_cap_bytes)
         timed_out = False
+        next_disk_check = 0.0
         while proc.poll() is None:
             elapsed = time.monotonic() - started
             if elapsed > budget:
                 timed_out = True
                 _kill_group(proc)
                 break
+            if elapsed >= next_disk_check:
+                next_disk_check = elapsed + 1.0
+                used = disk_usage([scratch, submission])
+                if used > opts.disk_quota_bytes:
+                    quota_exceeded = used
+                    _kill_group(proc)
+                    break
             if on_progress is not None:
                 on_progress("agent", _latest(harness), elapsed, budget)
             time.sleep(0.2)
+        else:
+            used = disk_usage([scratch, submission])
+            if used > opts.disk_quota_bytes:
+                quota_exceeded = used
+        # Whatever the agent left running in its process group (a background trainer)
+        # ends with it; under bwrap its PID namespace ends too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        pump.join()
+        proc.stdout.close()
     exit_code = proc.returncode
     if status_r is not None:
         status = read_sandbox_status(status_r)
-        if not timed_out and not status.agent_ran:
+        killed = timed_out or quota_exceeded is not None  # by the harness itself
+        if not killed and not status.agent_ran:
             why = _last_bwrap_line(log_path)
             traj.append("harness", "run_failed", {"reason": f"sandbox did not start: {why}"})
             raise HarnessError(
@@ -319,8 +367,17 @@ def _drive(
             "exit_code": exit_code,
             "budget_exceeded": timed_out,
             "elapsed_s": round(time.monotonic() - started, 3),
+            "disk_quota_exceeded": quota_exceeded is not None,
+            "log_truncated": pump.truncated,
         },
     )
+    stopped = None
+    if quota_exceeded is not None:
+        stopped = (
+            f"The agent was stopped: it had written {format_bytes(quota_exceeded)} into its "
+            f"scratch and submission directories, over its {format_bytes(opts.disk_quota_bytes)} "
+            "disk quota."
+        )
     if task.mode is TaskMode.INTERACTIVE:
         _close_sessions(harness, run_id, traj)
     submit_agent_copy(harness, task, run_id, traj)  # task_config tasks: evaluate it now
@@ -351,6 +408,8 @@ def _drive(
     else:
         why = _no_metric_reason(result, exit_code, timed_out, task.mode)
         report = score(task, {}, target, no_result=why)
+    if stopped is not None:
+        report = report.model_copy(update={"explanation": f"{stopped} {report.explanation}"})
     smoke = None if opts.episodes is None else smoke_run(task, opts.episodes)
     line = report.score_line()
     if smoke is not None:
@@ -365,6 +424,8 @@ def _drive(
         agent_cmd=opts.agent_cmd,
         agent_exit_code=exit_code,
         agent_budget_exceeded=timed_out,
+        agent_disk_quota_exceeded=quota_exceeded is not None,
+        agent_log_truncated=pump.truncated,
         budget_s=budget,
         sandbox=opts.sandbox,
         wall_s=time.monotonic() - started,
@@ -393,11 +454,47 @@ def _sandbox_mode(requested: str) -> Literal["bwrap", "none"]:
 
 
 def _hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path]:
-    """Inside the workspace, what the agent must not see: run directories and a state dir."""
-    candidates = [run_dir, (opts.state_dir or default_state_dir()).resolve()]
-    if opts.run_dir is None:
-        candidates.append(run_dir.parent)  # runs/: other runs' results and logs
-    return [p for p in candidates if p.is_relative_to(workspace) and p != workspace]
+    """Inside the workspace, what the agent must not see.
+
+    Every run directory this harness ever made (wherever it is: an earlier run's
+    submission could be resubmitted, a finished run forged for ``audit``), the
+    runs root, the evaluator state dir and this user's ALE state home (which
+    holds the list of run directories).
+    """
+    candidates = [
+        run_dir,
+        run_dir.parent if opts.run_dir is None else run_dir,
+        (opts.runs_root or Path("runs")).resolve(),
+        (opts.state_dir or default_state_dir()).resolve(),
+        state_home().resolve(),
+        *known_run_dirs(),
+    ]
+    out: list[Path] = []
+    for p in candidates:
+        p = p.resolve()
+        if p != workspace and p.is_relative_to(workspace) and p not in out:
+            out.append(p)
+    # An outer hidden directory covers the inner ones; mounting both would let
+    # bwrap recreate the inner mount point inside the outer tmpfs, which is harmless
+    # but noisy, so keep only the outermost.
+    return [p for p in out if not any(q != p and q in p.parents for q in out)]
+
+
+def _workspace_argv(argv: list[str], workspace: Path) -> list[str]:
+    """The agent command with relative paths to workspace files made absolute.
+
+    The agent runs in its scratch directory, not in the (read-only) workspace,
+    so ``python examples/agents/x.py`` would not find its script otherwise. Only
+    arguments that name an existing file of the workspace change.
+    """
+    out = []
+    for arg in argv:
+        if arg and not arg.startswith("-") and not os.path.isabs(arg):
+            candidate = workspace / arg
+            if candidate.is_file():
+                arg = str(candidate)
+        out.append(arg)
+    return out
 
 
 def _last_bwrap_line(log_path: Path) -> str:

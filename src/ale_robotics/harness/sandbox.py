@@ -20,12 +20,14 @@ are enabled (the Debian/Ubuntu default). The sandbox gets:
   the SDK and its ML libraries, but cannot plant code in the venv that the
   evaluator's workers import), a private ``/tmp`` (also ``HOME``) and ``/dev/shm``
   (RAM-backed, so capped at ``tmp_size_bytes`` where bwrap supports ``--size``),
-  its own ``/proc`` and a minimal ``/dev``; read-write only the workspace (also
-  the working directory) and the submission directory. Everything else (the
-  evaluator's state dir with the secret and the signing key, the run directory,
-  the harness socket, the rest of the host) does not exist inside. ``hide``
-  covers paths inside the workspace (the run directory, a nested state dir) with
-  an empty tmpfs.
+  its own ``/proc`` and a minimal ``/dev``; the workspace **read-only** (the
+  agent's code and data: an agent that could write it could plant a git hook,
+  a ``conftest.py`` or a ``Makefile`` that the operator runs next, as root);
+  read-write only the run's scratch directory (also the working directory) and
+  the submission directory. Everything else (the evaluator's state dir with the
+  secret and the signing key, every run directory, the harness socket, the rest
+  of the host) does not exist inside. ``hide`` covers paths inside the
+  workspace (run directories, a nested state dir) with an empty tmpfs.
 
 Paths keep their host names inside, so ``ALE_ENDPOINT`` and
 ``ALE_SUBMISSION_DIR`` need no rewriting.
@@ -223,6 +225,7 @@ def bwrap_command(
     agent_argv: Sequence[str],
     *,
     workspace: Path,
+    scratch_dir: Path,
     submission_dir: Path,
     agent_socket: Path,
     python_paths: Sequence[Path] | None = None,
@@ -235,19 +238,21 @@ def bwrap_command(
 ) -> list[str]:
     """The argv that runs ``agent_argv`` inside the sandbox (see the module docstring).
 
+    ``workspace`` is bound read-only; ``scratch_dir`` (the working directory) and
+    ``submission_dir`` are the only host directories the agent can write.
     ``python_paths`` defaults to :func:`default_python_paths`; ``extra_ro`` adds
     read-only paths (another interpreter, a dataset); ``hide`` lays an empty
-    tmpfs over paths inside the workspace that the agent must not see (the run
-    directory with the harness's log and trajectory, a state dir); the
-    submission directory is bound after them, so it stays visible even inside a
-    hidden run directory. ``block_imports`` are installed Python packages (directories) or
-    modules (``.py`` files) the agent must not import, typically inside the read-only
-    Python paths: each is covered, after those are mounted, by an empty tmpfs holding only
-    an ``__init__.py`` that raises ``ImportError`` (a module file is replaced by it), so
-    their files cannot be read either (see :mod:`ale_robotics.harness.hidden_modules`).
-    ``tmp_size_bytes`` caps each of the RAM-backed ``/tmp``
-    and ``/dev/shm`` (None: no cap). Run it with the harness's curated environment; the
-    sandbox sets ``HOME`` and ``TMPDIR`` to its private ``/tmp``.
+    tmpfs over paths inside the workspace that the agent must not see (run
+    directories with the harness's log and trajectory, a state dir); the
+    scratch and submission directories are bound after them, so they stay
+    visible even inside a hidden run directory. ``block_imports`` are installed Python
+    packages (directories) or modules (``.py`` files) the agent must not import, typically
+    inside the read-only Python paths: each is covered, after those are mounted, by an empty
+    tmpfs holding only an ``__init__.py`` that raises ``ImportError`` (a module file is
+    replaced by it), so their files cannot be read either (see
+    :mod:`ale_robotics.harness.hidden_modules`). ``tmp_size_bytes`` caps each of the
+    RAM-backed ``/tmp`` and ``/dev/shm`` (None: no cap). Run it with the harness's curated
+    environment; the sandbox sets ``HOME`` and ``TMPDIR`` to its private ``/tmp``.
 
     Raises :class:`SandboxError` when bwrap is missing or a path is unusable.
     """
@@ -255,6 +260,7 @@ def bwrap_command(
         raise SandboxError("no agent command to run")
     exe = _bwrap_path(bwrap)
     workspace = _check_dir(workspace, "workspace")
+    scratch_dir = _check_dir(scratch_dir, "scratch directory")
     submission_dir = _check_dir(submission_dir, "submission directory")
     socket_dir = _check_socket(agent_socket)
     ro = list(default_python_paths() if python_paths is None else python_paths)
@@ -281,13 +287,19 @@ def bwrap_command(
     if status_fd is not None:
         args += ["--json-status-fd", str(status_fd)]
     args += _system_args(exe, tmp_size_bytes)
-    # Order matters: a later mount covers an earlier one at the same place.
-    args += ["--bind", str(workspace.resolve()), str(workspace)]
+    # Order matters: a later mount covers an earlier one at the same place. The
+    # workspace is read-only; the writable directories are bound after the hidden
+    # ones, so they stay visible even inside a hidden run directory.
+    args += ["--ro-bind", str(workspace.resolve()), str(workspace)]
     for p in hide:
         if p.exists():
             args += ["--tmpfs", str(p)]
+    args += ["--bind", str(scratch_dir.resolve()), str(scratch_dir)]
     args += ["--bind", str(submission_dir.resolve()), str(submission_dir)]
     args += ["--bind", str(socket_dir.resolve()), str(socket_dir)]
+    for p in hide:  # read-only once the writable mounts inside them exist: no decoys either
+        if p.exists():
+            args += ["--remount-ro", str(p)]
     for p in [*ro, *extra_ro]:
         args += ["--ro-bind", str(p.resolve()), str(p)]
     for p in block_imports:  # after the read-only trees, or those would cover it again
@@ -300,7 +312,7 @@ def bwrap_command(
         "TMPDIR",
         "/tmp",
         "--chdir",
-        str(workspace),
+        str(scratch_dir),
         "--",
         *agent_argv,
     ]
