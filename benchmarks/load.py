@@ -111,17 +111,24 @@ def main() -> None:
     stop = threading.Event()
     rss: list[float] = []
     try:
-        _wait_for(state / "agent.token")
+        _wait_for(state / "harness.token")
         _wait_for(tmp / "a" / "agent.sock")
         time.sleep(0.5)
-        token = (state / "agent.token").read_text().strip()
         endpoint = f"unix://{tmp}/a/agent.sock"
+        # A shared evaluator: every simulated agent is a run of its own, opened on the
+        # harness channel, with its own token and submission directory.
+        harness = AleClient(
+            f"unix://{tmp}/harness.sock", (state / "harness.token").read_text().strip()
+        )
         rss.append(_tree_rss_mb(server.pid))
 
         def session_worker(i: int) -> None:
             rng = np.random.default_rng(i)
             try:
-                client = AleClient(endpoint, token, task_id=INTERACTIVE, run_id=f"load-s{i}")
+                grant = harness.open_run(f"load-s{i}", INTERACTIVE)
+                client = AleClient(
+                    endpoint, grant.agent_token, task_id=INTERACTIVE, run_id=grant.run_id
+                )
                 env = RemoteEnv(client, kind="practice", own_client=True)
                 env.reset(seed=i)
             except AleError as exc:
@@ -168,16 +175,18 @@ def main() -> None:
         def batch_worker() -> None:
             rng = np.random.default_rng(0)
             for j in range(args.jobs):
-                sub = volume / f"job-{j}"
-                sub.mkdir()
+                grant = harness.open_run(f"load-b{j}", BATCH)
+                sub = Path(grant.submission_dir)
                 weights = {
                     r.key: (rng.standard_normal(r.shape) * 0.1).astype(r.dtype)
                     for r in task.contract.tensors
                 }
                 save_file(weights, str(sub / "policy.safetensors"))
-                with AleClient(endpoint, token, task_id=BATCH, run_id=f"load-b{j}") as c:
+                with AleClient(
+                    endpoint, grant.agent_token, task_id=BATCH, run_id=grant.run_id
+                ) as c:
                     try:
-                        job = c.submit(f"job-{j}", client_token=f"load-{j}")
+                        job = c.submit(client_token=f"load-{j}")
                         st = c.wait(job, timeout_s=args.duration * 3, poll_s=0.5)
                         job_states[job] = st.state
                         with lock:
@@ -199,6 +208,7 @@ def main() -> None:
             t.join(timeout=args.duration * 3)
         elapsed = time.monotonic() - t_start
         rss.append(_tree_rss_mb(server.pid))
+        harness.close()  # closes the runs it opened
     finally:
         stop.set()
         server.terminate()

@@ -238,8 +238,12 @@ def test_session_limits_name_the_limit(make_ev: MakeEv) -> None:
         ev.sessions.open(task, EVAL, 0, RUN)
     ev.sessions.open(task, EVAL, 1, "r-a")
     ev.sessions.open(task, EVAL, 1, "r-b")
-    with pytest.raises(ResourceExhaustedError, match=r"session\.max_sessions = 2"):
-        ev.sessions.open(task, EVAL, 1, "r-c")
+    # max_sessions is per run (tests/integration/test_shared_runs.py hits it); all runs
+    # together are capped by max_sessions_total
+    ev.sessions.open(task, EVAL, 1, "r-c")
+    ev.config.max_sessions_total = 3
+    with pytest.raises(ResourceExhaustedError, match=r"--max-sessions-total = 3"):
+        ev.sessions.open(task, EVAL, 1, "r-d")
     with pytest.raises(FailedPreconditionError, match="not interactive"):
         ev.sessions.open(ev.task("td3-inverted-pendulum-v1"), PRACTICE, 1, "")
 

@@ -6,13 +6,18 @@ raw bytes that are not a message at all. Every answer must be a precise status
 (never INTERNAL or UNKNOWN, never a timeout or a dropped connection), no error
 message or agent-channel response may contain the secret, a token the caller
 should not have or a raw hidden seed, and the server must still serve GetSpec
-and evaluate a valid job afterwards. Session RPCs may answer UNIMPLEMENTED
+and evaluate a valid job afterwards. The run RPCs (OpenRun, CloseRun) are fuzzed
+like the rest, and a second, shared evaluator (per-run tokens) is fuzzed with
+three callers: the harness, a run's own token and the shared agent token, which
+reaches no run. Session RPCs may answer UNIMPLEMENTED
 until interactive mode lands; any other precise code is fine for them too.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -22,8 +27,10 @@ from helpers import random_weights
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ale_robotics.evaluator import RunningEvaluator
-from ale_robotics.tasks import TaskSpec
+from ale_robotics.client import AleClient
+from ale_robotics.errors import PermissionDeniedError
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 SETTINGS = settings(
@@ -53,6 +60,8 @@ METHODS = {
     "SubmitBatchEval": (pb.SubmitBatchEvalRequest, pb.SubmitBatchEvalResponse),
     "GetBatchEvalStatus": (pb.GetBatchEvalStatusRequest, pb.GetBatchEvalStatusResponse),
     "GetEvalResult": (pb.GetEvalResultRequest, pb.GetEvalResultResponse),
+    "OpenRun": (pb.OpenRunRequest, pb.OpenRunResponse),
+    "CloseRun": (pb.CloseRunRequest, pb.CloseRunResponse),
 }
 
 _tokens = itertools.count()
@@ -122,6 +131,14 @@ def _requests() -> dict[str, st.SearchStrategy[Any]]:
         "GetEvalResult": st.builds(
             pb.GetEvalResultRequest, job_id=text, run_id=st.one_of(st.just(RUN), text)
         ),
+        "OpenRun": st.builds(
+            pb.OpenRunRequest,
+            run_id=st.one_of(
+                st.just(""), st.just(RUN), st.builds(lambda: f"fz-{next(_tokens)}"), text
+            ),
+            task_id=st.one_of(st.just(""), st.just(TASK_ID), text),
+        ),
+        "CloseRun": st.builds(pb.CloseRunRequest, run_id=st.one_of(st.just(RUN), text)),
     }
 
 
@@ -165,7 +182,7 @@ class Caller:
             return code
         self.codes.setdefault(method, set()).add(grpc.StatusCode.OK)
         parsed = METHODS[method][1].FromString(resp)
-        if role == "agent":
+        if role != "harness":
             self._no_leak(str(parsed), role, f"{method} response on {role}")
         return parsed
 
@@ -196,6 +213,9 @@ class Caller:
         assert self.tokens["harness"] not in text, f"{where} leaks the harness token"
         if role == "harness" or "error" in where:
             assert self.tokens["agent"] not in text, f"{where} echoes the agent token"
+        run_token = self.tokens.get("run")
+        if run_token and (role != "run" or "error" in where):
+            assert run_token not in text, f"{where} shows a run's token"
 
 
 @pytest.fixture(scope="module")
@@ -287,3 +307,69 @@ def test_server_still_serves_after_fuzzing(
     assert grpc.StatusCode.PERMISSION_DENIED in seen
     assert grpc.StatusCode.NOT_FOUND in seen
     assert grpc.StatusCode.OK in caller.codes["SubmitBatchEval"]
+
+
+# ------------------------------------------------------ a shared evaluator --
+
+
+@pytest.fixture(scope="module")
+def shared_caller(module_tmp: Path, registry: Registry, task: TaskSpec) -> Iterator[Caller]:
+    """A shared evaluator (per-run tokens, as ``evaluator serve`` without --run-id) with
+    one open run, RUN, whose token is the caller role "run"."""
+    volume = module_tmp / "shared-vol"
+    volume.mkdir()
+    ev = serve(
+        EvaluatorConfig(
+            module_tmp / "shared-state",
+            volume,
+            task_id=TASK_ID,
+            workers=1,
+            per_run_tokens=True,
+            max_submissions_per_run=100_000,
+        ),
+        agent_listen=f"unix://{module_tmp}/sagent/a.sock",
+        harness_listen=f"unix://{module_tmp}/sh.sock",
+        registry=registry,
+    )
+    c = Caller(ev, task)
+    opened = c.raw("harness", "OpenRun", pb.OpenRunRequest(run_id=RUN).SerializeToString())
+    c.channels["run"] = grpc.insecure_channel(ev.agent_address)
+    c.tokens["run"] = opened.agent_token
+    try:
+        yield c
+    finally:
+        c.close()
+        ev.stop(grace=0.5)
+
+
+shared_roles = st.sampled_from(["agent", "run", "harness"])
+
+
+@pytest.mark.parametrize("method", list(METHODS))  # CloseRun last: it may revoke RUN's token
+def test_fuzzed_fields_on_a_shared_evaluator(shared_caller: Caller, method: str) -> None:
+    @settings(SETTINGS, max_examples=25)
+    @given(role=shared_roles, request=REQUESTS[method])
+    def run(role: str, request: Any) -> None:
+        shared_caller.raw(role, method, request.SerializeToString())
+
+    run()
+
+
+def test_shared_evaluator_still_serves_after_fuzzing(shared_caller: Caller, task: TaskSpec) -> None:
+    ev = shared_caller.ev
+    run_id = f"after-{next(_tokens)}"
+    opened = shared_caller.raw(
+        "harness", "OpenRun", pb.OpenRunRequest(run_id=run_id).SerializeToString()
+    )
+    write_policy(Path(opened.submission_dir), random_weights(task, seed=7, scale=0.3))
+    with AleClient(ev.agent_address, opened.agent_token, submission_dir=opened.submission_dir) as c:
+        job = c.submit(client_token="after")
+        assert wait(c, job).state == "SUCCEEDED"
+    with (
+        AleClient(ev.agent_address, ev.agent_token) as legacy,
+        pytest.raises(PermissionDeniedError),
+    ):
+        legacy.status(job)
+    seen = set().union(*shared_caller.codes.values())
+    assert {grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND} <= seen
+    assert grpc.StatusCode.OK in shared_caller.codes["OpenRun"]

@@ -262,11 +262,26 @@ def evaluator_serve(
         Path | None, typer.Option(help="The shared submission volume.")
     ] = None,
     task: Annotated[str | None, typer.Option(help="Serve only this task.")] = None,
-    run_id: Annotated[str | None, typer.Option(help="Accept only this run.")] = None,
+    run_id: Annotated[
+        str | None,
+        typer.Option(
+            help="Accept only this run, with agent.token as its token. Without it the "
+            "evaluator is shared: the harness opens each run (OpenRun), which gets a token and "
+            "a directory SUBMISSION_DIR/<run_id>/ of its own."
+        ),
+    ] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
     max_sessions: Annotated[
         int | None,
-        typer.Option(help="Concurrent interactive sessions (overrides the tasks' limit)."),
+        typer.Option(help="Concurrent interactive sessions per run (overrides the tasks' limit)."),
+    ] = None,
+    max_sessions_total: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Concurrent interactive sessions of all runs together (default: 64, and at "
+            "least the per-run limit).",
+        ),
     ] = None,
 ) -> None:
     """Serve AleEnv on two listeners until interrupted (Ctrl-C or SIGTERM)."""
@@ -281,17 +296,29 @@ def evaluator_serve(
             run_id=run_id,
             workers=workers,
             max_sessions=max_sessions,
+            max_sessions_total=max_sessions_total,
+            # shared: each run's agent uses the token OpenRun issued for it
+            per_run_tokens=run_id is None,
         ),
         agent_listen=agent_listen,
         harness_listen=harness_listen,
         agent_token_file=agent_token_file,
         harness_token_file=harness_token_file,
     )
+    if run_id is None:
+        tokens = (
+            f"  harness token: {state_dir / 'harness.token'} (unless given)\n"
+            "  runs: shared; the harness opens each run (OpenRun) and gets its agent token;\n"
+            f"  {state_dir / 'agent.token'} reads GetSpec and practice sessions outside runs only"
+        )
+    else:
+        tokens = (
+            f"  run {run_id}; tokens: {state_dir / 'agent.token'} and "
+            f"{state_dir / 'harness.token'} (unless given)"
+        )
     console.print(
         f"evaluator {__version__} serving\n  agent channel:   {running.agent_address}\n"
-        f"  harness channel: {running.harness_address}\n"
-        f"  tokens: {state_dir / 'agent.token'} and {state_dir / 'harness.token'} "
-        "(unless given)",
+        f"  harness channel: {running.harness_address}\n{tokens}",
         highlight=False,
     )
     stop = threading.Event()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ale_robotics.client.sdk import ENV_VARS, AleClient, JobStatus, TaskView
+from ale_robotics.client.sdk import ENV_VARS, AleClient, JobStatus, RunGrant, TaskView
 
 if TYPE_CHECKING:
     from ale_robotics.client.remote_env import RemoteEnv, RemoteVectorEnv
@@ -23,6 +23,7 @@ __all__ = [
     "RemoteEnv",
     "RemoteSession",
     "RemoteVectorEnv",
+    "RunGrant",
     "SessionStep",
     "StepTransport",
     "TaskView",

@@ -10,15 +10,22 @@ An agent launched by the harness finds everything in its environment::
 
 Every gRPC failure becomes the matching :mod:`ale_robotics.errors` class
 (translated in :func:`ale_robotics.errors.from_rpc_error`, the one place).
+
+The harness uses the same client on the harness channel; on a shared evaluator
+it registers each run with :meth:`AleClient.open_run`, which returns the run's
+own agent token and submission directory (what the agent then gets), and the
+client closes the runs it opened when it is closed, so no run token outlives
+its harness.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +33,7 @@ import grpc
 
 from ale_robotics.addresses import normalize_address
 from ale_robotics.errors import (
+    AleError,
     InvalidArgumentError,
     UnavailableError,
     from_rpc_error,
@@ -34,11 +42,13 @@ from ale_robotics.tasks.spec import SubmissionContract, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
-__all__ = ["ENV_VARS", "AleClient", "JobStatus", "TaskView"]
+__all__ = ["ENV_VARS", "AleClient", "JobStatus", "RunGrant", "TaskView"]
 
 ENV_VARS = ("ALE_ENDPOINT", "ALE_TOKEN", "ALE_TASK_ID", "ALE_RUN_ID", "ALE_SUBMISSION_DIR")
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 _STATE_NAMES = {v: k.removeprefix("JOB_STATE_") for k, v in pb.JobState.items()}
 _SOURCE_NAMES = {
@@ -62,6 +72,9 @@ class JobStatus:
     failure_source: str
     failure_reason: str
     heartbeat_unix: float
+    progress_coarse: bool = False
+    """True on the agent channel: ``episodes_done`` is 0 until the job SUCCEEDED, then
+    ``episodes_total``, and ``heartbeat_unix`` is 0 (no per-episode timing)."""
 
     @property
     def terminal(self) -> bool:
@@ -79,7 +92,21 @@ class JobStatus:
             failure_source=_SOURCE_NAMES.get(r.failure_source, ""),
             failure_reason=r.failure_reason,
             heartbeat_unix=r.heartbeat_unix,
+            progress_coarse=r.progress.coarse,
         )
+
+
+@dataclass(frozen=True)
+class RunGrant:
+    """A run registered on a shared evaluator (OpenRun): what its agent gets, and only that."""
+
+    run_id: str
+    task_id: str
+    agent_token: str = field(repr=False)
+    submission_dir: str
+    """The run's directory as the evaluator sees it ("" without a submission volume)."""
+    submission_subdir: str
+    """The same, relative to the volume root (for a harness that mounts it elsewhere)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +149,7 @@ class AleClient:
             ],
         )
         self._stub = pb_grpc.AleEnvStub(self._channel)
+        self._opened_runs: list[str] = []
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AleClient:
@@ -142,6 +170,12 @@ class AleClient:
         )
 
     def close(self) -> None:
+        """Close the runs this client opened (best effort), then the connection."""
+        for run_id in list(self._opened_runs):
+            try:
+                self.close_run(run_id)
+            except AleError:  # the evaluator may be gone; a restarted one keeps the run open
+                log.warning("could not close run %s on %s", run_id, self.endpoint)
         self._channel.close()
 
     def __enter__(self) -> AleClient:
@@ -237,6 +271,28 @@ class AleClient:
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 raise TimeoutError(f"job {job_id} still {st.state} after {timeout_s:.0f}s")
             time.sleep(poll_s)
+
+    # ------------------------------------------------- runs (harness channel) --
+
+    def open_run(self, run_id: str, task_id: str = "") -> RunGrant:
+        """Register a run on a shared evaluator; closed again by :meth:`close_run` or
+        :meth:`close`. Not retried: a run id is single use, so a retry would be refused."""
+        r = self._call(self._stub.OpenRun, pb.OpenRunRequest(run_id=run_id, task_id=task_id))
+        self._opened_runs.append(r.run_id)
+        return RunGrant(
+            run_id=r.run_id,
+            task_id=r.task_id,
+            agent_token=r.agent_token,
+            submission_dir=r.submission_dir,
+            submission_subdir=r.submission_subdir,
+        )
+
+    def close_run(self, run_id: str) -> int:
+        """End a run: revoke its agent token, close its sessions; returns how many were open."""
+        r = self._call(self._stub.CloseRun, pb.CloseRunRequest(run_id=run_id), retries=3)
+        if run_id in self._opened_runs:
+            self._opened_runs.remove(run_id)
+        return int(r.sessions_closed)
 
     @property
     def stub(self) -> pb_grpc.AleEnvStub:

@@ -14,7 +14,7 @@ import re
 import shutil
 import threading
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ale_robotics import __version__
@@ -33,6 +33,14 @@ from ale_robotics.evaluator.result import (
     simulator_versions,
 )
 from ale_robotics.evaluator.runner import JobRunner
+from ale_robotics.evaluator.runs import (
+    NO_RUN_MESSAGE,
+    TRUSTED,
+    Access,
+    OpenedRun,
+    RunRegistry,
+    Scope,
+)
 from ale_robotics.evaluator.sessions import SessionManager
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
@@ -71,6 +79,10 @@ class EvaluatorConfig:
         worker_limits: WorkerLimits | None = None,
         smoke_episodes: int | None = None,
         max_sessions: int | None = None,
+        max_sessions_total: int | None = None,
+        per_run_tokens: bool = False,
+        max_infra_retries_per_run: int = 3,
+        free_infra_failures_per_run: int = 1,
     ) -> None:
         self.state_dir = state_dir
         self.submission_volume = submission_volume
@@ -80,6 +92,14 @@ class EvaluatorConfig:
         self.job_deadline_s = job_deadline_s
         self.max_attempts = max_attempts
         self.max_submissions_per_run = max_submissions_per_run
+        if max_infra_retries_per_run < 0 or free_infra_failures_per_run < 0:
+            raise ValueError("the per-run infrastructure allowances must be >= 0")
+        self.max_infra_retries_per_run = max_infra_retries_per_run
+        """Re-runs after infrastructure failures a run may have in all, across its jobs
+        (each job also at most ``max_attempts`` attempts); see :mod:`.runner`."""
+        self.free_infra_failures_per_run = free_infra_failures_per_run
+        """Infrastructure-failed jobs of a run that do not count against its submission
+        quota; each one beyond counts (:meth:`.store.JobStore.quota_used`)."""
         self.worker_limits = worker_limits
         """Resource limits of rollout workers (None: :class:`WorkerLimits` defaults)."""
         if smoke_episodes is not None and smoke_episodes < 1:
@@ -88,7 +108,19 @@ class EvaluatorConfig:
         if max_sessions is not None and max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
         self.max_sessions = max_sessions
-        """Operator override of the tasks' session.max_sessions (concurrent sessions)."""
+        """Operator override of the tasks' session.max_sessions (concurrent sessions per run)."""
+        if max_sessions_total is not None and max_sessions_total < 1:
+            raise ValueError(f"max_sessions_total must be at least 1, got {max_sessions_total}")
+        self.max_sessions_total = max_sessions_total
+        """Concurrent sessions of all runs together: a safety net of a shared evaluator,
+        whose runs each have their own max_sessions (None: ``sessions.DEFAULT_MAX_SESSIONS_TOTAL``,
+        never below the per-run limit)."""
+        self.per_run_tokens = per_run_tokens
+        """Without run_id: True (``evaluator serve`` without ``--run-id``) makes each run's
+        agent use the token OpenRun issued for it, and the state dir's agent.token reach no
+        run (GetSpec and run-less practice sessions only). False keeps the single-tenant
+        behaviour of in-process fixtures: agent.token acts for any run not opened with
+        OpenRun. Ignored with run_id (that token is bound to the run)."""
         """A smoke run (``ale-robotics run --episodes N``): every task is evaluated on its
         first N episodes only, and every result says so (:mod:`.smoke`). None: official."""
 
@@ -103,6 +135,7 @@ class Evaluator:
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
         self.store = JobStore(self.state.db_path)
         self.pool = RolloutPool(config.workers, config.worker_limits)
+        self.runs = RunRegistry(self.state.runs_path)
         self._event_lock = threading.Lock()
         self.runner = JobRunner(self)
         if config.task_id is not None:
@@ -166,22 +199,29 @@ class Evaluator:
             raise PermissionDeniedError(f"this evaluator only accepts run {self.config.run_id!r}")
         return run_id
 
-    def job(self, job_id: str, run_id: str) -> JobRecord:
+    def job(self, job_id: str, run_id: str, scope: Scope = TRUSTED) -> JobRecord:
+        """A job by id, or the run's newest; another run's job is NOT_FOUND for a bound caller.
+
+        The message is the one an id that never existed gets, so a caller cannot
+        tell another run's job from a guess.
+        """
         if job_id:
             if len(job_id) > _MAX_ID_CHARS:
                 raise InvalidArgumentError(f"job_id is longer than {_MAX_ID_CHARS} characters")
+            if scope.access is Access.NO_RUN:
+                raise PermissionDeniedError(NO_RUN_MESSAGE)
             job = self.store.get(job_id)
-            if job is None:
+            if job is None or not self.visible(scope, job.run_id):
                 raise NotFoundError(f"no job {job_id!r}")
             return job
-        run = self._check_run(run_id)
+        run = self.check_run(run_id, scope)
         job = self.store.latest_for_run(run)
         if job is None:
             raise NotFoundError(f"run {run!r} has no batch job yet")
         return job
 
-    def result(self, job_id: str, run_id: str) -> EvalResult:
-        job = self.job(job_id, run_id)
+    def result(self, job_id: str, run_id: str, scope: Scope = TRUSTED) -> EvalResult:
+        job = self.job(job_id, run_id, scope)
         if not job.terminal:
             raise FailedPreconditionError(
                 f"job {job.job_id} is {job.state.value}; the result exists once it is terminal"
@@ -212,9 +252,101 @@ class Evaluator:
 
     # ------------------------------------------------- interactive sessions --
 
-    def check_run(self, run_id: str) -> str:
-        """The run a call is for (the bound run when empty); refuses a malformed or foreign one."""
-        return self._check_run(run_id)
+    def check_run(self, run_id: str, scope: Scope = TRUSTED) -> str:
+        """The run a call is for: the caller's run when empty; refuses a malformed or foreign one.
+
+        A bound caller (a run's token) acts for its run only, whatever the request
+        says; the state dir's shared agent token never acts for a run opened with
+        OpenRun, and on a per-run-token evaluator for no run at all.
+        """
+        if run_id and not _RUN_ID_RE.match(run_id):
+            raise InvalidArgumentError(
+                "run_id must be 1-64 characters of letters, digits, '.', '_' or '-'"
+            )
+        if scope.access is Access.RUN:
+            if run_id and run_id != scope.run_id:
+                if self.config.run_id is not None:
+                    raise PermissionDeniedError(
+                        f"this evaluator only accepts run {self.config.run_id!r}"
+                    )
+                raise PermissionDeniedError(
+                    f"this token acts for run {scope.run_id!r} only; leave run_id empty or "
+                    "name that run"
+                )
+            return scope.run_id
+        if scope.access is Access.NO_RUN:
+            raise PermissionDeniedError(NO_RUN_MESSAGE)
+        run = self._check_run(run_id)
+        if scope.access is Access.ANY_RUN and self.runs.known(run):
+            raise PermissionDeniedError(
+                f"run {run!r} was opened with OpenRun: only the token issued for it acts for it"
+            )
+        return run
+
+    def visible(self, scope: Scope, run_id: str) -> bool:
+        """Whether a caller may see a job or session of ``run_id`` ("" for run-less sessions)."""
+        if scope.access is Access.TRUSTED:
+            return True
+        if scope.access is Access.RUN:
+            return run_id == scope.run_id
+        if scope.access is Access.ANY_RUN:
+            return not self.runs.known(run_id)
+        return run_id == ""
+
+    def submission_root(self, run: str, rel_path: str = "") -> Path | None:
+        """Where the run's SubmitBatchEval paths start (``run`` already checked).
+
+        A run opened with OpenRun submits from its own ``VOLUME/<run_id>/`` only, so
+        no run can snapshot another's files; other runs (an evaluator bound to one
+        run, the single-tenant mode) from the volume root, but never from inside a
+        directory of a run opened with OpenRun.
+        """
+        opened = self.runs.get(run)
+        if opened is not None:
+            return opened.submission_dir
+        first = next((p for p in PurePosixPath(rel_path).parts if p != "."), "")
+        if first and self.runs.known(first):
+            raise PermissionDeniedError(
+                f"{first!r} is the submission directory of another run; submit your own files"
+            )
+        return self.config.submission_volume
+
+    # ----------------------------------------------------------------- runs --
+
+    def open_run(self, run_id: str, task_id: str) -> OpenedRun:
+        """Register a run of a shared evaluator: its own agent token and submission directory."""
+        if self.config.run_id is not None:
+            raise FailedPreconditionError(
+                f"this evaluator is bound to run {self.config.run_id!r} (--run-id): its agent "
+                "uses the agent.token of its state dir; OpenRun is for shared evaluators"
+            )
+        if not run_id:
+            raise InvalidArgumentError("run_id is required: the harness chooses the run id")
+        run = self._check_run(run_id)
+        task = self.task(task_id)
+        if (
+            self.store.latest_for_run(run) is not None
+            or self.store.events(run)
+            or self.sessions.count(run)
+        ):
+            raise FailedPreconditionError(
+                f"run {run!r} was used on this evaluator before; run ids are single use "
+                "(the run's hidden seeds derive from it): choose a new one"
+            )
+        return self.runs.open(run, task.id, self.config.submission_volume)
+
+    def close_run(self, run_id: str) -> int:
+        """End a run: revoke its token first (no new calls), then close its sessions."""
+        if self.config.run_id is not None:
+            raise FailedPreconditionError(
+                f"this evaluator is bound to run {self.config.run_id!r} (--run-id); it has no "
+                "runs to close"
+            )
+        if not run_id:
+            raise InvalidArgumentError("run_id is required")
+        run = self._check_run(run_id)
+        self.runs.close(run)
+        return self.sessions.close_run(run, "the run was closed")
 
     def hidden_seeds(self, task: TaskSpec, run_id: str) -> list[HiddenSeed]:
         """The run's hidden episode seeds; their values never leave the evaluator."""
@@ -280,12 +412,17 @@ class Evaluator:
     # --------------------------------------------------------------- submit --
 
     def submit(
-        self, task_id: str, run_id: str, rel_path: str, client_token: str
+        self,
+        task_id: str,
+        run_id: str,
+        rel_path: str,
+        client_token: str,
+        scope: Scope = TRUSTED,
     ) -> tuple[JobRecord, bool]:
         task = self.task(task_id)
         if task.mode not in (TaskMode.BATCH, TaskMode.TASK_CONFIG) or task.contract is None:
             raise FailedPreconditionError(f"task {task.id} is not a batch task")
-        run = self._check_run(run_id)
+        run = self.check_run(run_id, scope)
         if not _TOKEN_RE.match(client_token):
             raise InvalidArgumentError(
                 "client_token must be 1-128 printable ASCII characters (an idempotency key)"
@@ -294,11 +431,13 @@ class Evaluator:
         if existing is not None:
             return existing, True
         limit = self._submission_limit(task.id)
-        if self.store.count_for_run(run) >= limit:
+        free = self.config.free_infra_failures_per_run
+        if self.store.quota_used(run, free) >= limit:
             raise ResourceExhaustedError(
-                f"run {run} has used its {limit} submissions (limit: max_submissions)"
+                f"run {run} has used its {limit} submissions (limit: max_submissions; "
+                f"infrastructure-failed jobs count too beyond the first {free})"
             )
-        volume = self.config.submission_volume
+        volume = self.submission_root(run, rel_path)
         if volume is None:
             raise FailedPreconditionError("this evaluator has no submission volume configured")
         staging = self.state.snapshots / f"staging-{uuid.uuid4().hex}"

@@ -26,7 +26,24 @@ import numpy as np
 if TYPE_CHECKING:
     from ale_robotics.evaluator.pipeline import EpisodeOutcome
 
-__all__ = ["ALWAYS", "METRICS", "WHEN_AVAILABLE", "MetricFn", "compute"]
+__all__ = ["ALWAYS", "METRICS", "WHEN_AVAILABLE", "MetricFn", "NonFiniteMetric", "compute"]
+
+
+class NonFiniteMetric(ValueError):
+    """A metric came out NaN or inf (no outcomes, a NaN return).
+
+    Carries the metric's name and value. The batch runner treats it as the
+    submission's failure: the outcomes are a deterministic function of the frozen
+    submission, so a retry would give the same value (the rollouts themselves stop
+    earlier, at the non-finite action, see :func:`.pipeline.check_finite`; this is
+    the backstop for every other path).
+    """
+
+    def __init__(self, name: str, value: float) -> None:
+        super().__init__(f"non-finite metric {name} ({value})")
+        self.name = name
+        self.value = value
+
 
 MetricFn = Callable[[Sequence["EpisodeOutcome"]], float | None]
 """Outcomes -> value, or None when the outcomes lack what the metric needs."""
@@ -111,7 +128,7 @@ def compute(outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = ()) -> di
 
     ``names`` are the task's declared metrics; a name :data:`METRICS` does not know
     is skipped here (the registry tests refuse such configs). Raises
-    ``ValueError`` for a non-finite value (no outcomes, a NaN return).
+    :class:`NonFiniteMetric` (a ``ValueError``) for a non-finite value.
     """
     out: dict[str, float] = {}
     for name in dict.fromkeys([*ALWAYS, *WHEN_AVAILABLE, *names]):
@@ -119,6 +136,7 @@ def compute(outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = ()) -> di
         value = None if fn is None else fn(outcomes)
         if value is not None:
             out[name] = value
-    if not all(math.isfinite(v) for v in out.values()):
-        raise ValueError("non-finite metric")
+    for name, value in out.items():
+        if not math.isfinite(value):
+            raise NonFiniteMetric(name, value)
     return out

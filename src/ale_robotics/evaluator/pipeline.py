@@ -5,6 +5,13 @@ per layer per step instead of one per env), with one such loop per worker
 process (:mod:`ale_robotics.evaluator.pool`: processes scale on these 2-core
 machines, Gymnasium's AsyncVectorEnv did not).
 
+Submitted policies are checked where they act: every batch of actions is
+checked finite before any env steps it, and every reward after it
+(:func:`check_finite`). A NaN or inf raises :class:`PolicyFault`, the
+submission's failure, so an episode can never be silently cut short (or voided
+later as a non-finite metric) by a policy that outputs NaN when it is about to
+fail.
+
 Reproducibility: episodes are grouped into shards of ``eval.envs_per_shard`` in
 index order, a layout fixed by the task config, so a result does not depend on
 how many worker processes a host has (batched matmul may round differently for
@@ -14,6 +21,7 @@ different batch sizes; a fixed layout keeps every batch the same).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -27,6 +35,8 @@ from ale_robotics.tasks.spec import PolicyArchitecture, TaskSpec
 __all__ = [
     "EpisodeOutcome",
     "MLPPolicy",
+    "PolicyFault",
+    "check_finite",
     "rollout_episodes",
     "summarize",
 ]
@@ -52,6 +62,73 @@ class EpisodeOutcome:
     """Planning tasks: the returned path hit something (self or scene); None otherwise."""
     planning_time_s: float | None = None
     """Planning tasks: seconds the planner took on this problem, measured by the evaluator."""
+
+
+class PolicyFault(Exception):
+    """The submitted policy output a non-finite action, or its actions made a reward non-finite.
+
+    This is the submission's failure, never the infrastructure's: the inputs are
+    frozen and the rollout deterministic, so a retry would fail at the same step,
+    and the policy (not the evaluator) chose the values. Raised in the worker,
+    where the value is produced, so it pickles back through the process pool
+    (all state is in ``args``).
+
+    Two texts: :attr:`reason` says where (episode index and step, counted from 1)
+    and goes only where the harness reads it (the official result and the signed
+    ``result`` event); :attr:`public_reason` leaves that out, for the job status
+    the agent polls, because when a policy fails on a hidden episode is
+    information about the hidden episodes (a "fall detector" would learn when
+    each one fell), which the agent never gets.
+    """
+
+    def __init__(self, what: str, value: str, episode: int, step: int) -> None:
+        super().__init__(what, value, episode, step)
+        self.what = what
+        """'action' or 'reward'."""
+        self.value = value
+        """The first non-finite value: 'nan', 'inf' or '-inf'."""
+        self.episode = episode
+        self.step = step
+
+    def _text(self, where: str) -> str:
+        if self.what == "action":
+            return (
+                f"the policy produced a non-finite action ({self.value}){where}: "
+                "the submission must output finite actions"
+            )
+        return (
+            f"the policy's actions made the reward non-finite ({self.value}){where}: "
+            "the submission must output actions the simulation can take"
+        )
+
+    @property
+    def reason(self) -> str:
+        return self._text(f" in episode {self.episode} at step {self.step}")
+
+    @property
+    def public_reason(self) -> str:
+        return self._text("") + " (the episode and step are in the official result)"
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+def check_finite(what: str, batch: npt.NDArray[Any], episodes: Sequence[int], step: int) -> None:
+    """Raise :class:`PolicyFault` for the first row of ``batch`` holding a NaN or inf.
+
+    ``batch`` has one row per episode (actions ``(n, act_dim)`` or rewards ``(n,)``);
+    ``episodes[row]`` is that row's episode index and ``step`` the 1-based step the
+    values belong to. The common all-finite case costs one vectorized check.
+    """
+    arr = np.asarray(batch)
+    if math.isfinite(arr.sum()):  # the fast path; a sum that overflows is checked in full
+        return
+    finite = np.isfinite(arr)
+    if finite.all():
+        return
+    row, *col = (int(i) for i in np.argwhere(~finite)[0])
+    value = float(arr[(row, *col)])
+    raise PolicyFault(what, str(value), int(episodes[row]), step)
 
 
 class MLPPolicy:
@@ -144,11 +221,17 @@ def rollout_episodes(
     outcomes: list[EpisodeOutcome] = []
     while active:
         actions = policy(obs).astype(act_dtype, copy=False)
+        # every active episode has taken the same number of steps (they start together)
+        step = lengths[active[0]] + 1
+        check_finite("action", actions, [seeds[j][0] for j in active], step)
         still: list[int] = []
         next_obs = []
         for row, j in enumerate(active):
             o, r, term, trunc, _ = envs[j].step(actions[row])
-            returns[j] += float(r)
+            reward = float(r)
+            if not math.isfinite(reward):
+                raise PolicyFault("reward", str(reward), seeds[j][0], step)
+            returns[j] += reward
             lengths[j] += 1
             if term or trunc:
                 out = EpisodeOutcome(seeds[j][0], returns[j], lengths[j], bool(term))

@@ -9,7 +9,10 @@ data, so the limits are there to turn a bug or a pathological simulation into a
 crashed worker (:class:`WorkerCrashed`, an infrastructure failure that the
 evaluator retries) rather than an exhausted host. Any exception a worker raises
 is reported the same way: it can never be the submission's fault, because the
-submission was fully validated before it reached a worker.
+submission was fully validated before it reached a worker. The one exception is
+:class:`.pipeline.PolicyFault`, which evaluator code raises on purpose when the
+submitted policy outputs a NaN or inf: it is passed on unchanged (the worker is
+healthy and stays), for the runner to end the job as the submission's failure.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, rollout_episodes
+from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault, rollout_episodes
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["RolloutPool", "WorkerCrashed", "WorkerLimits"]
@@ -323,8 +326,9 @@ class RolloutPool:
 
         ``indices`` are the episodes' positions in the task's base-seed list when
         only some of them run (a replay task's hidden subset); by default 0..n-1.
-        Raises :class:`WorkerCrashed` when a worker dies and :class:`TimeoutError`
-        past ``deadline`` (a ``time.monotonic()`` value).
+        Raises :class:`WorkerCrashed` when a worker dies, :class:`TimeoutError`
+        past ``deadline`` (a ``time.monotonic()`` value) and :class:`PolicyFault`
+        when the policy output a non-finite value (the first shard's, in index order).
         """
         pool, progress = self._get()
         size = task.eval.envs_per_shard
@@ -373,6 +377,8 @@ class RolloutPool:
             except BrokenProcessPool as exc:
                 self._discard()
                 raise WorkerCrashed(f"a worker process died: {exc}") from None
+            except PolicyFault:
+                raise  # the submission's failure, detected on purpose; the workers are fine
             except Exception as exc:
                 # MemoryError past the address-space limit, EFBIG, a simulator error:
                 # never the (validated) submission's fault. Only the type is reported,

@@ -2,22 +2,50 @@
 
 For each job: re-read the frozen snapshot (checking its SHA-256), validate it
 without running agent code, run the native pipeline on the hidden seeds in the
-worker pool, then store the ``EvalResult`` and the signed events. A crashed
-worker or an unexpected error is an infrastructure failure, retried up to
-``max_attempts``; a rule broken by the submission ends the job ``REJECTED``.
+worker pool, then store the ``EvalResult`` and the signed events.
+
+Whose failure, and what it costs:
+
+* A rule broken by the files ends the job ``REJECTED`` (before any episode).
+* A policy that outputs a NaN or inf action (or drives a reward or a metric
+  non-finite) ends it ``FAILED`` with failure source ``submission`` and the
+  episode and step in the official result (:class:`.pipeline.PolicyFault`). Never
+  retried: the inputs are frozen and the rollout deterministic, so a retry fails
+  the same way; and scored 0 by the harness, like a rejection. It counts against
+  the quota like any evaluated submission.
+* A crashed worker or an unexpected error is an infrastructure failure. The job
+  is re-run from its snapshot while both bounds allow: at most ``max_attempts``
+  attempts per job and at most ``max_infra_retries_per_run`` re-runs in all for
+  the run's jobs (default 3, counted from the stored attempt numbers, so a
+  restart does not reset it). Past either, the job ends ``FAILED``
+  (infrastructure) and the harness voids the run. A job past its deadline ends
+  ``TIMED_OUT`` (infrastructure), not retried.
+* Infrastructure-failed jobs are free against ``max_submissions`` only up to
+  ``free_infra_failures_per_run`` (default 1) per run; beyond, each counts
+  (:meth:`.store.JobStore.quota_used`). Together: a run gets at most
+  ``max_submissions`` verdicts however its jobs fail, so a failure cannot be
+  turned into a free re-draw.
+
+A job's snapshot (``STATE_DIR/snapshots/<job>/``) is deleted once the job is
+terminal; only queued and running jobs need theirs (a restart re-runs them from
+it). Snapshots of terminal jobs and ``staging-*`` directories left by a dead
+process are removed when the runner is created, at evaluator start, before any
+listener accepts a submission.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 from ale_robotics import __version__
 from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_formats
-from ale_robotics.evaluator.pipeline import summarize
+from ale_robotics.evaluator.metrics import NonFiniteMetric
+from ale_robotics.evaluator.pipeline import PolicyFault, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.pool import WorkerCrashed
 from ale_robotics.evaluator.result import (
@@ -48,6 +76,38 @@ class JobRunner:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self.reclaim_snapshots()
+
+    def reclaim_snapshots(self) -> list[str]:
+        """Delete snapshot dirs no job needs; returns their names.
+
+        Kept: the snapshots of queued and running jobs (a restarted evaluator
+        re-runs those from them). Deleted: ``staging-*`` dirs (a submission being
+        copied when a previous process died: it never became a job) and the
+        snapshots of terminal or unknown jobs. Runs when the runner is created,
+        before the listeners start, so no submission is being staged meanwhile.
+        """
+        root = self._ev.state.snapshots
+        removed = []
+        for entry in sorted(root.iterdir()):
+            if not entry.is_dir() or entry.is_symlink():
+                continue
+            if not entry.name.startswith("staging-"):
+                job = self._ev.store.get(entry.name)
+                if job is not None and not job.terminal:
+                    continue
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+        if removed:
+            log.info("removed %d snapshot dir(s) no job needs", len(removed))
+        return removed
+
+    def _finish(self, job_id: str, state: JobState, **fields: Any) -> None:
+        """Record the terminal state, then delete the job's snapshot (in that order: a
+        crash in between leaves a stray dir for :meth:`reclaim_snapshots`, never a
+        live job without its snapshot)."""
+        self._ev.store.finish(job_id, state, **fields)
+        shutil.rmtree(self._ev.state.snapshots / job_id, ignore_errors=True)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
@@ -103,7 +163,7 @@ class JobRunner:
             weights = load_artifact(files, task)
             validate_evidence_formats(files)
         except SubmissionRejected as exc:
-            self._ev.store.finish(
+            self._finish(
                 job.job_id,
                 JobState.REJECTED,
                 failure_source=FailureSource.SUBMISSION,
@@ -143,7 +203,7 @@ class JobRunner:
             reason = (
                 f"evaluation exceeded the job deadline of {self._ev.config.job_deadline_s:.0f}s"
             )
-            self._ev.store.finish(
+            self._finish(
                 job.job_id,
                 JobState.TIMED_OUT,
                 failure_source=FailureSource.INFRASTRUCTURE,
@@ -159,10 +219,21 @@ class JobRunner:
         except WorkerCrashed as exc:
             self._infra_failure(job, str(exc))
             return
+        except PolicyFault as exc:
+            self._submission_failure(job, task, exc.reason, exc.public_reason)
+            return
         wall = time.monotonic() - t0
         evidence, shapes = collect_evidence(files, weights)
         steps = sum(o.length for o in outcomes)
-        metrics = summarize(outcomes, (m.name for m in task.metrics))
+        try:
+            metrics = summarize(outcomes, (m.name for m in task.metrics))
+        except NonFiniteMetric as exc:
+            reason = (
+                f"the submission's episodes gave a non-finite {exc.name} ({exc.value}): "
+                "the submission must make every metric finite"
+            )
+            self._submission_failure(job, task, reason, reason)
+            return
         self._ev._event(
             job.run_id,
             task,
@@ -218,26 +289,87 @@ class JobRunner:
         if result.smoke_run is not None:
             payload["smoke_run"] = result.smoke_run.model_dump()
         self._ev._event(job.run_id, task, "result", payload)
-        self._ev.store.finish(
+        self._finish(
             job.job_id,
             JobState.SUCCEEDED,
             result_json=result.model_dump_json(),
             episodes_done=len(outcomes),
         )
 
+    def _submission_failure(
+        self, job: JobRecord, task: TaskSpec, reason: str, public_reason: str
+    ) -> None:
+        """End the job FAILED by the submission: its policy's output broke the evaluation.
+
+        Not retried (deterministic on frozen inputs) and counted against the quota.
+        ``reason`` (which episode, which step) goes into the official result and the
+        signed ``result`` event, read only by the harness; the job status the agent
+        polls gets ``public_reason``, which does not say when a hidden episode failed.
+        """
+        log.warning("job %s failed (submission): %s", job.job_id, reason)
+        result = EvalResult(
+            job_id=job.job_id,
+            run_id=job.run_id,
+            task_id=task.id,
+            task_config_sha256=self._ev.registry.entry(task.id).sha256,
+            state=JobState.FAILED.value,
+            failure_source=FailureSource.SUBMISSION.value,
+            failure_reason=reason,
+            submission_files=job.files,
+            secret_sha256=self._ev.secret_sha256,
+            evaluator_version=__version__,
+            simulator_versions=simulator_versions(task.simulator.package),
+            host=host_info(),
+            attempts=job.attempts,
+            smoke_run=self._ev.smoke_run(task.id),
+        )
+        self._ev._event(
+            job.run_id,
+            task,
+            "result",
+            {
+                "job_id": job.job_id,
+                "state": JobState.FAILED.value,
+                "failure_source": FailureSource.SUBMISSION.value,
+                "reason": reason,
+            },
+        )
+        self._finish(
+            job.job_id,
+            JobState.FAILED,
+            failure_source=FailureSource.SUBMISSION,
+            failure_reason=public_reason,
+            result_json=result.model_dump_json(),
+        )
+
     def _infra_failure(self, job: JobRecord, reason: str) -> None:
+        """Re-run the job, or end it FAILED (infrastructure) when a retry bound is spent.
+
+        Bounds (see the module docstring): ``max_attempts`` per job and
+        ``max_infra_retries_per_run`` re-runs in all for the run, so a run cannot
+        buy unbounded evaluations by failing as infrastructure.
+        """
+        cfg = self._ev.config
         log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
-        if job.attempts < self._ev.config.max_attempts:
+        used = self._ev.store.retries_used(job.run_id)
+        if job.attempts < cfg.max_attempts and used < cfg.max_infra_retries_per_run:
             self._ev.store.requeue(
                 job.job_id, f"retrying after an infrastructure failure: {reason}"
             )
             self._wake.set()
             return
-        self._ev.store.finish(
+        if job.attempts < cfg.max_attempts:
+            why = (
+                f"infrastructure failure after {job.attempts} attempts (the run has used its "
+                f"{cfg.max_infra_retries_per_run} infrastructure retries): {reason}"
+            )
+        else:
+            why = f"infrastructure failure after {job.attempts} attempts: {reason}"
+        self._finish(
             job.job_id,
             JobState.FAILED,
             failure_source=FailureSource.INFRASTRUCTURE,
-            failure_reason=f"infrastructure failure after {job.attempts} attempts: {reason}",
+            failure_reason=why,
         )
         self._ev._event(
             job.run_id,

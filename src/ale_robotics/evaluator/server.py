@@ -9,6 +9,7 @@ so that ``grpcurl`` and load balancers work.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,8 @@ from grpc_reflection.v1alpha import reflection
 from ale_robotics.addresses import normalize_address
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.guard import RequestGuardInterceptor
-from ale_robotics.evaluator.service import AuthInterceptor, Role, make_servicer
+from ale_robotics.evaluator.runs import Access, Scope
+from ale_robotics.evaluator.service import AuthInterceptor, Role, listener_scope, make_servicer
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
@@ -56,6 +58,19 @@ class RunningEvaluator:
         self._servers[0].wait_for_termination()
 
 
+def _run_tokens(evaluator: Evaluator) -> Callable[[bytes], Scope | None] | None:
+    """The agent listener's lookup of run tokens (OpenRun); none on an evaluator bound to
+    one run, which must not honour tokens a shared evaluator on the same state dir issued."""
+    if evaluator.config.run_id is not None:
+        return None
+
+    def lookup(token: bytes) -> Scope | None:
+        run = evaluator.runs.by_token(token)
+        return None if run is None else Scope(Access.RUN, run.run_id, run.task_id)
+
+    return lookup
+
+
 def _listener(
     evaluator: Evaluator,
     role: Role,
@@ -67,16 +82,21 @@ def _listener(
 ) -> tuple[grpc.Server, str]:
     # Open streams can hold at most max_step_streams threads; the rest serve unary calls.
     workers = _UNARY_THREADS + max_step_streams
+    auth = AuthInterceptor(
+        token,
+        scope=listener_scope(evaluator, role),
+        run_tokens=_run_tokens(evaluator) if role is Role.AGENT else None,
+    )
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"ale-{role.value}"),
-        interceptors=[AuthInterceptor(token), RequestGuardInterceptor()],
+        interceptors=[auth, RequestGuardInterceptor()],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
             ("grpc.so_reuseport", 0),
         ],
     )
-    servicer = make_servicer(evaluator, role, max_message_bytes, max_step_streams)
+    servicer = make_servicer(evaluator, role, max_message_bytes, max_step_streams, auth)
     pb_grpc.add_AleEnvServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(

@@ -25,9 +25,11 @@ from ale_robotics.errors import (
     InvalidArgumentError,
     PermissionDeniedError,
     ResourceExhaustedError,
+    UnauthenticatedError,
 )
 from ale_robotics.evaluator.core import Evaluator
-from ale_robotics.evaluator.sessions import settings_for
+from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, TRUSTED, Access, Scope, check_task
+from ale_robotics.evaluator.sessions import DEFAULT_MAX_SESSIONS_TOTAL, settings_for
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
 from ale_robotics.evaluator.vector_session import AUTORESET_MODE, Batch, Session, SessionKind
 from ale_robotics.infos import encode_infos
@@ -36,7 +38,7 @@ from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tenso
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
-__all__ = ["AuthInterceptor", "Role", "make_servicer", "step_response"]
+__all__ = ["AuthInterceptor", "Role", "listener_scope", "make_servicer", "step_response"]
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +58,35 @@ class Role(StrEnum):
     HARNESS = "harness"
 
 
-class AuthInterceptor(_InterceptorBase):
-    """Refuses any AleEnv call without ``authorization: Bearer <token>`` of this listener."""
+def listener_scope(evaluator: Evaluator, role: Role) -> Scope:
+    """What the listener's own token (the state dir's ``<role>.token``) may touch."""
+    if role is Role.HARNESS:
+        return TRUSTED
+    config = evaluator.config
+    if config.run_id is not None:
+        return Scope(Access.RUN, config.run_id)
+    return Scope(Access.NO_RUN) if config.per_run_tokens else Scope(Access.ANY_RUN)
 
-    def __init__(self, token: str) -> None:
+
+class AuthInterceptor(_InterceptorBase):
+    """Refuses any AleEnv call without ``authorization: Bearer <token>`` this listener accepts.
+
+    That is the listener's own token, or on the agent listener of a shared evaluator
+    an open run's token (``run_tokens``, looked up by its SHA-256). :meth:`scope` says
+    what a call's token may touch; the servicer asks it again for every call, so a
+    token revoked by CloseRun stops working at once.
+    """
+
+    def __init__(
+        self,
+        token: str,
+        *,
+        scope: Scope = TRUSTED,
+        run_tokens: Callable[[bytes], Scope | None] | None = None,
+    ) -> None:
         self._expected = f"Bearer {token}".encode()
+        self._scope = scope
+        self._run_tokens = run_tokens
 
         def deny(_: Any, context: grpc.ServicerContext) -> None:
             context.abort(
@@ -79,13 +105,21 @@ class AuthInterceptor(_InterceptorBase):
         method = handler_call_details.method or ""
         if method.startswith(_UNAUTHENTICATED_OK):
             return continuation(handler_call_details)
-        given = b""
-        for key, value in handler_call_details.invocation_metadata or ():
-            if key == "authorization":
-                given = value.encode() if isinstance(value, str) else value
-        if not hmac.compare_digest(given, self._expected):
+        if self.scope(handler_call_details.invocation_metadata) is None:
             return self._deny
         return continuation(handler_call_details)
+
+    def scope(self, metadata: Any) -> Scope | None:
+        """The scope of a call's ``authorization`` metadata; None when no token matches."""
+        given = b""
+        for key, value in metadata or ():
+            if key == "authorization":
+                given = value.encode() if isinstance(value, str) else value
+        if hmac.compare_digest(given, self._expected):
+            return self._scope
+        if self._run_tokens is not None and given.startswith(b"Bearer "):
+            return self._run_tokens(given[len(b"Bearer ") :])
+        return None
 
 
 def _answer(fn: Callable[[], Resp], context: grpc.ServicerContext, name: str) -> Resp:
@@ -137,13 +171,16 @@ def step_response(batch: Batch) -> pb.StepResponse:
 _KINDS = {pb.SESSION_KIND_PRACTICE: SessionKind.PRACTICE, pb.SESSION_KIND_EVAL: SessionKind.EVAL}
 
 
-def _capabilities(task: TaskSpec) -> list[str]:
+def _capabilities(task: TaskSpec, shared: bool) -> list[str]:
+    """``open_run``: OpenRun/CloseRun are served (a shared evaluator); ``coarse_progress``:
+    agent-channel job status carries no per-episode progress (see ``Progress``)."""
+    runs = ["open_run", "coarse_progress"] if shared else ["coarse_progress"]
     if task.mode is not TaskMode.INTERACTIVE:
-        return [task.mode.value]
+        return [task.mode.value, *runs]
     caps = ["interactive", "eval_sessions", f"autoreset:{AUTORESET_MODE}", "step_stream"]
     if settings_for(task).practice_allowed:
         caps.insert(1, "practice_sessions")
-    return caps
+    return [*caps, *runs]
 
 
 def _box_spec(name: str, space: Any) -> pb.TensorSpec:
@@ -156,16 +193,29 @@ def _box_spec(name: str, space: Any) -> pb.TensorSpec:
 
 class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def __init__(
-        self, evaluator: Evaluator, role: Role, max_message_bytes: int, max_step_streams: int
+        self,
+        evaluator: Evaluator,
+        role: Role,
+        max_message_bytes: int,
+        max_step_streams: int,
+        auth: AuthInterceptor,
     ) -> None:
         self._ev = evaluator
         self._role = role
+        self._auth = auth
         self._max_message_bytes = max_message_bytes
         self._max_step_streams = max_step_streams
         # An open stream holds one server thread for its whole life: bounded here, and
         # the listener's pool is sized so that unary calls always find a thread.
         self._stream_slots = threading.BoundedSemaphore(max_step_streams)
         self._spaces: dict[str, tuple[pb.TensorSpec, pb.TensorSpec]] = {}
+
+    def _scope(self, context: grpc.ServicerContext) -> Scope:
+        """Who this call acts for, from its token (never from the request)."""
+        scope = self._auth.scope(context.invocation_metadata())
+        if scope is None:  # revoked by CloseRun since the interceptor let it in
+            raise UnauthenticatedError("missing or wrong token (a closed run's token is revoked)")
+        return scope
 
     def _spaces_for(self, task: TaskSpec) -> tuple[pb.TensorSpec, pb.TensorSpec]:
         if task.id not in self._spaces:
@@ -188,7 +238,9 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def GetSpec(
         self, request: pb.GetSpecRequest, context: grpc.ServicerContext
     ) -> pb.GetSpecResponse:
-        task = self._ev.task(request.task_id)
+        scope = self._scope(context)
+        # a run's token asks for its run's task by default; other tasks' specs are public
+        task = self._ev.task(request.task_id or (scope.task_id if scope.bound else ""))
         obs_spec, act_spec = self._spaces_for(task)
         entry = self._ev.registry.manifest_entry(task.id)
         limits = pb.Limits(
@@ -206,6 +258,11 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             limits.call_deadline_s = session.call_deadline_s
             limits.eval_episodes = task.eval.episodes
             limits.max_step_streams = self._max_step_streams
+            cap = self._ev.config.max_sessions or session.max_sessions
+            limits.max_sessions = cap
+            limits.max_sessions_total = self._ev.config.max_sessions_total or max(
+                DEFAULT_MAX_SESSIONS_TOTAL, cap
+            )
         return pb.GetSpecResponse(
             protocol_version=PROTOCOL_VERSION,
             task_id=task.id,
@@ -214,7 +271,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             submission_contract_json=task.contract.model_dump_json() if task.contract else "",
             observation_spec=obs_spec,
             action_spec=act_spec,
-            capabilities=_capabilities(task),
+            capabilities=_capabilities(task, shared=self._ev.config.run_id is None),
             limits=limits,
         )
 
@@ -236,7 +293,8 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def OpenSession(
         self, request: pb.OpenSessionRequest, context: grpc.ServicerContext
     ) -> pb.OpenSessionResponse:
-        task = self._ev.task(request.task_id)
+        scope = self._scope(context)
+        task = self._ev.task(check_task(scope, request.task_id))
         kind = _KINDS.get(request.kind)
         if kind is None:
             raise InvalidArgumentError(
@@ -244,10 +302,18 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 "SESSION_KIND_EVAL (hidden seeds, the official metric)"
             )
         num_envs = request.num_envs or 1  # proto3 default 0 means "unset"
-        # Eval sessions are run-bound; practice ones too when the run is known, so that
-        # the harness can close everything of a run once the agent has exited.
-        bound = kind is SessionKind.EVAL or request.run_id or self._ev.config.run_id
-        run_id = self._ev.check_run(request.run_id) if bound else ""
+        # Eval sessions are run-bound; practice ones too when the run is known (always
+        # for a run's token), so that the harness can close everything of a run once the
+        # agent has exited, and so that they count against that run's session limit.
+        if scope.access is Access.NO_RUN:
+            if kind is SessionKind.EVAL or request.run_id:
+                raise PermissionDeniedError(NO_RUN_MESSAGE)
+            run_id = ""
+        else:
+            bound = (
+                scope.bound or kind is SessionKind.EVAL or request.run_id or self._ev.config.run_id
+            )
+            run_id = self._ev.check_run(request.run_id, scope) if bound else ""
         if 0 < num_envs <= settings_for(task).max_envs_per_session:
             self._check_message_size(task, num_envs)
         session = self._ev.sessions.open(task, kind, num_envs, run_id)
@@ -262,6 +328,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
     @_rpc
     def Reset(self, request: pb.ResetRequest, context: grpc.ServicerContext) -> pb.ResetResponse:
+        scope = self._scope(context)
         seeds = list(request.seeds)
 
         def reset(session: Session) -> pb.ResetResponse:
@@ -275,11 +342,11 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 episodes_completed=batch.episodes_completed,
             )
 
-        return self._ev.sessions.call(request.session_id, context.time_remaining(), reset)
+        return self._ev.sessions.call(request.session_id, context.time_remaining(), reset, scope)
 
     @_rpc
     def Step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
-        return self._step(request, context)
+        return self._step(request, context, self._scope(context))
 
     def StepStream(
         self, requests: Iterator[pb.StepRequest], context: grpc.ServicerContext
@@ -292,25 +359,29 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 "(limit max_step_streams): call Step instead, or close a stream",
             )
         try:
+            scope = _answer(functools.partial(self._scope, context), context, "StepStream")
             for request in requests:
-                yield _answer(functools.partial(self._step, request, context), context, "Step")
+                step = functools.partial(self._step, request, context, scope)
+                yield _answer(step, context, "Step")
         except grpc.RpcError:
             return  # the client cancelled or went away: the stream is over, nothing to answer
         finally:
             self._stream_slots.release()
 
-    def _step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
+    def _step(
+        self, request: pb.StepRequest, context: grpc.ServicerContext, scope: Scope
+    ) -> pb.StepResponse:
         def step(session: Session) -> pb.StepResponse:
             return step_response(session.step(from_tensor(request.action, "action")))
 
-        return self._ev.sessions.call(request.session_id, context.time_remaining(), step)
+        return self._ev.sessions.call(request.session_id, context.time_remaining(), step, scope)
 
     @_rpc
     def CloseSession(
         self, request: pb.CloseSessionRequest, context: grpc.ServicerContext
     ) -> pb.CloseSessionResponse:
         if request.session_id:
-            done = self._ev.sessions.close(request.session_id)
+            done = self._ev.sessions.close(request.session_id, self._scope(context))
             return pb.CloseSessionResponse(episodes_completed=done, sessions_closed=1)
         if not request.run_id:
             raise InvalidArgumentError("name the session_id to close")
@@ -327,7 +398,9 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def SubmitBatchEval(
         self, request: pb.SubmitBatchEvalRequest, context: grpc.ServicerContext
     ) -> pb.SubmitBatchEvalResponse:
-        if self._ev.task(request.task_id).mode is TaskMode.TASK_CONFIG:
+        scope = self._scope(context)
+        task_id = check_task(scope, request.task_id)
+        if self._ev.task(task_id).mode is TaskMode.TASK_CONFIG:
             # read-from-task-config tasks: the harness submits the agent's copy when it exits
             if self._role is not Role.HARNESS:
                 raise PermissionDeniedError(
@@ -338,31 +411,47 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         elif self._role is not Role.AGENT:
             raise PermissionDeniedError("SubmitBatchEval is an agent-channel call")
         job, dedup = self._ev.submit(
-            request.task_id, request.run_id, request.submission_path, request.client_token
+            task_id, request.run_id, request.submission_path, request.client_token, scope
         )
         return pb.SubmitBatchEvalResponse(job_id=job.job_id, deduplicated=dedup)
 
     def _status(self, job: JobRecord) -> pb.GetBatchEvalStatusResponse:
+        """The job's status; coarse on the agent channel.
+
+        The moment each hidden episode ends tells how long it lasted, and for many
+        tasks an episode's length is its return (an inverted pendulum earns 1 per
+        step until it falls). So the agent channel gets no per-episode progress:
+        episodes_done is 0 until the job SUCCEEDED, no heartbeat (every progress
+        update is one), and updated_unix only for state changes (0 while RUNNING,
+        when the row changes with each episode). The harness channel keeps it all.
+        """
+        done, heartbeat, updated = job.episodes_done, job.heartbeat, job.updated
+        coarse = self._role is Role.AGENT
+        if coarse:
+            done = job.episodes_total if job.state is JobState.SUCCEEDED else 0
+            heartbeat = 0.0
+            updated = 0.0 if job.state is JobState.RUNNING else job.updated
         return pb.GetBatchEvalStatusResponse(
             job_id=job.job_id,
             task_id=job.task_id,
             state=_JOB_STATE[job.state],
             progress=pb.Progress(
-                episodes_done=job.episodes_done, episodes_total=job.episodes_total
+                episodes_done=done, episodes_total=job.episodes_total, coarse=coarse
             ),
             queue_position=self._ev.store.queue_position(job.job_id),
             failure_source=_FAILURE[job.failure_source],
             failure_reason=job.failure_reason,
-            heartbeat_unix=job.heartbeat,
+            heartbeat_unix=heartbeat,
             created_unix=job.created,
-            updated_unix=job.updated,
+            updated_unix=updated,
         )
 
     @_rpc
     def GetBatchEvalStatus(
         self, request: pb.GetBatchEvalStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetBatchEvalStatusResponse:
-        return self._status(self._ev.job(request.job_id, request.run_id))
+        job = self._ev.job(request.job_id, request.run_id, self._scope(context))
+        return self._status(job)
 
     @_rpc
     def GetEvalResult(
@@ -377,8 +466,38 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         result = result.model_copy(update={"official": True})
         return pb.GetEvalResultResponse(eval_result_json=result.model_dump_json(), official=True)
 
+    # ----------------------------------------------------------------- runs --
+
+    @_rpc
+    def OpenRun(
+        self, request: pb.OpenRunRequest, context: grpc.ServicerContext
+    ) -> pb.OpenRunResponse:
+        if self._role is not Role.HARNESS:
+            raise PermissionDeniedError("OpenRun is a harness-channel call")
+        run = self._ev.open_run(request.run_id, request.task_id)
+        sub = run.submission_dir
+        return pb.OpenRunResponse(
+            run_id=run.run_id,
+            task_id=run.task_id,
+            agent_token=run.agent_token,
+            submission_dir=str(sub) if sub is not None else "",
+            submission_subdir=sub.name if sub is not None else "",
+        )
+
+    @_rpc
+    def CloseRun(
+        self, request: pb.CloseRunRequest, context: grpc.ServicerContext
+    ) -> pb.CloseRunResponse:
+        if self._role is not Role.HARNESS:
+            raise PermissionDeniedError("CloseRun is a harness-channel call")
+        return pb.CloseRunResponse(sessions_closed=self._ev.close_run(request.run_id))
+
 
 def make_servicer(
-    evaluator: Evaluator, role: Role, max_message_bytes: int, max_step_streams: int
+    evaluator: Evaluator,
+    role: Role,
+    max_message_bytes: int,
+    max_step_streams: int,
+    auth: AuthInterceptor,
 ) -> _Servicer:
-    return _Servicer(evaluator, role, max_message_bytes, max_step_streams)
+    return _Servicer(evaluator, role, max_message_bytes, max_step_streams, auth)

@@ -3,7 +3,11 @@
 Limits come from the task config's ``session`` block and are enforced here, each
 refusal naming the limit it hit:
 
-* ``max_sessions`` concurrent sessions per evaluator (RESOURCE_EXHAUSTED);
+* ``max_sessions`` concurrent sessions per run (RESOURCE_EXHAUSTED, naming the
+  run's open sessions), so that one run's agent cannot starve another's on a
+  shared evaluator; run-less practice sessions (the shared agent token's) count
+  as one more run. ``max_sessions_total`` caps all runs together, a safety net
+  for the host (``--max-sessions-total``);
 * ``max_envs_per_session`` (RESOURCE_EXHAUSTED);
 * ``idle_timeout_s``: a reaper thread closes sessions nobody called for that
   long (an eval session is then recorded as it stands);
@@ -14,7 +18,9 @@ refusal naming the limit it hit:
   half way without desynchronizing the client, so the deadline is not applied
   to it.
 
-A session id is 128 random bits; every call but OpenSession names one.
+A session id is 128 random bits; every call but OpenSession names one. A
+session belongs to its run: a caller bound to another run gets the NOT_FOUND of
+an id that never existed (:meth:`Evaluator.visible`).
 """
 
 from __future__ import annotations
@@ -34,19 +40,23 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
 )
 from ale_robotics.evaluator.eval_record import EvalRecorder
+from ale_robotics.evaluator.runs import TRUSTED, Scope
 from ale_robotics.evaluator.vector_session import Session, SessionKind, make_envs
 from ale_robotics.tasks.spec import SessionSettings, TaskMode, TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.core import Evaluator
 
-__all__ = ["SessionManager", "settings_for"]
+__all__ = ["DEFAULT_MAX_SESSIONS_TOTAL", "SessionManager", "settings_for"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _DEFAULT_SETTINGS = SessionSettings()
+
+DEFAULT_MAX_SESSIONS_TOTAL = 64
+"""Sessions of all runs together unless the operator says otherwise (--max-sessions-total)."""
 
 
 def settings_for(task: TaskSpec) -> SessionSettings:
@@ -60,7 +70,7 @@ class SessionManager:
     def __init__(self, evaluator: Evaluator, reap_interval_s: float = 1.0) -> None:
         self._ev = evaluator
         self._sessions: dict[str, Session] = {}
-        self._opening = 0  # slots reserved by opens still building their envs
+        self._opening: dict[str, int] = {}  # per run: slots reserved by opens building envs
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._reap_interval_s = reap_interval_s
@@ -85,6 +95,11 @@ class SessionManager:
     def __len__(self) -> int:
         with self._lock:
             return len(self._sessions)
+
+    def count(self, run_id: str) -> int:
+        """Open sessions of one run ("" for run-less practice sessions)."""
+        with self._lock:
+            return sum(1 for s in self._sessions.values() if s.run_id == run_id)
 
     # ----------------------------------------------------------------- calls --
 
@@ -113,22 +128,10 @@ class SessionManager:
         self.reap()
         sid = f"sess-{secrets.token_hex(16)}"
         with self._lock:
-            count = len(self._sessions) + self._opening
-            cap = self._ev.config.max_sessions or limits.max_sessions
-            if count >= cap:
-                where = (
-                    "the evaluator's --max-sessions"
-                    if self._ev.config.max_sessions
-                    else "the limit session.max_sessions"
-                )
-                raise ResourceExhaustedError(
-                    f"{count} sessions are open, {where} = "
-                    f"{cap}: close one with CloseSession (idle sessions close "
-                    f"after session.idle_timeout_s = {limits.idle_timeout_s:g}s)"
-                )
+            self._check_limits(task, run_id)
             # Reserve the slot before the slow part (env creation) so that concurrent
             # opens cannot overshoot the limit.
-            self._opening += 1
+            self._opening[run_id] = self._opening.get(run_id, 0) + 1
         envs: list[Any] = []
         try:
             # Envs first: the eval job row (the run's one eval session) is created only
@@ -144,19 +147,32 @@ class SessionManager:
             for env in envs:
                 env.close()
             with self._lock:
-                self._opening -= 1
+                self._release(run_id)
             raise
         with self._lock:
-            self._opening -= 1
-            self._sessions[sid] = session
+            self._release(run_id)
+            # Read under the lock: CloseRun revokes the run before it sweeps its sessions,
+            # so a session is either swept or never registered, never left behind.
+            opened = self._ev.runs.get(run_id) if run_id else None
+            alive = opened is None or opened.open
+            if alive:
+                self._sessions[sid] = session
+        if not alive:
+            with session.lock:
+                session.close("the run was closed", infrastructure=False)
+            raise FailedPreconditionError(f"run {run_id!r} was closed (CloseRun)")
         log.info("session %s opened: %s, %s, %d env(s)", sid, task.id, kind.value, num_envs)
         return session
 
     def call(
-        self, session_id: str, client_timeout_s: float | None, fn: Callable[[Session], T]
+        self,
+        session_id: str,
+        client_timeout_s: float | None,
+        fn: Callable[[Session], T],
+        scope: Scope = TRUSTED,
     ) -> T:
         """Run ``fn`` on the session, alone, within the per-call deadline."""
-        session = self._get(session_id)
+        session = self._get(session_id, scope)
         deadline = settings_for(session.task).call_deadline_s
         if client_timeout_s is not None:
             deadline = min(deadline, max(client_timeout_s, 0.0))
@@ -174,9 +190,9 @@ class SessionManager:
             session.last_used = time.monotonic()
             session.lock.release()
 
-    def close(self, session_id: str) -> int:
+    def close(self, session_id: str, scope: Scope = TRUSTED) -> int:
         """Close one session; returns the episodes it completed (eval sessions)."""
-        self._get(session_id)
+        self._get(session_id, scope)
         return self._close(session_id, "closed by the client")
 
     def close_run(self, run_id: str, why: str) -> int:
@@ -204,9 +220,51 @@ class SessionManager:
 
     # --------------------------------------------------------------- private --
 
-    def _get(self, session_id: str) -> Session:
+    def _check_limits(self, task: TaskSpec, run_id: str) -> None:
+        """Refuse a session over the run's limit or the evaluator-wide one (lock held)."""
+        limits = settings_for(task)
+        config = self._ev.config
+        cap = config.max_sessions or limits.max_sessions
+        mine = [s for s in self._sessions.values() if s.run_id == run_id]
+        count = len(mine) + self._opening.get(run_id, 0)
+        if count >= cap:
+            where = (
+                "the evaluator's --max-sessions"
+                if config.max_sessions
+                else "the limit session.max_sessions"
+            )
+            who = f"run {run_id!r}" if run_id else "no run (practice sessions of the shared token)"
+            shown = ", ".join(f"{s.id} ({s.kind.value})" for s in mine[:16])
+            if len(mine) > 16:
+                shown += f", and {len(mine) - 16} more"
+            raise ResourceExhaustedError(
+                f"{count} sessions of {who} are open, {where} = {cap} per run "
+                f"(open: {shown or 'none yet, others are opening'}): close one with "
+                f"CloseSession (idle sessions close after session.idle_timeout_s = "
+                f"{limits.idle_timeout_s:g}s)"
+            )
+        total_cap = config.max_sessions_total or max(DEFAULT_MAX_SESSIONS_TOTAL, cap)
+        total = len(self._sessions) + sum(self._opening.values())
+        if total >= total_cap:
+            # Other runs' sessions are not named: their ids are theirs.
+            raise ResourceExhaustedError(
+                f"the evaluator-wide limit --max-sessions-total = {total_cap} (all runs "
+                f"together) is reached; this run has {len(mine)} open. Retry once other "
+                "sessions close"
+            )
+
+    def _release(self, run_id: str) -> None:
+        n = self._opening.get(run_id, 0) - 1
+        if n > 0:
+            self._opening[run_id] = n
+        else:
+            self._opening.pop(run_id, None)
+
+    def _get(self, session_id: str, scope: Scope = TRUSTED) -> Session:
         with self._lock:
             session = self._sessions.get(session_id)
+        if session is not None and not self._ev.visible(scope, session.run_id):
+            session = None  # another run's: answered exactly as an id that never existed
         if session is None:
             raise NotFoundError(
                 f"no open session {session_id!r}: it was never opened, was closed, or was "

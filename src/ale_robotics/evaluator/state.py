@@ -11,6 +11,7 @@ Layout::
       agent.token       bearer token of the agent listener, 0600
       harness.token     bearer token of the harness listener, 0600
       signing_key.pem   Ed25519 key for trusted-evaluator events, 0600
+      runs.json         runs opened with OpenRun (SHA-256 of their agent tokens), 0600
       jobs.sqlite3      job store (WAL)
       snapshots/<job>/  frozen copies of submitted files
 """
@@ -61,6 +62,11 @@ class StateDir:
     @property
     def signing_key_path(self) -> Path:
         return self.root / "signing_key.pem"
+
+    @property
+    def runs_path(self) -> Path:
+        """The shared evaluator's run registry (:mod:`.runs`); kept so a restart keeps runs."""
+        return self.root / "runs.json"
 
     def secret(self) -> bytes:
         path = self.root / "secret"

@@ -208,6 +208,41 @@ class JobStore:
             ).fetchone()
         return int(n)
 
+    def quota_used(self, run_id: str, free_infra_failures: int) -> int:
+        """Submissions that count against a run's ``max_submissions``.
+
+        Every job counts (queued, running, scored, rejected, failed by the
+        submission) except infrastructure failures, of which only the first
+        ``free_infra_failures`` are free: beyond them each counts too. So however
+        many jobs the infrastructure fails, a run with quota ``q`` gets at most
+        ``q + free_infra_failures`` jobs evaluated and at most ``q`` verdicts on its
+        hidden episodes; "fail it as infrastructure, then submit again" cannot buy
+        more evaluations. (:meth:`count_for_run` is the same count with no free
+        failures counted at all.)
+        """
+        with self._lock:
+            ok, infra = self._db.execute(
+                "SELECT COALESCE(SUM(failure_source != ?), 0), "
+                "COALESCE(SUM(failure_source = ?), 0) FROM jobs WHERE run_id = ?",
+                (FailureSource.INFRASTRUCTURE.value, FailureSource.INFRASTRUCTURE.value, run_id),
+            ).fetchone()
+        return int(ok) + max(0, int(infra) - free_infra_failures)
+
+    def retries_used(self, run_id: str) -> int:
+        """Re-runs a run's jobs have had: every attempt after a job's first.
+
+        A job is attempted again only after an infrastructure failure (a crashed
+        worker, an internal error, an evaluator restart), so this is the run's
+        spend of ``max_infra_retries_per_run``, counted from the durable attempt
+        numbers (a restart cannot reset it).
+        """
+        with self._lock:
+            (n,) = self._db.execute(
+                "SELECT COALESCE(SUM(MAX(attempts - 1, 0)), 0) FROM jobs WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+        return int(n)
+
     def queue_position(self, job_id: str) -> int:
         """0 when running or done; otherwise 1 + the number of queued jobs ahead of it."""
         with self._lock:

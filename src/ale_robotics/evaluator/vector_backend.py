@@ -16,6 +16,11 @@ long episode a chaotic gait can amplify that, so per-episode returns match
 Gymnasium's statistically, not bit for bit. The backend's own results are
 exact: identical for any number of threads.
 
+Every batch of actions is checked finite before it is stepped, and every
+batch of rewards after (:func:`.pipeline.check_finite`): a NaN action would
+otherwise be zeroed by MuJoCo while the return turned NaN, voiding the whole
+evaluation late, as a non-finite metric, instead of naming the episode.
+
 Only env families listed in :data:`FAMILIES` can use this backend; the task
 config chooses it with ``eval.backend = "mujoco_rollout"``.
 """
@@ -29,6 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.evaluator.pipeline import check_finite
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["FAMILIES", "Family", "rollout_vectorized"]
@@ -75,6 +81,7 @@ def rollout_vectorized(
 
     The env families here never terminate early, so every episode runs
     ``task.env.max_episode_steps`` steps (Gymnasium's TimeLimit truncation).
+    Raises :class:`.pipeline.PolicyFault` at the first non-finite action or reward.
     """
     import gymnasium as gym
     import mujoco
@@ -100,17 +107,21 @@ def rollout_vectorized(
     # rollout would reuse whatever the thread's MjData last held (another episode's),
     # making results depend on thread scheduling; explicit zeros make them exact.
     warmstart = np.zeros((n, model.nv))
+    episodes = [index for index, _ in seeds]
     try:
-        for _ in range(task.env.max_episode_steps):
+        for step in range(1, task.env.max_episode_steps + 1):
             qpos = state[:, qpos_slice]
             obs = family.obs(env, qpos, state[:, qvel_slice])
             action = np.asarray(policy(obs), dtype=np.float32)
+            check_finite("action", action, episodes, step)
             control = np.repeat(action.astype(np.float64)[:, None, :], frame_skip, axis=1)
             out, _ = runner.rollout(
                 model, datas, state, control, nstep=frame_skip, initial_warmstart=warmstart
             )
             state = np.ascontiguousarray(out[:, -1, :])
-            returns += family.reward(env, qpos, state[:, qpos_slice], action)
+            reward = family.reward(env, qpos, state[:, qpos_slice], action)
+            check_finite("reward", reward, episodes, step)
+            returns += reward
     finally:
         runner.close()
         env.close()

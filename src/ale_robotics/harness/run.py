@@ -210,17 +210,46 @@ def run_task(
             agent_endpoint, agent_token = running.agent_address, running.agent_token
             harness = AleClient(running.harness_address, running.harness_token, run_id=run_id)
         else:
-            if opts.harness_token_file is None or opts.agent_token_file is None:
+            if opts.harness_token_file is None:
                 raise HarnessError(
-                    "--evaluator needs --harness-token-file and --agent-token-file "
-                    "(the evaluator writes harness.token and agent.token in its state dir)"
+                    "--evaluator needs --harness-token-file (the evaluator writes "
+                    "harness.token in its state dir)"
                 )
             agent_endpoint = opts.evaluator
-            agent_token = opts.agent_token_file.read_text().strip()
             harness_addr = opts.evaluator_harness or opts.evaluator
             harness = AleClient(
-                harness_addr, opts.harness_token_file.read_text().strip(), run_id=run_id
+                harness_addr,
+                opts.harness_token_file.read_text().strip(),
+                task_id=task.id,
+                run_id=run_id,
             )
+            try:
+                shared = "open_run" in harness.get_spec().raw.capabilities
+                if shared:
+                    # A shared evaluator: this run gets a token and a new, empty directory
+                    # VOLUME/<run_id>/ of its own; the client closes the run (revoking the
+                    # token) when it is closed below. --agent-token-file is not needed:
+                    # the shared agent.token reaches no run. --submission-dir, if given,
+                    # is the volume root as this host mounts it.
+                    grant = harness.open_run(run_id, task.id)
+                    agent_token = grant.agent_token
+                    if grant.submission_dir:
+                        submission = (
+                            opts.submission_volume / grant.submission_subdir
+                            if opts.submission_volume is not None
+                            else Path(grant.submission_dir)
+                        ).resolve()
+                elif opts.agent_token_file is None:
+                    raise HarnessError(
+                        "this evaluator serves one run (--run-id): --evaluator needs "
+                        "--agent-token-file and --submission-dir too (its agent.token and "
+                        "volume); a shared one (no --run-id) needs neither"
+                    )
+                else:
+                    agent_token = opts.agent_token_file.read_text().strip()
+            except BaseException:
+                harness.close()
+                raise
         with harness:
             return _drive(
                 opts,

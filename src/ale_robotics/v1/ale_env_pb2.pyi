@@ -116,7 +116,7 @@ class GetSpecResponse(_message.Message):
     def __init__(self, protocol_version: _Optional[str] = ..., task_id: _Optional[str] = ..., mode: _Optional[str] = ..., task_config_json: _Optional[str] = ..., submission_contract_json: _Optional[str] = ..., observation_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., action_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("max_message_bytes", "wall_clock_budget_s", "max_submissions_per_run", "max_sessions", "max_envs_per_session", "session_idle_timeout_s", "call_deadline_s", "eval_episodes", "max_episode_steps", "max_step_streams")
+    __slots__ = ("max_message_bytes", "wall_clock_budget_s", "max_submissions_per_run", "max_sessions", "max_envs_per_session", "session_idle_timeout_s", "call_deadline_s", "eval_episodes", "max_episode_steps", "max_step_streams", "max_sessions_total")
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     WALL_CLOCK_BUDGET_S_FIELD_NUMBER: _ClassVar[int]
     MAX_SUBMISSIONS_PER_RUN_FIELD_NUMBER: _ClassVar[int]
@@ -127,6 +127,7 @@ class Limits(_message.Message):
     EVAL_EPISODES_FIELD_NUMBER: _ClassVar[int]
     MAX_EPISODE_STEPS_FIELD_NUMBER: _ClassVar[int]
     MAX_STEP_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    MAX_SESSIONS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     max_message_bytes: int
     wall_clock_budget_s: float
     max_submissions_per_run: int
@@ -137,7 +138,8 @@ class Limits(_message.Message):
     eval_episodes: int
     max_episode_steps: int
     max_step_streams: int
-    def __init__(self, max_message_bytes: _Optional[int] = ..., wall_clock_budget_s: _Optional[float] = ..., max_submissions_per_run: _Optional[int] = ..., max_sessions: _Optional[int] = ..., max_envs_per_session: _Optional[int] = ..., session_idle_timeout_s: _Optional[float] = ..., call_deadline_s: _Optional[float] = ..., eval_episodes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., max_step_streams: _Optional[int] = ...) -> None: ...
+    max_sessions_total: int
+    def __init__(self, max_message_bytes: _Optional[int] = ..., wall_clock_budget_s: _Optional[float] = ..., max_submissions_per_run: _Optional[int] = ..., max_sessions: _Optional[int] = ..., max_envs_per_session: _Optional[int] = ..., session_idle_timeout_s: _Optional[float] = ..., call_deadline_s: _Optional[float] = ..., eval_episodes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., max_step_streams: _Optional[int] = ..., max_sessions_total: _Optional[int] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
     __slots__ = ("task_id", "kind", "num_envs", "run_id")
@@ -274,12 +276,14 @@ class GetBatchEvalStatusRequest(_message.Message):
     def __init__(self, job_id: _Optional[str] = ..., run_id: _Optional[str] = ...) -> None: ...
 
 class Progress(_message.Message):
-    __slots__ = ("episodes_done", "episodes_total")
+    __slots__ = ("episodes_done", "episodes_total", "coarse")
     EPISODES_DONE_FIELD_NUMBER: _ClassVar[int]
     EPISODES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    COARSE_FIELD_NUMBER: _ClassVar[int]
     episodes_done: int
     episodes_total: int
-    def __init__(self, episodes_done: _Optional[int] = ..., episodes_total: _Optional[int] = ...) -> None: ...
+    coarse: bool
+    def __init__(self, episodes_done: _Optional[int] = ..., episodes_total: _Optional[int] = ..., coarse: _Optional[bool] = ...) -> None: ...
 
 class GetBatchEvalStatusResponse(_message.Message):
     __slots__ = ("job_id", "task_id", "state", "progress", "queue_position", "failure_source", "failure_reason", "heartbeat_unix", "created_unix", "updated_unix")
@@ -320,3 +324,37 @@ class GetEvalResultResponse(_message.Message):
     eval_result_json: str
     official: bool
     def __init__(self, eval_result_json: _Optional[str] = ..., official: _Optional[bool] = ...) -> None: ...
+
+class OpenRunRequest(_message.Message):
+    __slots__ = ("run_id", "task_id")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    task_id: str
+    def __init__(self, run_id: _Optional[str] = ..., task_id: _Optional[str] = ...) -> None: ...
+
+class OpenRunResponse(_message.Message):
+    __slots__ = ("run_id", "task_id", "agent_token", "submission_dir", "submission_subdir")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_DIR_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_SUBDIR_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    task_id: str
+    agent_token: str
+    submission_dir: str
+    submission_subdir: str
+    def __init__(self, run_id: _Optional[str] = ..., task_id: _Optional[str] = ..., agent_token: _Optional[str] = ..., submission_dir: _Optional[str] = ..., submission_subdir: _Optional[str] = ...) -> None: ...
+
+class CloseRunRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class CloseRunResponse(_message.Message):
+    __slots__ = ("sessions_closed",)
+    SESSIONS_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    sessions_closed: int
+    def __init__(self, sessions_closed: _Optional[int] = ...) -> None: ...

@@ -81,6 +81,16 @@ class AleEnvStub:
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultRequest.SerializeToString,
                 response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultResponse.FromString,
                 _registered_method=True)
+        self.OpenRun = channel.unary_unary(
+                '/ale_robotics.v1.AleEnv/OpenRun',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenRunRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenRunResponse.FromString,
+                _registered_method=True)
+        self.CloseRun = channel.unary_unary(
+                '/ale_robotics.v1.AleEnv/CloseRun',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunResponse.FromString,
+                _registered_method=True)
 
 
 class AleEnvServicer:
@@ -152,6 +162,21 @@ class AleEnvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenRun(self, request, context):
+        """Harness channel: register a run on a shared evaluator (see "runs" above).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CloseRun(self, request, context):
+        """Harness channel: end a run: its sessions close, its agent token is revoked.
+        Its jobs and results stay readable on the harness channel.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AleEnvServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -199,6 +224,16 @@ def add_AleEnvServicer_to_server(servicer, server):
                     servicer.GetEvalResult,
                     request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultRequest.FromString,
                     response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultResponse.SerializeToString,
+            ),
+            'OpenRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenRun,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenRunRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenRunResponse.SerializeToString,
+            ),
+            'CloseRun': grpc.unary_unary_rpc_method_handler(
+                    servicer.CloseRun,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -446,6 +481,60 @@ class AleEnv:
             '/ale_robotics.v1.AleEnv/GetEvalResult',
             ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultRequest.SerializeToString,
             ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ale_robotics.v1.AleEnv/OpenRun',
+            ale__robotics_dot_v1_dot_ale__env__pb2.OpenRunRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.OpenRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CloseRun(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ale_robotics.v1.AleEnv/CloseRun',
+            ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunResponse.FromString,
             options,
             channel_credentials,
             insecure,
