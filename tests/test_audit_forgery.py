@@ -161,7 +161,7 @@ def _forge(run: Path, good: Path, *, swap_checkpoint: bool) -> None:
     doc["score"] = report.model_dump(mode="json")
     if len(result["episodes"]) == len(good_episodes):  # the full run: the good run's numbers
         assert result["metrics"] == genuine["eval_result"]["metrics"]
-        assert doc["score"]["score"] == genuine["score"]["score"] == 1.0
+        assert doc["score"]["score"] == genuine["score"]["score"] > 1.0  # 1000 / 982.02
     if swap_checkpoint:
         shutil.copyfile(CHECKPOINT, run / "submission" / "policy.safetensors")
         sha = hashlib.sha256(CHECKPOINT.read_bytes()).hexdigest()
@@ -226,7 +226,7 @@ def test_swapped_checkpoint_with_a_forged_report_fails_naming_the_signed_events(
     assert _trajectory_sha(run) == before  # the signed record is untouched
     forged = _doc(run)
     assert forged["eval_result"]["metrics"]["mean_return"] == 1000.0
-    assert forged["score"]["score"] == 1.0
+    assert forged["score"]["score"] > 1.0  # what the genuine good run scores
 
     report = audit_run(run, read_secret(runs.secret_file), workers=1)
     failed = _failed(report)

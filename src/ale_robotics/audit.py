@@ -14,12 +14,19 @@ mismatch names the signed event it contradicts (kind and position):
   of the same task;
 * the submission: ``result.json``'s ``submission_files`` and the files on disk
   against the signed ``submission_received`` event's hashes;
-* the outcome: state, failure, metrics, per-episode returns and smoke-run flag
-  against the signed ``result`` event (a rejection against the signed failed
-  ``validation`` event);
+* the outcome: state, failure, metrics, per-episode returns and outcomes and
+  smoke-run flag against the signed ``result`` event (a rejection against the
+  signed failed ``validation`` event), and ``official`` never set on a smoke run;
+* the per-episode outcomes of a batch job (``EvalResult.outcomes``: per-problem
+  success, collision and planning time, per-instance success...): the signed
+  ones must be the task's backend's, one per episode, and reproduce the signed
+  metrics exactly;
 * the measurement: a batch job is re-run on the recomputed seeds and its
   metrics compared with the *signed* metrics, its episodes with
-  ``result.json``'s. An interactive eval session cannot be re-run without the
+  ``result.json``'s and its per-episode outcomes with the signed ones (fields a
+  host reproduces only approximately, such as planning times, are re-measured
+  and shown, never compared; see ``host_dependent`` in ``evaluator/result.py``).
+  An interactive eval session cannot be re-run without the
   agent that drove it, so there ``result.json``'s episodes are checked against
   the signed ``episode_summary`` events and the metrics recomputed from those;
 * the score: recomputed from the signed metrics with the registry's target and
@@ -41,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pydantic
 
 from ale_robotics.errors import AleError
@@ -49,7 +57,15 @@ from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.pool import RolloutPool
-from ale_robotics.evaluator.result import EpisodeRecord, EvalResult, SmokeRun
+from ale_robotics.evaluator.result import (
+    BatchOutcomes,
+    EpisodeRecord,
+    EvalResult,
+    SmokeRun,
+    batch_outcomes,
+    episode_outcomes,
+    outcome_entries,
+)
 from ale_robotics.evaluator.smoke import smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
 from ale_robotics.harness.evidence import gate_evidence
@@ -61,6 +77,8 @@ from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event, VerifyReport, verify_file
 
 __all__ = ["AuditCheck", "AuditReport", "audit_run", "read_secret"]
+
+_Outcomes = pydantic.TypeAdapter[Any](BatchOutcomes)
 
 
 @dataclass
@@ -222,8 +240,11 @@ def audit_run(
         if task.mode is TaskMode.INTERACTIVE:
             _audit_eval_session(report, result, signed, outcome, task)
         else:
+            outcomes = _check_signed_outcomes(report, result, outcome, task)
             source = submission_dir or run_dir / "submission"
-            evidence = _audit_batch(report, result, signed, outcome, task, seeds, source, workers)
+            evidence = _audit_batch(
+                report, result, signed, outcome, task, seeds, source, workers, outcomes
+            )
     else:
         report.add("metrics", True, f"job {result.state}: no metrics to re-run")
     _check_score(report, doc, result, signed, outcome, full_task, reg, evidence)
@@ -316,6 +337,29 @@ def _metric_diffs(
         for k in sorted(set(claimed) | set(signed))
         if not _same(claimed.get(k), signed.get(k))
     ]
+
+
+def _first_diff(a: object, b: object, where: str = "") -> str | None:
+    """Where two JSON values first differ (``problems[2].collided: True vs False``), or None."""
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{where}.{k}: {'missing' if k not in a else 'present'} vs " + (
+                    "missing" if k not in b else "present"
+                )
+            found = _first_diff(a[k], b[k], f"{where}.{k}")
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        if len(a) != len(b):
+            return f"{where or '(top level)'}: {len(a)} entries vs {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            found = _first_diff(x, y, f"{where}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if _same(a, b) else f"{where.lstrip('.') or '(top level)'}: {a!r} vs {b!r}"
 
 
 def _list_diff(claimed: Sequence[Any], signed: Sequence[Any]) -> str | None:
@@ -450,6 +494,15 @@ def _check_outcome(
                 problems.append(
                     f"result.json episode returns differ from {where}'s episode_returns: {diff}"
                 )
+        claimed_outcomes = (
+            None if result.outcomes is None else result.outcomes.model_dump(mode="json")
+        )
+        diff = _first_diff(claimed_outcomes, p.get("outcomes"))
+        if diff is not None:
+            problems.append(
+                f"result.json eval_result.outcomes differ from {where}'s outcomes "
+                f"(result.json vs signed): {diff.lstrip('.')}"
+            )
         signed_smoke = p.get("smoke_run")
         claimed_smoke = None if result.smoke_run is None else result.smoke_run.model_dump()
         if not _same(claimed_smoke, signed_smoke):
@@ -457,6 +510,16 @@ def _check_outcome(
                 f"result.json eval_result.smoke_run {claimed_smoke} differs from {where}: "
                 f"{signed_smoke}"
             )
+        if result.official and signed_smoke is not None:
+            problems.append(
+                f"result.json eval_result.official is true, but {where} signs a smoke run "
+                f"({signed_smoke}): a smoke run is never official"
+            )
+    if result.official and (result.smoke_run is not None or not result.read_on_harness_channel):
+        problems.append(
+            "result.json eval_result.official is true for a result that is a smoke run or was "
+            "not read on the harness channel"
+        )
     top = None if doc.smoke_run is None else doc.smoke_run.model_dump()
     inner = None if result.smoke_run is None else result.smoke_run.model_dump()
     if top != inner:
@@ -468,7 +531,7 @@ def _check_outcome(
         or (
             f"state {state} and failure reason match {where}"
             if outcome.kind == "validation"
-            else f"state {state}, metrics and episode returns match {where}"
+            else f"state {state}, metrics, episode returns and outcomes match {where}"
         ),
     )
     return outcome
@@ -514,8 +577,10 @@ def _audit_batch(
     seeds: Sequence[HiddenSeed],
     source: Path,
     workers: int | None,
+    signed_outcomes: BatchOutcomes | None = None,
 ) -> _Evidence:
-    """Check the files against the signed hashes, re-run them, compare with the signed metrics."""
+    """Check the files against the signed hashes, re-run them, compare with the signed metrics
+    (and the re-run's per-episode outcomes with the signed ones)."""
     assert task.contract is not None
     evidence = _Evidence.claimed(result)
     received = None if signed is None else signed.last_of_job("submission_received")
@@ -593,7 +658,118 @@ def _audit_batch(
             ),
         )
     _check_rerun_episodes(report, result, outcomes, compare_lengths=not timed)
+    if signed_outcomes is not None:
+        _check_rerun_outcomes(report, signed_outcomes, outcomes, task, outcome)
     return evidence
+
+
+def _check_signed_outcomes(
+    report: AuditReport, result: EvalResult, outcome: Event | None, task: TaskSpec
+) -> BatchOutcomes | None:
+    """The signed per-episode outcomes of a batch job: the task's backend's, one per episode
+    of result.json, and reproducing the signed metrics exactly (the same measurement)."""
+    if outcome is None or outcome.kind != "result":
+        report.add("outcomes", False, "not checked: no signed `result` event")
+        return None
+    where = _label(outcome)
+    raw = outcome.payload.get("outcomes")
+    if raw is None:
+        old = result.schema_version == 1 and result.outcomes is None
+        report.add(
+            "outcomes",
+            old,
+            f"{where} holds no per-episode outcomes (a version 1 result, written before "
+            "they were signed)"
+            if old
+            else f"{where} holds no per-episode outcomes",
+        )
+        return None
+    try:
+        signed_outcomes: BatchOutcomes = _Outcomes.validate_python(raw)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        report.add("outcomes", False, f"{where}'s outcomes do not parse: {loc}: {first['msg']}")
+        return None
+    entries = outcome_entries(signed_outcomes)
+    problems = []
+    if signed_outcomes.backend != task.eval.backend:
+        problems.append(
+            f"{where}'s outcomes are of backend {signed_outcomes.backend!r}; the task's is "
+            f"{task.eval.backend!r}"
+        )
+    indices = [e.index for e in entries]
+    if indices != [e.index for e in result.episodes]:
+        problems.append(
+            f"{where}'s outcomes are of episodes {indices}; result.json's episodes are "
+            f"{[e.index for e in result.episodes]}"
+        )
+    again = summarize(episode_outcomes(signed_outcomes), (m.name for m in task.metrics))
+    for name, mine, theirs in _metric_diffs(again, _dict(outcome.payload, "metrics")):
+        problems.append(
+            f"{name} recomputed from {where}'s outcomes is {mine}; its metrics say {theirs}"
+        )
+    report.add(
+        "outcomes",
+        not problems,
+        "; ".join(problems)
+        or f"{len(entries)} per-episode outcomes ({signed_outcomes.backend}) signed by {where} "
+        "reproduce its metrics: "
+        + ", ".join(f"{k} {again[k]!r}" for k in sorted(again)),
+    )
+    return signed_outcomes
+
+
+def _check_rerun_outcomes(
+    report: AuditReport,
+    signed_outcomes: BatchOutcomes,
+    rerun: Sequence[EpisodeOutcome],
+    task: TaskSpec,
+    outcome: Event | None,
+) -> None:
+    """The re-run's per-episode outcomes against the signed ones: every field exactly, except
+    the host-dependent ones (wall-clock planning times...), which are re-measured and shown."""
+    where = "the signed outcomes" if outcome is None else f"{_label(outcome)}'s outcomes"
+    again = {
+        e.index: e
+        for e in outcome_entries(batch_outcomes(task.eval.backend, task.eval.base_seeds, rerun))
+    }
+    theirs = {e.index: e for e in outcome_entries(signed_outcomes)}
+    problems = []
+    if again.keys() != theirs.keys():
+        problems.append(f"{where} are of episodes {sorted(theirs)}, the re-run ran {sorted(again)}")
+    loose: set[str] = set()
+    for index in sorted(again.keys() & theirs.keys()):
+        a, b = again[index], theirs[index]
+        skip = type(a).host_dependent
+        loose |= skip
+        mine = a.model_dump(exclude=set(skip))
+        signed_fields = b.model_dump(exclude=set(skip))
+        diff = _first_diff(mine, signed_fields)
+        if type(a) is not type(b) or diff is not None:
+            problems.append(f"episode {index} of the re-run differs from {where}: {diff}")
+    shown = []
+    common = sorted(again.keys() & theirs.keys())
+    for name in sorted(loose):
+        values = [(getattr(again[i], name), getattr(theirs[i], name)) for i in common]
+        if values and all(isinstance(x, int | float) for pair in values for x in pair):
+            re_mean = float(np.mean([x for x, _ in values]))
+            signed_mean = float(np.mean([y for _, y in values]))
+            shown.append(f"{name} mean {re_mean:.4g} re-run vs {signed_mean:.4g} signed")
+        else:
+            same = sum(x == y for x, y in values)
+            shown.append(f"{name} the same for {same} of {len(values)}")
+    note = (
+        f"; re-measured on this host, not compared (host-dependent): {', '.join(shown)}"
+        if shown
+        else ""
+    )
+    report.add(
+        "re-run outcomes",
+        not problems,
+        "; ".join(problems[:3])
+        or f"{len(theirs)} per-episode outcomes of the re-run match {where}" + note,
+    )
 
 
 def _reference_metrics(

@@ -116,21 +116,31 @@ def test_eval_episodes_run_on_the_runs_hidden_seeds(ev: Evaluator) -> None:
     assert np.array_equal(s.reset([]).obs[0], env.reset(seed=seeds[1].value)[0])
 
 
-def test_abandoned_episode_counts_as_it_stands(ev: Evaluator) -> None:
+def test_abandoned_episode_is_completed_with_the_null_action(ev: Evaluator) -> None:
+    """A Reset cuts nothing short: the evaluator plays the rest with the null action
+    (zero for this task) from where the agent left it (tests/evaluator/test_abandon.py)."""
     s = _open(ev, EVAL)
     s.reset([])
-    rewards = [float(s.step(_zeros(s)).rewards[0]) for _ in range(3)]
+    for _ in range(3):
+        s.step(_zeros(s))
     s.reset([])  # abandons episode 0 after 3 steps
     for _ in range(s.budget - 2):
-        s.reset([])  # each abandons the one before, at length 0
+        s.reset([])  # each abandons the one before, after 0 steps
     last = _finish_episodes(s)
     assert last.eval_complete and last.episodes_completed == s.budget
     res = _result(ev)
     assert res.state == "SUCCEEDED"
-    ep0 = res.episodes[0]
-    assert ep0.abandoned and ep0.length == 3 and ep0.episode_return == sum(rewards)
+    env = gym.make(_task(ev).env.gym_id, max_episode_steps=_task(ev).env.max_episode_steps)
+    for e, seed in zip(res.episodes, ev.hidden_seeds(_task(ev), RUN), strict=True):
+        env.reset(seed=seed.value)
+        ret, length, done = 0.0, 0, False
+        while not done:
+            _, r, term, trunc, _ = env.step(np.zeros(1, np.float32))
+            ret, length, done = ret + float(r), length + 1, term or trunc
+        assert (e.episode_return, e.length) == (ret, length)
     assert [e.index for e in res.episodes] == list(range(s.budget))
-    assert all(e.abandoned and e.length == 0 for e in res.episodes[1:-1])
+    assert res.episodes[0].abandoned and res.episodes[0].agent_steps == 3
+    assert all(e.abandoned and e.agent_steps == 0 for e in res.episodes[1:-1])
     assert not res.episodes[-1].abandoned
     returns = [e.episode_return for e in res.episodes]
     assert res.metrics["mean_return"] == pytest.approx(np.mean(returns), abs=0, rel=1e-15)
@@ -184,17 +194,17 @@ def test_reset_past_the_budget_is_out_of_range_without_side_effects(ev: Evaluato
     assert s.episodes_completed == done  # the running episode was not abandoned
 
 
-def test_closing_early_fails_the_run_and_says_why(ev: Evaluator) -> None:
+def test_closing_early_completes_the_budget_with_the_null_action(ev: Evaluator) -> None:
     s = _open(ev, EVAL)
     s.reset([])
     s.step(_zeros(s))
     s.step(_zeros(s))
-    assert ev.sessions.close(s.id) == 1
+    assert ev.sessions.close(s.id) == s.budget
     res = _result(ev)
-    assert res.state == "FAILED" and res.failure_source == "submission"
-    assert "after 1 of 10 episodes" in res.failure_reason
-    assert res.metrics == {}
-    assert res.episodes[0].abandoned and res.episodes[0].length == 2
+    assert res.state == "SUCCEEDED" and len(res.episodes) == s.budget
+    assert res.episodes[0].abandoned and res.episodes[0].agent_steps == 2
+    assert res.episodes[0].length > 2
+    assert all(e.abandoned and e.agent_steps == 0 for e in res.episodes[1:])
     with pytest.raises(NotFoundError):
         ev.sessions.call(s.id, None, lambda x: x)
 
@@ -262,8 +272,9 @@ def test_idle_sessions_are_reaped_and_eval_ones_recorded(make_ev: MakeEv) -> Non
     assert sorted(ev.sessions.reap()) == sorted([practice.id, ev_sess.id])
     with pytest.raises(NotFoundError, match="reaped"):
         ev.sessions.call(practice.id, None, lambda x: x)
+    assert ev.sessions.wait_closed(30)  # closed on threads of their own
     res = _result(ev)
-    assert res.state == "FAILED" and "idle for over 0.05s" in res.failure_reason
+    assert res.state == "SUCCEEDED" and all(e.abandoned for e in res.episodes)
 
 
 def test_a_busy_session_answers_deadline_exceeded(ev: Evaluator) -> None:
@@ -290,7 +301,8 @@ def test_harness_close_run_closes_every_session_of_the_run(ev: Evaluator) -> Non
     other = ev.sessions.open(_task(ev), PRACTICE, 1, "run-other")
     assert ev.sessions.close_run(RUN, "the agent exited") == 1
     assert len(ev.sessions) == 1
-    assert "the agent exited" in _result(ev).failure_reason
+    res = _result(ev)
+    assert res.state == "SUCCEEDED" and all(e.abandoned for e in res.episodes)
     ev.sessions.close(other.id)
 
 

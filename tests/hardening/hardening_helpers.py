@@ -71,8 +71,11 @@ def harness(ev: RunningEvaluator) -> AleClient:
 def official(address: str, token: str, job_id: str) -> EvalResult:
     with AleClient(address, token) as h:
         r = h._call(h.stub.GetEvalResult, pb.GetEvalResultRequest(job_id=job_id))
-    assert r.official
-    return EvalResult.model_validate_json(r.eval_result_json)
+    result = EvalResult.model_validate_json(r.eval_result_json)
+    # read on the harness channel; official only for the task's full protocol (no smoke run)
+    assert result.read_on_harness_channel
+    assert r.official is (result.smoke_run is None)
+    return result
 
 
 def submit_path(client: AleClient, rel: str, token: str) -> str:

@@ -68,9 +68,10 @@ def test_batch_run_end_to_end(short_tmp: Path) -> None:
     assert report["status"] == "scored"
     measured = report["measured"]["mean_return"]
     assert measured == result["eval_result"]["metrics"]["mean_return"]
-    assert report["score"] == pytest.approx(min(1.5, measured / 1000.0))
+    target = report["target_value"]  # the manifest's final-performance statistic
+    assert report["score"] == pytest.approx(min(1.5, measured / target))
     assert f"{report['score']:.3f}" in last
-    assert report["target_source"]["location"].startswith("Table 1")
+    assert report["target_source"]["location"]  # where the value comes from, never blank
     assert (run / "episodes.png").stat().st_size > 1000
     assert "job state: SUCCEEDED" in (run / "agent.log").read_text()
     # the trajectory verifies and holds the evaluator's signed events

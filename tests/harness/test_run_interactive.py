@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from ale_robotics.audit import audit_run
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
@@ -79,8 +80,9 @@ def _run(tmp: Path, stop_after: int = 1000) -> tuple[subprocess.CompletedProcess
     return proc, run_dir
 
 
-def _replay(run_id: str, secret: bytes) -> list[EpisodeOutcome]:
-    """The same policy on the evaluator's hidden seeds, in plain Gymnasium."""
+def _replay(run_id: str, secret: bytes, played: int = 10) -> list[EpisodeOutcome]:
+    """The same policy on the evaluator's hidden seeds, in plain Gymnasium; episodes from
+    ``played`` on get the null action (zero), as the evaluator completes abandoned ones."""
     ns: dict[str, Any] = {}
     exec(POLICY, ns)
     task = default_registry().get(TASK)
@@ -89,8 +91,9 @@ def _replay(run_id: str, secret: bytes) -> list[EpisodeOutcome]:
     for s in derive_seeds(task.eval.base_seeds, run_id, secret):
         obs, _ = env.reset(seed=s.value)
         ret, length, terminated, truncated = 0.0, 0, False, False
+        policy = ns["policy"] if s.index < played else lambda _: np.zeros(1, np.float32)
         while not (terminated or truncated):
-            obs, r, terminated, truncated, _ = env.step(ns["policy"](obs))
+            obs, r, terminated, truncated, _ = env.step(policy(obs))
             ret += float(r)
             length += 1
         out.append(EpisodeOutcome(s.index, ret, length, bool(terminated)))
@@ -132,15 +135,22 @@ def test_interactive_run_matches_a_local_replay_on_the_hidden_seeds(short_tmp: P
     assert cli.returncode == 0, cli.stdout + cli.stderr
 
 
-def test_agent_that_quits_mid_eval_scores_zero_with_the_reason(short_tmp: Path) -> None:
+def test_agent_that_quits_mid_eval_gets_the_null_action_for_the_rest(short_tmp: Path) -> None:
+    """Quitting after 2 of 10 episodes: the evaluator plays the other 8 from their
+    hidden-seed resets with the null action, and the run is scored on all 10."""
     proc, run = _run(short_tmp, stop_after=2)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip().splitlines()[-1].startswith("score: 0.000")
     report = json.loads((run / "result.json").read_text())
-    assert report["job_state"] == "FAILED"
-    reason = report["eval_result"]["failure_reason"]
-    assert "the agent exited" in reason and "after 2 of 10 episodes" in reason
-    assert report["score"]["score"] == 0.0
+    assert report["job_state"] == "SUCCEEDED"
+    official = report["eval_result"]
+    assert [e["abandoned"] for e in official["episodes"]] == [False] * 2 + [True] * 8
+    assert [e["agent_steps"] for e in official["episodes"][2:]] == [0] * 8
+    secret = (short_tmp / "state" / "secret").read_bytes()
+    local = _replay(report["run_id"], secret, played=2)
+    assert [e["episode_return"] for e in official["episodes"]] == [o.ret for o in local]
+    assert official["metrics"] == summarize(local)
+    assert report["score"]["measured"] == official["metrics"]
+    assert audit_run(run, secret).ok
     assert verify_file(run / "trajectory.jsonl", expected_head=report["trajectory_head"]).ok
 
 

@@ -18,10 +18,17 @@ import pytest
 
 from ale_robotics.scoring import GateEvidence
 from ale_robotics.tasks import Direction, PaperTarget, TargetSource, TaskSpec, default_registry
+from ale_robotics.tasks.manifest import Comparability, Setup, Statistic
 
 TD3_ID = "td3-inverted-pendulum-v1"
 
 SOURCE = TargetSource(paper="Doe et al. 2020", location="Table 2")
+
+COMPARABILITY = Comparability(
+    paper=Setup(env="Reacher-v1 (gym)", simulator="MuJoCo 1.31"),
+    ours=Setup(env="Reacher-v5 (Gymnasium)", simulator="MuJoCo 3.3.0"),
+    notes=["The simulator changed."],
+)
 
 COST_TASK: dict[str, Any] = {
     "id": "reach-cost-v1",
@@ -68,7 +75,14 @@ def target(
     metric: str = "mean_return",
 ) -> PaperTarget:
     """A sourced paper target (tests build their own instead of relying on a manifest)."""
-    return PaperTarget(metric=metric, value=value, direction=direction, source=SOURCE)
+    return PaperTarget(
+        metric=metric,
+        value=value,
+        direction=direction,
+        source=SOURCE,
+        statistic=Statistic.FINAL_AT_BUDGET,
+        comparability=COMPARABILITY,
+    )
 
 
 @pytest.fixture(scope="session")

@@ -51,19 +51,21 @@ def test_higher_is_better_example(td3: TaskSpec, make_target: MakeTarget) -> Non
     assert report.measured == {"mean_return": 950.0, "std_return": 12.0}
     assert report.score_line() == "score: 0.950 (mean_return 950.0 / paper 1000.0)"
     assert report.explanation == (
-        "Measured mean_return 950.0 vs paper 1000.0 (Doe et al. 2020, Table 2): "
+        "Measured mean_return 950.0 vs paper 1000.0 (final performance, evaluation at the step "
+        "budget; Doe et al. 2020, Table 2): "
         "ratio 0.950 (measured/paper), within cap 1.5. No safety penalties. Score 0.950."
     )
 
 
 def test_bundled_target_source_is_reported(td3: TaskSpec, td3_target: PaperTarget) -> None:
     report = score(td3, {"mean_return": 1000.0}, td3_target)
-    assert report.score == pytest.approx(1.0)
+    assert report.score == pytest.approx(1000.0 / 982.02)
     assert report.target_source == td3_target.source
-    assert report.target_value == 1000.0
-    assert report.target_confidence == "confirmed"
+    assert report.target_value == 982.02
+    assert report.target_confidence == "approximate"
     assert report.direction is Direction.HIGHER_IS_BETTER
-    assert "Table 1" in report.explanation and "page 7" in report.explanation
+    assert "learning_curves/InvertedPendulum" in report.explanation
+    assert "final performance, mean of the last 10 evaluations" in report.explanation
 
 
 def test_above_paper_is_clamped_to_cap(td3: TaskSpec, make_target: MakeTarget) -> None:
@@ -307,7 +309,7 @@ def test_nan_condition_metric_is_never_met(cost_task: TaskSpec, make_target: Mak
 def test_reproduction_passing_gate_scores(
     repro_task: TaskSpec, td3_target: PaperTarget, make_evidence: Evidence
 ) -> None:
-    report = score(repro_task, {"mean_return": 1000.0}, td3_target, make_evidence())
+    report = score(repro_task, {"mean_return": td3_target.value}, td3_target, make_evidence())
     assert report.status == "scored"
     assert report.score == pytest.approx(1.0)
     assert report.gate is not None and report.gate.passed
@@ -321,7 +323,8 @@ def test_reproduction_failing_gate_scores_zero(
     td3_shapes: dict[str, list[int]],
 ) -> None:
     shapes = {k: v for k, v in td3_shapes.items() if k != "l3.bias"}
-    report = score(repro_task, {"mean_return": 1000.0}, td3_target, make_evidence(shapes=shapes))
+    measured = {"mean_return": td3_target.value}
+    report = score(repro_task, measured, td3_target, make_evidence(shapes=shapes))
     assert (report.status, report.score) == ("gate_failed", 0.0)
     assert report.base_score == pytest.approx(1.0)  # still reported, for the record
     assert (
@@ -378,7 +381,7 @@ def test_report_round_trips_as_strict_json(td3: TaskSpec, make_target: MakeTarge
     again = ScoreReport.model_validate_json(text)
     assert again.model_dump_json() == text
     assert math.isnan(again.measured["mean_return"])
-    assert json.loads(text)["schema_version"] == 1
+    assert json.loads(text)["schema_version"] == 2
 
 
 def test_report_schema_is_strict_and_documented() -> None:

@@ -149,6 +149,25 @@ def run(
     log_cap_mib: Annotated[
         int, typer.Option(min=1, help="Most of the agent's output kept in agent.log (MiB).")
     ] = 64,
+    cpus: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01,
+            help="CPUs the agent may use (its cgroup's quota; default: the task's budget, "
+            "else all).",
+        ),
+    ] = None,
+    memory_mib: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Memory the agent may use (MiB; past it the OOM killer stops it; default: "
+            "the task's budget, else all).",
+        ),
+    ] = None,
+    pids_max: Annotated[
+        int, typer.Option(min=1, help="Most processes and threads the agent may have at once.")
+    ] = 4096,
 ) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
     from ale_robotics.client.sdk import JobStatus
@@ -193,6 +212,9 @@ def run(
         episodes=episodes,
         disk_quota_bytes=disk_quota_mib * 1024**2,
         log_cap_bytes=log_cap_mib * 1024**2,
+        cpus=cpus,
+        memory_bytes=None if memory_mib is None else memory_mib * 1024**2,
+        pids_max=pids_max,
     )
     harden_harness_process()
     with Progress(
@@ -446,44 +468,74 @@ def evaluator_public_key(
 @tasks_app.command("list")
 @_friendly
 def tasks_list() -> None:
-    """All registered tasks with mode, metric, direction, target and source."""
+    """All registered tasks with mode, metric and direction, target, its statistic and source."""
+    from rich import box
+    from rich.text import Text
+
     from ale_robotics.tasks import default_registry
     from ale_robotics.tasks.manifest import active_manifest
 
     reg = default_registry()
     _, origin = active_manifest()
-    table = Table(title="ALE Robotics tasks", caption=f"targets from {origin}")
-    for col in ("task", "mode", "metric", "direction", "target", "source"):
+    table = Table(
+        title="ALE Robotics tasks",
+        caption=Text(
+            f"targets from {origin}; [n]: the target's statistic and source, below; "
+            "'tasks show ID': what is not comparable"
+        ),
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    table.add_column("task", no_wrap=True)
+    for col in ("mode", "metric", "target"):
         table.add_column(col)
+    sources: list[Text] = []
     for entry in reg:
         spec = entry.spec
         target = reg.target(spec.id)
+        arrow = "↑" if spec.primary_metric.direction.value == "higher_is_better" else "↓"
+        shown = "not synced"
+        if target is not None:
+            approx = ", approximate" if target.confidence == "approximate" else ""
+            sources.append(
+                Text(
+                    f"[{len(sources) + 1}] {spec.id}: {target.value:g}, "
+                    f"{target.statistic.label}{approx}; {target.source.paper}: "
+                    f"{target.source.location}"
+                )
+            )
+            shown = f"{target.value:g} [{len(sources)}]"
         table.add_row(
-            spec.id,
-            spec.mode.value,
-            spec.primary_metric.name,
-            "↑" if spec.primary_metric.direction.value == "higher_is_better" else "↓",
-            f"{target.value:g}" if target else "not synced",
-            f"{target.source.paper}: {target.source.location}" if target else "-",
+            Text(spec.id),
+            Text(spec.mode.value),
+            Text(f"{spec.primary_metric.name} {arrow}"),
+            Text(shown),
         )
     out.print(table)
+    for line in sources:
+        out.print(line)
 
 
 @tasks_app.command("show")
 @_friendly
 def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id.")]) -> None:
-    """The full task config and its manifest entry, as JSON."""
+    """The full task config and its manifest entry (target, statistic, what is not
+    comparable), as JSON."""
     from ale_robotics.tasks import default_registry
 
     reg = default_registry()
     spec = reg.get(task_id)
     entry = reg.manifest_entry(task_id)
+    target = entry.target if entry else None
     out.print_json(
         json.dumps(
             {
                 "task": spec.model_dump(mode="json"),
                 "manifest": entry.model_dump(mode="json") if entry else None,
                 "config_sha256": reg.entry(task_id).sha256,
+                "target_statistic": None
+                if target is None
+                else {"name": target.statistic.value, "description": target.statistic.description},
             }
         )
     )

@@ -29,6 +29,14 @@ cast to the action dtype and checked by the server, which answers
 :class:`~ale_robotics.errors.InvalidArgumentError` for a bad one. In an eval
 session the seeds passed to ``reset`` are ignored (``seeds_ignored`` says so):
 the evaluator uses the run's hidden seeds.
+
+Stopping early never pays: an eval episode left unfinished (``reset`` before it
+ended, ``close``, the process exiting) is played to its end by the evaluator
+with the task's null action (zero, or the bounds' centre where zero is out of
+bounds), and so is every episode never started. Practice steps count against
+the run's training budget (``AleClient.get_spec().training_agent_steps``,
+one per env per ``step``); past it ``step`` and ``reset`` raise
+:class:`~ale_robotics.errors.ResourceExhaustedError`.
 """
 
 from __future__ import annotations

@@ -120,6 +120,22 @@ class TaskView:
     max_message_bytes: int
     protocol_version: str
     raw: pb.GetSpecResponse
+    training_agent_steps: int | None = None
+    """The training budget in agent steps (Step calls x envs over every practice session
+    of the run); None when the task has none."""
+    training_agent_steps_used: int = 0
+    """Agent steps the run has taken in practice sessions when GetSpec answered."""
+    training_steps_enforced: bool = False
+    """True when the evaluator refuses practice Steps past the budget (RESOURCE_EXHAUSTED)."""
+    training_budget: str = ""
+    """The budget in words: its value in the paper's unit and what that is in agent steps."""
+
+    @property
+    def training_agent_steps_left(self) -> int | None:
+        """Practice agent steps the run may still take; None without a budget."""
+        if self.training_agent_steps is None:
+            return None
+        return max(0, self.training_agent_steps - self.training_agent_steps_used)
 
 
 class AleClient:
@@ -212,6 +228,10 @@ class AleClient:
             max_message_bytes=r.limits.max_message_bytes,
             protocol_version=r.protocol_version,
             raw=r,
+            training_agent_steps=r.limits.training_agent_steps or None,
+            training_agent_steps_used=r.limits.training_agent_steps_used,
+            training_steps_enforced=r.limits.training_steps_enforced,
+            training_budget=r.limits.training_budget,
         )
 
     def _relative(self, path: Path | str) -> str:

@@ -30,6 +30,7 @@ from ale_robotics.evaluator.pool import RolloutPool, WorkerLimits
 from ale_robotics.evaluator.result import (
     EvalResult,
     SmokeRun,
+    TrainingUsage,
     simulator_versions,
 )
 from ale_robotics.evaluator.runner import JobRunner
@@ -46,8 +47,9 @@ from ale_robotics.evaluator.smoke import smoke_run, smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
 from ale_robotics.evaluator.state import StateDir
 from ale_robotics.evaluator.store import JobRecord, JobState, JobStore
+from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.seeds import HiddenSeed, derive_seeds, secret_commitment
-from ale_robotics.tasks.registry import Registry
+from ale_robotics.tasks.registry import Registry, TrainingBudget
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, KEY_EVENT_KIND, EvaluatorSigner
 
@@ -136,6 +138,10 @@ class Evaluator:
         self.store = JobStore(self.state.db_path)
         self.pool = RolloutPool(config.workers, config.worker_limits)
         self.runs = RunRegistry(self.state.runs_path)
+        # Practice steps per run, against the manifest's training budgets; kept in the
+        # state dir so that a restart does not hand a run its budget again.
+        self.training = TrainingLedger(self.state.root / "practice_steps.json")
+        self._budgets: dict[str, TrainingBudget | None] = {}
         self._event_lock = threading.Lock()
         self.runner = JobRunner(self)
         if config.task_id is not None:
@@ -156,6 +162,7 @@ class Evaluator:
 
     def stop(self) -> None:
         self.sessions.stop()  # records unfinished eval sessions while the store is open
+        self.training.save()
         self.runner.stop()
         self.pool.shutdown()
         self.store.close()
@@ -180,6 +187,16 @@ class Evaluator:
         task = self.registry.get(task_id)
         n = self.config.smoke_episodes
         return task if n is None else smoke_task(task, n)
+
+    def training_budget(self, task: TaskSpec) -> TrainingBudget | None:
+        """The task's training budget (the manifest's, in agent steps too); None: none."""
+        if task.id not in self._budgets:  # a smoke run cuts episodes, never the budget
+            self._budgets[task.id] = self.registry.training_budget(task.id)
+        return self._budgets[task.id]
+
+    def training_usage(self, task: TaskSpec, run_id: str) -> TrainingUsage:
+        """The run's practice steps so far against the task's budget."""
+        return self.training.usage(run_id, self.training_budget(task))
 
     def smoke_run(self, task_id: str) -> SmokeRun | None:
         """What results of this task must say about a smoke run; None for an official one."""

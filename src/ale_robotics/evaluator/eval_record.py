@@ -14,9 +14,14 @@ the run's signed events land in its trajectory.
 * A restarted evaluator finds such a row requeued by ``JobStore.recover`` (the
   session's envs died with the old process); :func:`fail_interrupted` ends it
   ``FAILED`` (infrastructure) before the batch runner could pick it up.
-* Events: ``session_opened``, one ``episode_summary`` per episode (return,
-  length, whether it was abandoned), then ``progress_summary`` and ``result``
-  with the same payloads as a batch job.
+* Events: ``session_opened``, then ``training_steps`` (the run's practice
+  steps so far against its training budget), one ``episode_summary`` per
+  episode (return, length, whether it was abandoned and how many of its steps
+  the agent took), then ``training_steps`` again (the count the result
+  carries), ``progress_summary`` and ``result`` with the same payloads as a
+  batch job. An abandoned episode was completed with the null action before it
+  was summarized (:mod:`.vector_session`), so every successful result covers
+  the whole budget.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ale_robotics.evaluator.result import (
     EpisodeRecord,
     EvalResult,
     Timings,
+    TrainingUsage,
     host_info,
     simulator_versions,
 )
@@ -60,6 +66,7 @@ class EvalRecorder:
         self.run_id = run_id
         self.session_id = session_id
         self.seeds = evaluator.hidden_seeds(task, run_id)
+        self._budget = evaluator.training_budget(task)
         job, existing = evaluator.store.create(
             run_id=run_id,
             task_id=task.id,
@@ -95,6 +102,23 @@ class EvalRecorder:
                 "max_episode_steps": task.env.max_episode_steps,
             },
         )
+        self._training_event("eval_session_opened")
+
+    def _training_event(self, phase: str) -> TrainingUsage:
+        """Sign the run's practice count now: what it had trained when ``phase`` happened."""
+        usage = self._ev.training.usage(self.run_id, self._budget)
+        self._ev.event(
+            self.run_id,
+            self.task,
+            "training_steps",
+            {
+                "job_id": self.job_id,
+                "session_id": self.session_id,
+                "phase": phase,
+                **usage.model_dump(),
+            },
+        )
+        return usage
 
     def heartbeat(self) -> None:
         now = time.monotonic()
@@ -127,6 +151,7 @@ class EvalRecorder:
             source = FailureSource.INFRASTRUCTURE if infrastructure else FailureSource.SUBMISSION
         episodes = sorted(records, key=lambda r: r.index)
         wall = time.monotonic() - self._t0
+        training = self._training_event("eval_session_ended")
         state = JobState.FAILED if failure else JobState.SUCCEEDED
         metrics = (
             {}
@@ -175,6 +200,7 @@ class EvalRecorder:
                 workers=1,
             ),
             smoke_run=self._ev.smoke_run(self.task.id),
+            training=training,
         )
         payload: dict[str, object] = {"job_id": self.job_id, "state": state.value}
         if failure:

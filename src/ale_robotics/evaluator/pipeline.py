@@ -62,6 +62,8 @@ class EpisodeOutcome:
     """Planning tasks: the returned path hit something (self or scene); None otherwise."""
     planning_time_s: float | None = None
     """Planning tasks: seconds the planner took on this problem, measured by the evaluator."""
+    reason: str | None = None
+    """Planning tasks: why the path failed validation ("" on success); None otherwise."""
 
 
 class PolicyFault(Exception):

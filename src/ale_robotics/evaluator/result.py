@@ -4,26 +4,53 @@ It is JSON on the wire (``GetEvalResultResponse.eval_result_json``) and on disk,
 validated by this versioned schema at both ends. It never holds a raw seed: each
 episode carries the commitment to its seed, and the secret is represented by
 its SHA-256.
+
+Schema version 2 (this one) adds :attr:`EvalResult.outcomes`, each episode's
+outcome in its backend's own terms (a planning problem's success, collision and
+planning time; a replayed instance's success and final distance), and splits
+what version 1 called ``official`` in two: :attr:`EvalResult.read_on_harness_channel`
+(where the result was read) and :attr:`EvalResult.official` (that, *and* the
+task's full protocol: never a smoke run). Version 1 results are still read,
+their ``official`` flag mapped onto the two.
 """
 
 from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Sequence
 from importlib import metadata
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.pipeline import EpisodeOutcome
 
 __all__ = [
+    "SCHEMA_VERSION",
+    "BatchOutcomes",
     "EpisodeRecord",
     "EvalResult",
     "HostInfo",
+    "PlanningOutcomes",
+    "PlanningProblemOutcome",
+    "ReplayInstanceOutcome",
+    "ReplayOutcomes",
+    "RolloutEpisodeOutcome",
+    "RolloutOutcomes",
     "SmokeRun",
     "Timings",
+    "TrainingUsage",
+    "batch_outcomes",
+    "episode_outcomes",
     "host_info",
+    "outcome_entries",
     "package_versions",
 ]
+
+SCHEMA_VERSION: Literal[2] = 2
+"""The EvalResult schema written now (1 is still read, see :class:`EvalResult`)."""
 
 
 class _Model(BaseModel):
@@ -38,13 +65,22 @@ class EpisodeRecord(_Model):
     terminated: bool = Field(description="True if the env terminated (vs truncated by time).")
     abandoned: bool = Field(
         default=False,
-        description="Interactive eval sessions: the agent cut the episode short (a new Reset or "
-        "CloseSession); it counts with the return and length it had reached.",
+        description="Interactive eval sessions: the agent did not finish the episode (a Reset "
+        "cut it short, or the session ended: CloseSession, an idle-timeout reap, the agent's "
+        "exit), or never started it. The evaluator then played it to its end with the task's "
+        "null action, from the state the agent left it in (from its hidden-seed reset when "
+        "never started), so stopping early scores exactly what playing the null action does.",
     )
     success: bool | None = Field(
         default=None,
         description="Tasks whose env reports info['success']: its value at the episode's last "
-        "step (False for an abandoned episode); None for other tasks.",
+        "step (for an abandoned episode, the last null-action step); None for other tasks.",
+    )
+    agent_steps: int | None = Field(
+        default=None,
+        description="Interactive eval sessions: steps the agent took in the episode; the rest "
+        "of its length (length - agent_steps) were the evaluator's null actions. None for "
+        "batch results, whose every step is the submitted policy's.",
     )
 
 
@@ -62,6 +98,36 @@ class Timings(_Model):
     workers: int = Field(description="Worker processes used.")
 
 
+class TrainingUsage(_Model):
+    """A run's practice-session steps as the evaluator counted them (interactive tasks)."""
+
+    agent_steps: int = Field(
+        description="Agent steps (Step calls x envs) over every practice session of the run "
+        "when the eval session ended."
+    )
+    agent_steps_budget: int | None = Field(
+        default=None,
+        description="The most the run could take: compute_budget.training_steps as agent "
+        "steps; None when the task has no training budget.",
+    )
+    budget_steps: int | None = Field(
+        default=None, description="compute_budget.training_steps, in its own unit."
+    )
+    unit: str | None = Field(
+        default=None, description="The unit of budget_steps: 'agent_step' or 'simulator_step'."
+    )
+    enforced: bool = Field(
+        default=False, description="True when practice Steps past the budget were refused."
+    )
+    budget: str | None = Field(default=None, description="The budget in words.")
+
+    def summary(self) -> str:
+        """'trained 48,000 / 50,000 agent steps' (or '... agent steps, no budget')."""
+        if self.agent_steps_budget is None:
+            return f"trained {self.agent_steps:,} agent steps (no training budget)"
+        return f"trained {self.agent_steps:,} / {self.agent_steps_budget:,} agent steps"
+
+
 class HostInfo(_Model):
     platform: str
     machine: str
@@ -69,8 +135,199 @@ class HostInfo(_Model):
     cpu_count: int
 
 
+# ----------------------------------------------------- per-episode outcomes --
+#
+# One model per batch backend, each holding what that backend measures per episode
+# and enough to recompute every task metric from it alone (so the audit can check the
+# signed outcomes against the signed metrics). ``host_dependent`` names the fields a
+# re-run on another host (an audit) reproduces only approximately: wall-clock times and
+# what follows from a path found within a time limit. They are re-measured and shown,
+# never compared; every other field must match exactly.
+
+
+class RolloutEpisodeOutcome(_Model):
+    """A policy rollout (backends ``gymnasium`` and ``mujoco_rollout``)."""
+
+    host_dependent: ClassVar[frozenset[str]] = frozenset()
+
+    index: int = Field(description="Position in the task's base-seed list.")
+    episode_return: float = Field(description="Undiscounted return of the episode.")
+    length: int = Field(description="Steps simulated.")
+    terminated: bool = Field(description="True if the env terminated (vs truncated by time).")
+    success: bool | None = Field(
+        default=None, description="info['success'] at the last step where the env reports it."
+    )
+
+
+class PlanningProblemOutcome(_Model):
+    """One hidden-seed planning problem (backends ``planner`` and ``edmp``)."""
+
+    host_dependent: ClassVar[frozenset[str]] = frozenset(
+        {"planning_time_s", "states_checked", "reason"}
+    )
+
+    index: int = Field(description="Position in the task's base-seed list.")
+    success: bool = Field(description="The path passed dense validation and reached the goal.")
+    collided: bool = Field(description="The returned path hit something (self or scene).")
+    planning_time_s: float = Field(
+        description="Seconds the planner took on this problem, measured by the evaluator "
+        "(wall clock: host-dependent)."
+    )
+    states_checked: int = Field(description="Configurations the validator checked.")
+    reason: str = Field(description="Why the path failed validation ('' on success).")
+
+
+class ReplayInstanceOutcome(_Model):
+    """One replayed published instance (backend ``replay``)."""
+
+    host_dependent: ClassVar[frozenset[str]] = frozenset()
+
+    index: int = Field(description="Position of the instance in the task's base_seeds.")
+    instance: int = Field(description="The published instance (the env's reset seed).")
+    success: bool = Field(description="info['is_success'] after the last action.")
+    final_distance: float = Field(description="Achieved-to-desired goal distance at the end.")
+    episode_return: float = Field(description="Undiscounted return of the replay.")
+    length: int = Field(description="Steps replayed.")
+    terminated: bool = Field(description="True if the env terminated (vs truncated by time).")
+
+
+class RolloutOutcomes(_Model):
+    backend: Literal["gymnasium", "mujoco_rollout"]
+    episodes: list[RolloutEpisodeOutcome]
+
+
+class PlanningOutcomes(_Model):
+    backend: Literal["planner", "edmp"]
+    problems: list[PlanningProblemOutcome]
+
+
+class ReplayOutcomes(_Model):
+    backend: Literal["replay"]
+    instances: list[ReplayInstanceOutcome]
+
+
+BatchOutcomes = Annotated[
+    RolloutOutcomes | PlanningOutcomes | ReplayOutcomes, Field(discriminator="backend")
+]
+"""A batch job's per-episode outcomes, typed by the task's ``eval.backend``."""
+
+_Entry = RolloutEpisodeOutcome | PlanningProblemOutcome | ReplayInstanceOutcome
+
+
+def outcome_entries(outcomes: RolloutOutcomes | PlanningOutcomes | ReplayOutcomes) -> list[_Entry]:
+    """The per-episode entries, whatever the backend."""
+    if isinstance(outcomes, RolloutOutcomes):
+        return list(outcomes.episodes)
+    if isinstance(outcomes, PlanningOutcomes):
+        return list(outcomes.problems)
+    return list(outcomes.instances)
+
+
+def batch_outcomes(
+    backend: str, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
+) -> RolloutOutcomes | PlanningOutcomes | ReplayOutcomes:
+    """The typed outcomes of a batch job from what its backend produced (same order).
+
+    ``base_seeds`` are the task's public base seeds: a replay task's instances
+    (never a hidden seed value, which no result holds).
+    """
+    if backend in ("planner", "edmp"):
+        return PlanningOutcomes.model_validate(
+            {
+                "backend": backend,
+                "problems": [
+                    PlanningProblemOutcome(
+                        index=o.index,
+                        success=_required(o.success, "success", o.index),
+                        collided=_required(o.collided, "collided", o.index),
+                        planning_time_s=_required(o.planning_time_s, "planning_time_s", o.index),
+                        states_checked=o.length,
+                        reason=o.reason or "",
+                    )
+                    for o in outcomes
+                ],
+            }
+        )
+    if backend == "replay":
+        return ReplayOutcomes(
+            backend="replay",
+            instances=[
+                ReplayInstanceOutcome(
+                    index=o.index,
+                    instance=int(base_seeds[o.index]),
+                    success=_required(o.success, "success", o.index),
+                    final_distance=_required(o.final_distance, "final_distance", o.index),
+                    episode_return=o.ret,
+                    length=o.length,
+                    terminated=o.terminated,
+                )
+                for o in outcomes
+            ],
+        )
+    return RolloutOutcomes.model_validate(
+        {
+            "backend": backend,
+            "episodes": [
+                RolloutEpisodeOutcome(
+                    index=o.index,
+                    episode_return=o.ret,
+                    length=o.length,
+                    terminated=o.terminated,
+                    success=o.success,
+                )
+                for o in outcomes
+            ],
+        }
+    )
+
+
+def episode_outcomes(
+    outcomes: RolloutOutcomes | PlanningOutcomes | ReplayOutcomes,
+) -> list[EpisodeOutcome]:
+    """Back to the pipeline's outcomes, from which :func:`.metrics.compute` gives the metrics
+    (bit for bit the evaluator's: the same values in the same order)."""
+    from ale_robotics.evaluator.pipeline import EpisodeOutcome
+
+    if isinstance(outcomes, PlanningOutcomes):
+        return [
+            EpisodeOutcome(
+                p.index,
+                1.0 if p.success else 0.0,
+                p.states_checked,
+                p.success,
+                success=p.success,
+                collided=p.collided,
+                planning_time_s=p.planning_time_s,
+                reason=p.reason,
+            )
+            for p in outcomes.problems
+        ]
+    if isinstance(outcomes, ReplayOutcomes):
+        return [
+            EpisodeOutcome(
+                r.index,
+                r.episode_return,
+                r.length,
+                r.terminated,
+                success=r.success,
+                final_distance=r.final_distance,
+            )
+            for r in outcomes.instances
+        ]
+    return [
+        EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated, success=e.success)
+        for e in outcomes.episodes
+    ]
+
+
+def _required(value: Any, name: str, index: int) -> Any:
+    if value is None:
+        raise ValueError(f"episode {index}: the backend reported no {name}")
+    return value
+
+
 class EvalResult(_Model):
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = SCHEMA_VERSION
     job_id: str
     run_id: str
     task_id: str
@@ -103,14 +360,50 @@ class EvalResult(_Model):
         default_factory=list,
         description="Signed trusted-evaluator events of the run, in eval_seq order.",
     )
+    outcomes: BatchOutcomes | None = Field(
+        default=None,
+        description="Batch jobs that SUCCEEDED: every episode's outcome in its backend's terms "
+        "(per-problem success, collision and planning time; per-instance success and final "
+        "distance; per-episode returns), in index order. The signed `result` event holds the "
+        "same. None otherwise (interactive eval sessions: see episodes).",
+    )
+    read_on_harness_channel: bool = Field(
+        default=False, description="Set on every result read over the harness channel."
+    )
     official: bool = Field(
-        default=False, description="Set only on results read over the harness channel."
+        default=False,
+        description="The task's official result: its full protocol (never a smoke run), read "
+        "over the harness channel.",
     )
     smoke_run: SmokeRun | None = Field(
         default=None,
         description="Set when the evaluator ran a smoke run (fewer episodes than the task's "
         "protocol, an operator option): the metrics are not the task's official measurement.",
     )
+    training: TrainingUsage | None = Field(
+        default=None,
+        description="Interactive eval sessions: the run's practice steps, counted by the "
+        "evaluator, against the task's training budget; None for batch results.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_version_1(cls, data: Any) -> Any:
+        """Version 1 set ``official`` on every result read over the harness channel, smoke
+        runs included: that is ``read_on_harness_channel`` now, and official only without a
+        smoke run."""
+        if (
+            isinstance(data, dict)
+            and data.get("schema_version") == 1
+            and "read_on_harness_channel" not in data
+        ):
+            read = bool(data.get("official", False))
+            data = {
+                **data,
+                "read_on_harness_channel": read,
+                "official": read and data.get("smoke_run") is None,
+            }
+        return data
 
 
 SIMULATOR_PACKAGES = ["mujoco", "gymnasium", "numpy", "pybullet", "ompl"]

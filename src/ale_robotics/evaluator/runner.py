@@ -52,6 +52,7 @@ from ale_robotics.evaluator.result import (
     EpisodeRecord,
     EvalResult,
     Timings,
+    batch_outcomes,
     host_info,
     simulator_versions,
 )
@@ -265,6 +266,7 @@ class JobRunner:
                 )
                 for o in outcomes
             ],
+            outcomes=batch_outcomes(task.eval.backend, task.eval.base_seeds, outcomes),
             evidence_files=evidence,
             tensor_shapes=shapes,
             secret_sha256=self._ev.secret_sha256,
@@ -286,6 +288,9 @@ class JobRunner:
             "metrics": metrics,
             "episode_returns": [o.ret for o in outcomes],
         }
+        assert result.outcomes is not None
+        # the per-episode outcomes are signed too: the audit checks result.json's against them
+        payload["outcomes"] = result.outcomes.model_dump(mode="json")
         if result.smoke_run is not None:
             payload["smoke_run"] = result.smoke_run.model_dump()
         self._ev._event(job.run_id, task, "result", payload)

@@ -250,6 +250,16 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         if entry is not None:
             limits.wall_clock_budget_s = entry.compute_budget.wall_clock_s
             limits.max_submissions_per_run = entry.compute_budget.max_submissions
+        budget = self._ev.training_budget(task)
+        if budget is not None:
+            limits.training_steps = budget.steps
+            limits.training_steps_unit = budget.unit.value
+            limits.training_agent_steps = budget.agent_steps
+            limits.training_steps_enforced = budget.enforced
+            limits.training_budget = budget.describe()
+        run = scope.run_id if scope.bound else (self._ev.config.run_id or "")
+        if run and task.mode is TaskMode.INTERACTIVE:
+            limits.training_agent_steps_used = self._ev.training.used(run)
         if task.mode is TaskMode.INTERACTIVE:
             session = settings_for(task)
             limits.max_sessions = session.max_sessions
@@ -463,8 +473,12 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 "GetBatchEvalStatus, which never carries the metric"
             )
         result = self._ev.result(request.job_id, request.run_id)
-        result = result.model_copy(update={"official": True})
-        return pb.GetEvalResultResponse(eval_result_json=result.model_dump_json(), official=True)
+        # official: the task's full protocol read here; a smoke run (--episodes N) never is
+        official = result.smoke_run is None
+        result = result.model_copy(update={"read_on_harness_channel": True, "official": official})
+        return pb.GetEvalResultResponse(
+            eval_result_json=result.model_dump_json(), official=official
+        )
 
     # ----------------------------------------------------------------- runs --
 

@@ -10,7 +10,7 @@ refusal naming the limit it hit:
   for the host (``--max-sessions-total``);
 * ``max_envs_per_session`` (RESOURCE_EXHAUSTED);
 * ``idle_timeout_s``: a reaper thread closes sessions nobody called for that
-  long (an eval session is then recorded as it stands);
+  long (an eval session is then completed with the null action and recorded);
 * ``call_deadline_s``: calls on one session run one at a time, and a call that
   cannot get its session within the deadline (or the client's own, if
   shorter) is DEADLINE_EXCEEDED instead of queueing without bound. The work of
@@ -21,6 +21,20 @@ refusal naming the limit it hit:
 A session id is 128 random bits; every call but OpenSession names one. A
 session belongs to its run: a caller bound to another run gets the NOT_FOUND of
 an id that never existed (:meth:`Evaluator.visible`).
+
+Closing an eval session the agent left unfinished simulates the rest of its
+budget with the null action (:meth:`Session.close`), which takes up to a few
+seconds. It runs holding only that session's own lock, after the session has
+left the table, so no other session's call waits on it: CloseSession and the
+harness's close of a run wait for it (their answer then covers the whole
+budget), and a reap hands it to a thread of its own, so an OpenSession that
+reaps on its way never waits either. :meth:`stop` lets completions in flight
+finish within ``finish_grace_s``, then aborts them, which records the run as an
+infrastructure failure: shutting down never leaves an eval job RUNNING and
+never scores a budget it did not simulate.
+
+Practice sessions of a run charge the run's training budget
+(:mod:`.training_budget`); run-less ones (no run to charge) charge nothing.
 """
 
 from __future__ import annotations
@@ -67,7 +81,9 @@ def settings_for(task: TaskSpec) -> SessionSettings:
 class SessionManager:
     """All open sessions of one evaluator, shared by its agent and harness listeners."""
 
-    def __init__(self, evaluator: Evaluator, reap_interval_s: float = 1.0) -> None:
+    def __init__(
+        self, evaluator: Evaluator, reap_interval_s: float = 1.0, finish_grace_s: float = 30.0
+    ) -> None:
         self._ev = evaluator
         self._sessions: dict[str, Session] = {}
         self._opening: dict[str, int] = {}  # per run: slots reserved by opens building envs
@@ -75,6 +91,11 @@ class SessionManager:
         self._stop = threading.Event()
         self._reap_interval_s = reap_interval_s
         self._thread: threading.Thread | None = None
+        self.finish_grace_s = finish_grace_s
+        """How long :meth:`stop` lets closes in flight complete abandoned episodes."""
+        self._abort = threading.Event()  # set by stop(): completions in flight give up
+        self._closing = 0  # closes in flight (detached from _sessions, not yet recorded)
+        self._closed = threading.Condition(self._lock)
 
     # ------------------------------------------------------------ lifecycle --
 
@@ -83,7 +104,13 @@ class SessionManager:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop reaping and release every env (unfinished eval sessions are recorded)."""
+        """Stop reaping and release every env; every eval session ends recorded.
+
+        Sessions still open were ended by the evaluator, not abandoned by their
+        agent: recorded as infrastructure failures. Closes in flight (an agent's
+        CloseSession, a reap) get ``finish_grace_s`` to complete their episodes;
+        past it they are aborted, which records an infrastructure failure too.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -91,6 +118,16 @@ class SessionManager:
             ids = list(self._sessions)
         for sid in ids:
             self._close(sid, "the evaluator shut down", infrastructure=True)
+        if not self.wait_closed(self.finish_grace_s):
+            log.warning("aborting the completion of abandoned episodes: the evaluator stops")
+            self._abort.set()
+            if not self.wait_closed(30.0):
+                log.error("a session close did not end after its abort; its run stays RUNNING")
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait until no close is in flight (abandoned episodes completed and recorded)."""
+        with self._closed:
+            return self._closed.wait_for(lambda: self._closing == 0, timeout)
 
     def __len__(self) -> int:
         with self._lock:
@@ -137,12 +174,13 @@ class SessionManager:
             # Envs first: the eval job row (the run's one eval session) is created only
             # once nothing else can fail.
             envs = make_envs(task, num_envs)
-            recorder = (
-                EvalRecorder(self._ev, task, run_id, sid, num_envs)
-                if kind is SessionKind.EVAL
-                else None
-            )
-            session = Session(sid, task, kind, envs, run_id, recorder)
+            recorder = None
+            meter = None
+            if kind is SessionKind.EVAL:
+                recorder = EvalRecorder(self._ev, task, run_id, sid, num_envs)
+            elif run_id:
+                meter = self._ev.training.meter(run_id, self._ev.training_budget(task))
+            session = Session(sid, task, kind, envs, run_id, recorder, meter)
         except BaseException:
             for env in envs:
                 env.close()
@@ -204,7 +242,12 @@ class SessionManager:
         return len(ids)
 
     def reap(self) -> list[str]:
-        """Close sessions idle past their task's ``idle_timeout_s``; returns their ids."""
+        """Close sessions idle past their task's ``idle_timeout_s``; returns their ids.
+
+        They leave the table at once (their ids are NOT_FOUND from now on and their
+        slots free); each is closed on a thread of its own, since an eval one
+        simulates the episodes its agent left (:meth:`wait_closed` waits for them).
+        """
         now = time.monotonic()
         with self._lock:
             idle = [
@@ -212,10 +255,18 @@ class SessionManager:
                 for s in self._sessions.values()
                 if now - s.last_used > settings_for(s.task).idle_timeout_s and not s.lock.locked()
             ]
+            for s in idle:
+                del self._sessions[s.id]
+                self._closing += 1
         for s in idle:
             timeout = settings_for(s.task).idle_timeout_s
             log.info("session %s idle for over %gs: closing it", s.id, timeout)
-            self._close(s.id, f"idle for over {timeout:g}s")
+            threading.Thread(
+                target=self._finish,
+                args=(s, f"idle for over {timeout:g}s", False),
+                name=f"ale-close-{s.id[:13]}",
+                daemon=True,
+            ).start()
         return [s.id for s in idle]
 
     # --------------------------------------------------------------- private --
@@ -275,11 +326,22 @@ class SessionManager:
     def _close(self, session_id: str, why: str, infrastructure: bool = False) -> int:
         with self._lock:
             session = self._sessions.pop(session_id, None)
-        if session is None:
-            return 0
-        # Wait for a call in flight (bounded: a call never waits on anything slow).
-        with session.lock:
-            return session.close(why, infrastructure=infrastructure)
+            if session is None:
+                return 0
+            self._closing += 1
+        return self._finish(session, why, infrastructure)
+
+    def _finish(self, session: Session, why: str, infrastructure: bool) -> int:
+        """Close a session already out of the table (counted in ``_closing``)."""
+        try:
+            # Wait for a call in flight (bounded: one call's work is bounded), then
+            # complete and record; only this session's lock is held meanwhile.
+            with session.lock:
+                return session.close(why, infrastructure=infrastructure, abort=self._abort)
+        finally:
+            with self._closed:
+                self._closing -= 1
+                self._closed.notify_all()
 
     def _reap_loop(self) -> None:
         while not self._stop.wait(self._reap_interval_s):

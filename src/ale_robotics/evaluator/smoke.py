@@ -8,7 +8,8 @@ commitments) follows it unchanged, and every result it produces carries a
 :class:`~ale_robotics.evaluator.result.SmokeRun` that the report repeats. The
 episodes are the first N of the official run's (same base seeds, same hidden
 seeds), so a smoke run is a prefix of the real thing, never a different sample.
-An official run never uses it.
+An official run never uses it, and no result of a smoke run is ever ``official``
+(GetEvalResult sets only ``read_on_harness_channel`` on it).
 """
 
 from __future__ import annotations

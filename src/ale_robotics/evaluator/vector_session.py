@@ -9,13 +9,28 @@ in-process ``SyncVectorEnv`` (a test checks this step for step), so Gymnasium
 code needs no adaptation and no ``final_obs`` has to travel.
 
 Eval sessions add the trusted bookkeeping: episode ``i`` of the budget runs on
-the run's ``i``-th hidden seed, client seeds are ignored, an episode a Reset or
-a close cuts short counts as it stands (no cherry-picking), an env's
-``info["success"]`` at an episode's last step is recorded as its success (an
-abandoned episode of such a task is a failure), and once every budgeted
-episode has ended the result is recorded (:class:`EvalRecorder`).
-When fewer budget episodes remain than envs, the spare envs go idle: they
-return their last observation, reward 0 and no flags, and ignore actions.
+the run's ``i``-th hidden seed, client seeds are ignored, an env's
+``info["success"]`` at an episode's last step is recorded as its success, and
+once every budgeted episode has ended the result is recorded
+(:class:`EvalRecorder`). When fewer budget episodes remain than envs, the spare
+envs go idle: they return their last observation, reward 0 and no flags, and
+ignore actions.
+
+Doing less never pays (ARCHITECTURE.md §10). An episode the agent does not
+finish (a Reset cuts it short, or the session closes) is played on to its end
+here with :func:`null_action`, from exactly the state the agent left it in, and
+an episode never started is played the same way from its hidden-seed reset;
+each is recorded ``abandoned`` with the steps the agent took. Stopping is then
+exactly equal to sending the null action yourself, whatever the metric: a short
+episode of a cost can no longer beat the paper, an unplayed episode can no
+longer be skipped. The evaluator pays for that simulation (at most the budget's
+episodes x ``max_episode_steps`` steps), and a close that cannot finish it (the
+evaluator shuts down, an env fails) records an infrastructure failure, never a
+score.
+
+Practice sessions of a run charge its training budget
+(:class:`~ale_robotics.evaluator.training_budget.PracticeMeter`): one agent
+step per env per Step, checked before any env moves.
 
 Inputs are validated here, before anything touches an env, so a client mistake
 is always a precise :class:`~ale_robotics.errors.AleError` and never INTERNAL.
@@ -23,6 +38,7 @@ is always a precise :class:`~ale_robotics.errors.AleError` and never INTERNAL.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Sequence
@@ -43,8 +59,19 @@ from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.eval_record import EvalRecorder
+    from ale_robotics.evaluator.training_budget import PracticeMeter
 
-__all__ = ["AUTORESET_MODE", "Batch", "Session", "SessionKind", "make_envs"]
+__all__ = [
+    "AUTORESET_MODE",
+    "Batch",
+    "CompletionAborted",
+    "Session",
+    "SessionKind",
+    "make_envs",
+    "null_action",
+]
+
+log = logging.getLogger(__name__)
 
 AUTORESET_MODE = "next_step"
 """Gymnasium's ``AutoresetMode.NEXT_STEP``, advertised in OpenSessionResponse."""
@@ -53,6 +80,29 @@ AUTORESET_MODE = "next_step"
 class SessionKind(StrEnum):
     PRACTICE = "practice"
     EVAL = "eval"
+
+
+class CompletionAborted(Exception):
+    """The evaluator is shutting down while it completes abandoned episodes."""
+
+
+def null_action(low: npt.ArrayLike, high: npt.ArrayLike, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """The task's null action: zero where the bounds allow it, else the bounds' centre.
+
+    Per element: 0 when ``low <= 0 <= high``; otherwise the midpoint of a finite
+    interval, or its one finite bound when the other is infinite. Derived from
+    the action space alone, so an agent can compute the same action from
+    GetSpec's bounds and check that abandoning equals playing it.
+    """
+    lo = np.asarray(low, dtype=np.float64)
+    hi = np.asarray(high, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # -inf + inf: that element is 0 anyway
+        mid = (lo + hi) / 2
+    centre = np.where(np.isfinite(lo) & np.isfinite(hi), mid, np.where(np.isfinite(lo), lo, hi))
+    out = np.where((lo <= 0) & (hi >= 0), 0.0, centre)
+    if np.dtype(dtype).kind in "iu":
+        out = np.clip(np.round(out), lo, hi)
+    return np.asarray(out, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -95,9 +145,12 @@ class Session:
         envs: list[Any],
         run_id: str = "",
         recorder: EvalRecorder | None = None,
+        meter: PracticeMeter | None = None,
     ) -> None:
         if (kind is SessionKind.EVAL) != (recorder is not None):
             raise ValueError("an eval session needs a recorder, a practice session none")
+        if kind is SessionKind.EVAL and meter is not None:
+            raise ValueError("eval sessions are not training: they charge no budget")
         self.id = session_id
         self.task = task
         self.kind = kind
@@ -108,11 +161,14 @@ class Session:
         self.closed = False
         self._envs = envs
         self._recorder = recorder
+        self._meter = meter
         act, obs = envs[0].action_space, envs[0].observation_space
         self.action_dtype: np.dtype[Any] = np.dtype(act.dtype)
         self.action_shape: tuple[int, ...] = (self.num_envs, *act.shape)
         self._low = np.broadcast_to(np.asarray(act.low, self.action_dtype), self.action_shape)
         self._high = np.broadcast_to(np.asarray(act.high, self.action_dtype), self.action_shape)
+        self.null_action = null_action(act.low, act.high, self.action_dtype)
+        """One env's null action (shape ``action_shape[1:]``): what abandoned episodes get."""
         self._obs = np.zeros((self.num_envs, *obs.shape), dtype=obs.dtype)
         self._started = False
         self._pending = [False] * self.num_envs  # episode ended: autoreset on the next Step
@@ -140,7 +196,11 @@ class Session:
         return len(self._records)
 
     def reset(self, seeds: Sequence[int]) -> Batch:
-        """Start an episode in every env (eval: the next budget episodes; cut-off ones count)."""
+        """Start an episode in every env (eval: the next budget episodes).
+
+        In an eval session a running episode is first played to its end with the
+        null action (abandoned), so a Reset cannot cut a bad episode short.
+        """
         self._check_not_complete()
         ignored = self.kind is SessionKind.EVAL and len(seeds) > 0
         per_env = self._practice_seeds(seeds) if self.kind is SessionKind.PRACTICE else None
@@ -149,10 +209,12 @@ class Session:
                 f"all {self.budget} episodes of this eval session have started; finish the "
                 "running ones with Step (a Reset would start none)"
             )
+        if self._meter is not None:
+            self._meter.check_reset()
         infos: list[dict[str, Any]] = []
         for i in range(self.num_envs):
             if self.kind is SessionKind.EVAL and self._active[i] and not self._pending[i]:
-                self._end_episode(i, terminated=False, abandoned=True)
+                self._play_out(i)
             self._pending[i] = False
             infos.append(self._begin_episode(i, None if per_env is None else per_env[i]))
         self._started = True
@@ -171,6 +233,8 @@ class Session:
             )
         self._check_not_complete()
         self.check_action(action)
+        if self._meter is not None:
+            self._meter.charge(self.num_envs)  # before any env moves: refused means untouched
         n = self.num_envs
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
@@ -188,15 +252,13 @@ class Session:
                 self._len[i] += 1
                 self.env_steps += 1
                 infos.append(info)
-                if "success" in info:
-                    self._reports_success = True
-                    self._success[i] = bool(info["success"])
+                self._note_success(i, info)
                 if term or trunc:
                     terminated[i] = bool(term)
                     truncated[i] = bool(trunc)
                     self._pending[i] = True
                     if self.kind is SessionKind.EVAL:
-                        self._end_episode(i, terminated=bool(term), abandoned=False)
+                        self._end_episode(i, terminated=bool(term))
             else:
                 infos.append({})
         if self._recorder is not None:
@@ -214,30 +276,29 @@ class Session:
             eval_complete=self.eval_complete,
         )
 
-    def close(self, why: str, *, infrastructure: bool = False) -> int:
-        """Release the envs; an unfinished eval session is recorded as it stands.
+    def close(
+        self, why: str, *, infrastructure: bool = False, abort: threading.Event | None = None
+    ) -> int:
+        """Release the envs; an unfinished eval session is completed, then recorded.
 
-        ``infrastructure``: the evaluator, not the agent, ended the session (a
-        shutdown), so an incomplete budget is not held against the agent.
+        Every episode the agent left (running or never started) is played to its
+        end with the null action and the result recorded as for a finished
+        session. ``infrastructure``: the evaluator, not the agent, ended the
+        session (a shutdown), so nothing is completed on the agent's behalf and
+        the run fails as the evaluator's fault. ``abort`` set while completing
+        (the evaluator is shutting down) or an env failing on the way also ends
+        the run as an infrastructure failure: a result that cannot be completed
+        is never scored.
         """
         if self.closed:
             return self.episodes_completed
         self.closed = True
         try:
             if self._recorder is not None and not self.eval_complete:
-                for i in range(self.num_envs):
-                    if self._active[i] and not self._pending[i]:
-                        self._end_episode(i, terminated=False, abandoned=True)
-                reason = None
-                if self.episodes_completed < self.budget:
-                    reason = (
-                        f"the eval session ended ({why}) after {self.episodes_completed} of "
-                        f"{self.budget} episodes; the metric is defined over the whole budget"
-                    )
-                self._recorder.finish(
-                    list(self._records.values()), self.env_steps, reason, infrastructure
-                )
+                self._record_unfinished(why, infrastructure, abort)
         finally:
+            if self._meter is not None:
+                self._meter.flush()
             for env in self._envs:
                 env.close()
         return self.episodes_completed
@@ -289,6 +350,81 @@ class Session:
             "seed+i) or exactly one per env"
         )
 
+    def _record_unfinished(
+        self, why: str, infrastructure: bool, abort: threading.Event | None
+    ) -> None:
+        assert self._recorder is not None
+        self.eval_complete = True  # one way or another, nothing more happens here
+        if infrastructure:
+            reason = (
+                f"the eval session ended ({why}) after {self.episodes_completed} of "
+                f"{self.budget} episodes; the evaluator, not the agent, ended it, so this run "
+                "cannot be scored: re-run it"
+            )
+            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
+            return
+        try:
+            self._complete_budget(abort)
+        except CompletionAborted:
+            reason = (
+                f"the evaluator shut down while completing the episodes the agent left "
+                f"({why}; {self.episodes_completed} of {self.budget} ended): this run cannot "
+                "be scored, re-run it"
+            )
+            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
+            return
+        except Exception as exc:  # an env failed under the null action: the evaluator's
+            log.exception("session %s: completing abandoned episodes failed", self.id)
+            reason = (
+                f"the evaluator could not complete the episodes the agent left ({why}): "
+                f"{type(exc).__name__} after {self.episodes_completed} of {self.budget} "
+                "episodes; this run cannot be scored, re-run it"
+            )
+            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
+            return
+        self._recorder.finish(list(self._records.values()), self.env_steps, None)
+
+    def _complete_budget(self, abort: threading.Event | None) -> None:
+        """Play every episode the agent left with the null action: running ones from
+        where they are, then each never-started one from its hidden-seed reset."""
+        for i in range(self.num_envs):
+            if self._active[i] and not self._pending[i]:
+                self._play_out(i, abort)
+        while self._next_episode < self.budget:
+            self._begin_episode(0, None)
+            self._play_out(0, abort)
+
+    def _play_out(self, i: int, abort: threading.Event | None = None) -> None:
+        """Step env ``i`` with the null action until its episode ends; record it abandoned.
+
+        The env's TimeLimit (``max_episode_steps``) ends every episode; the bound
+        here only turns an env without one into an error instead of a hang.
+        """
+        agent_steps = self._len[i]
+        env = self._envs[i]
+        for _ in range(self.task.env.max_episode_steps + 1):
+            if abort is not None and abort.is_set():
+                raise CompletionAborted
+            obs, r, term, trunc, info = env.step(self.null_action)
+            self._obs[i] = obs
+            self._ret[i] += float(r)
+            self._len[i] += 1
+            self.env_steps += 1
+            self._note_success(i, info)
+            if term or trunc:
+                self._pending[i] = True
+                self._end_episode(i, terminated=bool(term), agent_steps=agent_steps)
+                return
+        raise RuntimeError(
+            f"env {i} of session {self.id} ran {self._len[i]} steps without ending, past "
+            f"max_episode_steps = {self.task.env.max_episode_steps}"
+        )
+
+    def _note_success(self, i: int, info: dict[str, Any]) -> None:
+        if "success" in info:
+            self._reports_success = True
+            self._success[i] = bool(info["success"])
+
     def _begin_episode(self, i: int, seed: int | None) -> dict[str, Any]:
         """Reset env ``i`` (eval: onto the next hidden seed, or idle once the budget is out)."""
         if self._recorder is not None:
@@ -306,21 +442,22 @@ class Session:
         self._success[i] = None
         return dict(info)
 
-    def _end_episode(self, i: int, *, terminated: bool, abandoned: bool) -> None:
+    def _end_episode(self, i: int, *, terminated: bool, agent_steps: int | None = None) -> None:
+        """Record env ``i``'s episode; ``agent_steps`` set: the evaluator finished it."""
         assert self._recorder is not None
         index = self._episode[i]
         success = self._success[i]
-        if abandoned or (success is None and self._reports_success):
-            # cut short (or silent at the end): not solved at the protocol's last step
-            success = False if self._reports_success else None
+        if success is None and self._reports_success:
+            success = False  # silent at its last step: not solved then
         record = EpisodeRecord(
             index=index,
             seed_commitment=self._recorder.seeds[index].commitment,
             episode_return=self._ret[i],
             length=self._len[i],
             terminated=terminated,
-            abandoned=abandoned,
+            abandoned=agent_steps is not None,
             success=success,
+            agent_steps=self._len[i] if agent_steps is None else agent_steps,
         )
         self._records[index] = record
         self._active[i] = False

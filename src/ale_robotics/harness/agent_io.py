@@ -24,7 +24,7 @@ import os
 import stat
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -33,18 +33,30 @@ __all__ = ["LogPump", "disk_usage", "format_bytes", "limited_argv"]
 _LAUNCHER = (
     "import os, resource, sys\n"
     "n = int(sys.argv[1])\n"
+    "for p in filter(None, sys.argv[2].split('\\n')):\n"
+    "    try:\n"
+    "        with open(p, 'w') as f:\n"
+    "            f.write(str(os.getpid()))\n"
+    "    except OSError as e:\n"
+    "        print(f'ale-robotics: cannot enter the run cgroup {p}: {e}', file=sys.stderr)\n"
     "resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "os.execvp(sys.argv[3], sys.argv[3:])\n"
 )
 
 
-def limited_argv(argv: list[str], max_file_bytes: int) -> list[str]:
-    """``argv`` run under ``RLIMIT_FSIZE = max_file_bytes`` (isolated Python, stdlib only).
+def limited_argv(
+    argv: list[str], max_file_bytes: int, cgroup_procs: Sequence[Path] = ()
+) -> list[str]:
+    """``argv`` run under ``RLIMIT_FSIZE = max_file_bytes`` (isolated Python, stdlib only),
+    inside the run's cgroup: the launcher writes its pid into each of ``cgroup_procs``
+    before it execs, so every process of the agent starts inside (:mod:`.cgroups`).
 
     A launcher process rather than ``preexec_fn``, which is unsafe in a process
-    with threads (the embedded evaluator's gRPC threads).
+    with threads (the embedded evaluator's gRPC threads). A cgroup it cannot enter
+    is said on stderr (``agent.log``) and the harness, which moves it too, reports it.
     """
-    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(max_file_bytes), *argv]
+    procs = "\n".join(str(p) for p in cgroup_procs)
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(max_file_bytes), procs, *argv]
 
 
 def format_bytes(n: int) -> str:

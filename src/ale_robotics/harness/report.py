@@ -40,6 +40,40 @@ class RunReport(BaseModel):
     )
     budget_s: float = Field(description="Wall-clock budget the agent had.")
     sandbox: str = Field(default="none", description="'bwrap' or 'none': how the agent ran.")
+    agent_cgroup: str = Field(
+        default="none",
+        description="'v1' or 'v2': the agent ran in a cgroup of the run's own (capped and "
+        "measured); 'none': cgroups could not be used here (agent_cgroup_warning says why).",
+    )
+    agent_cgroup_warning: str | None = Field(
+        default=None,
+        description="Why the agent's CPU and memory were not capped or measured, or what of "
+        "it was not; None when all of it was.",
+    )
+    agent_limits: dict[str, float | int | None] = Field(
+        default_factory=dict,
+        description="The agent's caps: cpus, memory_bytes, pids_max (None: uncapped).",
+    )
+    agent_cpu_s: float | None = Field(
+        default=None,
+        description="CPU-seconds (user + system) used by all the agent's processes, from its "
+        "cgroup; None where not measured.",
+    )
+    agent_peak_memory_bytes: int | None = Field(
+        default=None,
+        description="Peak memory of the agent's cgroup (page cache and tmpfs included); None "
+        "where not measured.",
+    )
+    agent_oom_killed: bool = Field(
+        default=False,
+        description="True if the kernel's OOM killer killed a process of the agent at its "
+        "memory limit.",
+    )
+    agent_frozen_s: float = Field(
+        default=0.0,
+        description="Seconds the agent was frozen while a job with host-timed metrics "
+        "(planning_time) was queued or running; they do not count against its budget.",
+    )
     wall_s: float = Field(description="Seconds from run start to verdict.")
     job_state: str = Field(description="Terminal state of the evaluated job, or NO_SUBMISSION.")
     eval_result: EvalResult | None = Field(

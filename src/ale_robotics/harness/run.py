@@ -28,10 +28,18 @@ from typing import Literal
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import AleError, FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.core import EvaluatorConfig
+from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.server import RunningEvaluator, serve
 from ale_robotics.evaluator.smoke import smoke_run
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
+from ale_robotics.harness.cgroups import (
+    CgroupsUnavailable,
+    Limits,
+    RunCgroup,
+    Usage,
+    create_run_cgroup,
+)
 from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.hidden_modules import sandbox_hidden_paths
 from ale_robotics.harness.report import RunReport, write_report
@@ -45,6 +53,7 @@ from ale_robotics.harness.sandbox import (
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.paths import state_home
 from ale_robotics.scoring import score
+from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
@@ -96,6 +105,13 @@ class RunOptions:
     episodes: int | None = None
     """A smoke run: the embedded evaluator runs only the task's first N episodes, and the
     result, the report and the score line say so. An official run leaves it None."""
+    cpus: float | None = None
+    """CPUs the agent may use (its cgroup's CFS quota); None: the task's budget, else all."""
+    memory_bytes: int | None = None
+    """Memory the agent may use (its cgroup's limit, past it the OOM killer); None: the
+    task's budget, else all."""
+    pids_max: int | None = 4096
+    """Most processes and threads the agent may have at once (its cgroup's pids.max)."""
 
 
 @dataclass
@@ -320,6 +336,8 @@ def _drive(
             block_imports=sandbox_hidden_paths(task),  # e.g. metaworld.policies
             status_fd=status_w,
         )
+    limits = _agent_limits(opts, reg.manifest_entry(task_id))
+    cgroup, cgroup_warning = _run_cgroup(run_id, limits)
     traj.append(
         "harness",
         "agent_launched",
@@ -328,62 +346,150 @@ def _drive(
             "log": log_path.name,
             "sandbox": opts.sandbox,
             "disk_quota_bytes": opts.disk_quota_bytes,
+            "cgroup": f"v{cgroup.version}" if cgroup is not None else "none",
+            "limits": limits.as_dict(),
         },
     )
+    # While a job of a task with host-timed metrics (planning_time) is queued or running,
+    # the agent is frozen: even capped, a spinning agent competes with the planner for
+    # cores, caches and memory bandwidth, so only a stopped agent leaves the measured
+    # wall-clock times as a quiet host gives them (a cap would also have to be chosen per
+    # host). Frozen time does not count against its budget. The harness polls the run's
+    # newest job every 50 ms for these tasks and freezes from QUEUED on (a run's jobs run
+    # in order, so a newest job not yet terminal covers the older ones): a job can start
+    # at most one poll before the agent stops, while its planner workers are still
+    # starting (about a second here, before the first timed problem).
+    host_timed = any(m.name in HOST_TIMED for m in task.metrics)
+    frozen_since: float | None = None
+    frozen_s = 0.0
+    frozen_job = ""
+
+    def freeze(job: JobStatus) -> None:
+        nonlocal frozen_since, frozen_job
+        how = _freeze(cgroup, proc)
+        frozen_since, frozen_job = time.monotonic(), job.job_id
+        cpu = cgroup.cpu_s() if cgroup is not None else None
+        traj.append(
+            "harness",
+            "agent_frozen",
+            {"job_id": job.job_id, "job_state": job.state, "how": how, "cpu_s": cpu},
+        )
+
+    def thaw(job: JobStatus | None) -> None:
+        nonlocal frozen_since, frozen_s
+        if frozen_since is None:
+            return
+        cpu = cgroup.cpu_s() if cgroup is not None else None  # still frozen: what it got
+        _thaw(cgroup, proc)
+        spell = time.monotonic() - frozen_since
+        frozen_s += spell
+        frozen_since = None
+        traj.append(
+            "harness",
+            "agent_thawed",
+            {
+                "job_id": frozen_job,
+                "job_state": job.state if job is not None else None,
+                "frozen_s": round(spell, 3),
+                "cpu_s": cpu,
+            },
+        )
+
     quota_exceeded: int | None = None
-    with open(log_path, "wb") as log:
-        try:
-            proc = subprocess.Popen(
-                limited_argv(argv, opts.disk_quota_bytes),
-                cwd=scratch,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                pass_fds=pass_fds,
-            )
-        except OSError as exc:
-            raise HarnessError(f"cannot start the agent command {argv[0]!r}: {exc}") from None
-        finally:
-            for fd in pass_fds:
-                os.close(fd)
-        assert proc.stdout is not None
-        pump = LogPump(proc.stdout, log, opts.log_cap_bytes)
-        timed_out = False
-        next_disk_check = 0.0
-        while proc.poll() is None:
-            elapsed = time.monotonic() - started
-            if elapsed > budget:
-                timed_out = True
-                _kill_group(proc)
-                break
-            if elapsed >= next_disk_check:
-                next_disk_check = elapsed + 1.0
+    usage: Usage | None = None
+    try:
+        with open(log_path, "wb") as log:
+            try:
+                proc = subprocess.Popen(
+                    limited_argv(
+                        argv,
+                        opts.disk_quota_bytes,
+                        cgroup.procs_files if cgroup is not None else (),
+                    ),
+                    cwd=scratch,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=pass_fds,
+                )
+            except OSError as exc:
+                raise HarnessError(f"cannot start the agent command {argv[0]!r}: {exc}") from None
+            finally:
+                for fd in pass_fds:
+                    os.close(fd)
+            if cgroup is not None:
+                # The launcher entered the cgroup itself before exec (no child escapes
+                # that race); this write is the check that it could.
+                try:
+                    cgroup.join(proc.pid)
+                except ProcessLookupError:
+                    pass  # already gone: it started nothing that is still running
+                except OSError as exc:
+                    cgroup_warning = _warn_cgroup(
+                        f"the agent could not be put in its cgroup ({exc})", uncapped=True
+                    )
+            assert proc.stdout is not None
+            pump = LogPump(proc.stdout, log, opts.log_cap_bytes)
+            timed_out = False
+            next_disk_check = 0.0
+            while proc.poll() is None:
+                now = time.monotonic()
+                elapsed = now - started
+                agent_elapsed = (
+                    elapsed - frozen_s - (0.0 if frozen_since is None else now - frozen_since)
+                )
+                if agent_elapsed > budget:
+                    timed_out = True
+                    thaw(None)
+                    _kill_group(proc)
+                    break
+                if elapsed >= next_disk_check:
+                    next_disk_check = elapsed + 1.0
+                    used = disk_usage([scratch, submission])
+                    if used > opts.disk_quota_bytes:
+                        quota_exceeded = used
+                        thaw(None)
+                        _kill_group(proc)
+                        break
+                job = _latest(harness) if host_timed or on_progress is not None else None
+                if host_timed:
+                    if job is not None and not job.terminal and frozen_since is None:
+                        freeze(job)
+                    elif (job is None or job.terminal) and frozen_since is not None:
+                        thaw(job)
+                if cgroup is not None:
+                    cgroup.sample()
+                if on_progress is not None:
+                    on_progress("agent", job, agent_elapsed, budget)
+                time.sleep(0.05 if host_timed else 0.2)
+            else:
                 used = disk_usage([scratch, submission])
                 if used > opts.disk_quota_bytes:
                     quota_exceeded = used
-                    _kill_group(proc)
-                    break
-            if on_progress is not None:
-                on_progress("agent", _latest(harness), elapsed, budget)
-            time.sleep(0.2)
-        else:
-            used = disk_usage([scratch, submission])
-            if used > opts.disk_quota_bytes:
-                quota_exceeded = used
-        # Whatever the agent left running in its process group (a background trainer)
-        # ends with it; under bwrap its PID namespace ends too.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        pump.join()
-        proc.stdout.close()
+            thaw(None)
+            # Whatever the agent left running in its process group (a background trainer)
+            # ends with it; under bwrap its PID namespace ends too, and whatever is left in
+            # its cgroup (a process that left the group: setsid) is killed there.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if cgroup is not None:
+                cgroup.kill_all()
+            pump.join()
+            proc.stdout.close()
+    finally:
+        if cgroup is not None:
+            usage = cgroup.close()
     exit_code = proc.returncode
+    oom_kills = (usage.oom_kills or 0) if usage is not None else 0
     if status_r is not None:
         status = read_sandbox_status(status_r)
         killed = timed_out or quota_exceeded is not None  # by the harness itself
         if not killed and not status.agent_ran:
             why = _last_bwrap_line(log_path)
+            if oom_kills:
+                why = f"killed at its {format_bytes(limits.memory_bytes or 0)} memory limit"
             traj.append("harness", "run_failed", {"reason": f"sandbox did not start: {why}"})
             raise HarnessError(
                 f"the agent sandbox did not start ({why}); this is an infrastructure "
@@ -398,6 +504,20 @@ def _drive(
             "elapsed_s": round(time.monotonic() - started, 3),
             "disk_quota_exceeded": quota_exceeded is not None,
             "log_truncated": pump.truncated,
+            "oom_killed": oom_kills > 0,
+        },
+    )
+    traj.append(
+        "harness",
+        "agent_resources",
+        {
+            "cgroup": f"v{cgroup.version}" if cgroup is not None else "none",
+            "cpu_s": usage.cpu_s if usage is not None else None,
+            "peak_memory_bytes": usage.peak_memory_bytes if usage is not None else None,
+            "oom_kills": usage.oom_kills if usage is not None else None,
+            "limits": limits.as_dict(),
+            "frozen_s": round(frozen_s, 3),
+            "warning": cgroup_warning,
         },
     )
     stopped = None
@@ -407,6 +527,12 @@ def _drive(
             f"scratch and submission directories, over its {format_bytes(opts.disk_quota_bytes)} "
             "disk quota."
         )
+    if oom_kills:
+        oom = (
+            f"The kernel's OOM killer killed {oom_kills} of the agent's processes at its "
+            f"{format_bytes(limits.memory_bytes or 0)} memory limit."
+        )
+        stopped = oom if stopped is None else f"{stopped} {oom}"
     if task.mode is TaskMode.INTERACTIVE:
         _close_sessions(harness, run_id, traj)
     submit_agent_copy(harness, task, run_id, traj)  # task_config tasks: evaluate it now
@@ -434,6 +560,14 @@ def _drive(
     if result is not None and result.state == "SUCCEEDED":
         with tempfile.TemporaryDirectory(prefix="ale-evidence-") as tmp:
             report = score(task, result.metrics, target, gate_evidence(result, Path(tmp)))
+        if task.mode is TaskMode.INTERACTIVE:  # unfinished episodes: played out with null actions
+            report = report.with_abandoned(
+                sum(e.abandoned for e in result.episodes), len(result.episodes)
+            )
+        if result.training is not None:
+            report = report.model_copy(
+                update={"explanation": f"{report.explanation} {result.training.summary()}."}
+            )
     else:
         why = _no_metric_reason(result, exit_code, timed_out, task.mode)
         report = score(task, {}, target, no_result=why)
@@ -457,6 +591,13 @@ def _drive(
         agent_log_truncated=pump.truncated,
         budget_s=budget,
         sandbox=opts.sandbox,
+        agent_cgroup=f"v{cgroup.version}" if cgroup is not None else "none",
+        agent_cgroup_warning=cgroup_warning,
+        agent_limits=limits.as_dict(),
+        agent_cpu_s=usage.cpu_s if usage is not None else None,
+        agent_peak_memory_bytes=usage.peak_memory_bytes if usage is not None else None,
+        agent_oom_killed=oom_kills > 0,
+        agent_frozen_s=round(frozen_s, 3),
         wall_s=time.monotonic() - started,
         job_state=result.state if result else "NO_SUBMISSION",
         eval_result=result.model_copy(update={"events": []}) if result else None,
@@ -480,6 +621,60 @@ def _sandbox_mode(requested: str) -> Literal["bwrap", "none"]:
         require_sandbox()
         return "bwrap"
     return "bwrap" if sandbox_available() else "none"
+
+
+def _agent_limits(opts: RunOptions, entry: ManifestEntry | None) -> Limits:
+    """The agent's caps: the command line's, else the task budget's (release manifest)."""
+    budget = entry.compute_budget if entry is not None else None
+    return Limits(
+        cpus=opts.cpus if opts.cpus is not None else (budget.cpus if budget else None),
+        memory_bytes=(
+            opts.memory_bytes
+            if opts.memory_bytes is not None
+            else (budget.memory_bytes if budget else None)
+        ),
+        pids_max=opts.pids_max,
+    )
+
+
+def _run_cgroup(run_id: str, limits: Limits) -> tuple[RunCgroup | None, str | None]:
+    """The run's cgroup (None where cgroups cannot be used) and what to warn about."""
+    try:
+        cgroup = create_run_cgroup(run_id, limits)
+    except CgroupsUnavailable as exc:
+        return None, _warn_cgroup(f"cgroups cannot be used here: {exc}", uncapped=True)
+    if cgroup.missing:
+        return cgroup, _warn_cgroup("; ".join(cgroup.missing), uncapped=False)
+    return cgroup, None
+
+
+def _warn_cgroup(reason: str, *, uncapped: bool) -> str:
+    """Say on stderr what of the agent's CPU and memory is not capped or measured."""
+    text = (
+        f"the agent's CPU, memory and processes are neither capped nor measured: {reason} "
+        "(run as root with cgroup v1 or v2 controllers mounted)"
+        if uncapped
+        else f"the agent's cgroup is incomplete: {reason}"
+    )
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+    return text
+
+
+def _freeze(cgroup: RunCgroup | None, proc: subprocess.Popen[bytes]) -> str:
+    """Stop the agent (its cgroup, else its process group); returns how."""
+    if cgroup is not None:
+        return cgroup.freeze()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGSTOP)
+    return "SIGSTOP (process group)"
+
+
+def _thaw(cgroup: RunCgroup | None, proc: subprocess.Popen[bytes]) -> None:
+    if cgroup is not None:
+        cgroup.thaw()
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGCONT)
 
 
 def _hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path]:

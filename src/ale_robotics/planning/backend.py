@@ -125,6 +125,7 @@ def _outcome(index: int, verdict: PathVerdict, elapsed: float) -> EpisodeOutcome
         success=verdict.success,
         collided=verdict.collided,
         planning_time_s=elapsed,
+        reason=verdict.reason,
     )
 
 

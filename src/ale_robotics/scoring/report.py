@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from ale_robotics.scoring.gate import GateOutcome
-from ale_robotics.tasks.manifest import TargetSource
+from ale_robotics.tasks.manifest import Comparability, Statistic, TargetSource
 from ale_robotics.tasks.spec import Direction
 
 __all__ = ["ConditionResult", "PenaltyResult", "ScoreReport", "ScoreStatus", "fmt_number"]
@@ -64,8 +64,10 @@ class ConditionResult(_Model):
 class ScoreReport(_Model):
     """How a task's measured metrics became (or did not become) a score."""
 
-    schema_version: Literal[1] = 1
-    """Version of this schema; bumped on any incompatible change to result.json readers."""
+    schema_version: Literal[1, 2] = 2
+    """Version of this schema; bumped on any incompatible change to result.json readers.
+    2 added target_statistic, target_derivation and comparability (None when read from a
+    version-1 report)."""
     task_id: str
     """The task's id, e.g. 'td3-inverted-pendulum-v1'."""
     status: ScoreStatus
@@ -86,6 +88,16 @@ class ScoreReport(_Model):
     """Where the paper value comes from (paper, table/figure, page)."""
     target_confidence: Literal["confirmed", "approximate"] | None
     """How sure the manifest is of the paper value."""
+    target_statistic: Statistic | None = None
+    """Which statistic of the paper's training the value is: 'final_last_10_evaluations' or
+    'final_at_budget' (a task scores one final policy, so never a peak); None without a target."""
+    target_derivation: str | None = None
+    """How the paper value was computed from published data when no table prints it ('' when
+    it is read off a table); None without a target."""
+    comparability: Comparability | None = None
+    """What is not comparable between the paper's number and this measurement: the paper's
+    environment and simulator versions, ours, and notes on each difference; None without a
+    target."""
     ratio: float | None
     """Unclamped ratio: measured/paper (higher is better) or paper/max(measured, eps)
     (lower is better); None without a target or a valid measurement."""
@@ -107,9 +119,39 @@ class ScoreReport(_Model):
     """The final score in [0, cap]; None only when status is 'unscored'."""
     explanation: str
     """One paragraph saying, in words, how the score was reached."""
+    abandoned_episodes: int = 0
+    """Interactive eval sessions: episodes the agent did not finish (or never started),
+    which the evaluator completed with the task's null action before measuring; 0 when
+    the agent played every episode to its end (and for batch tasks)."""
+    evaluated_episodes: int | None = None
+    """Episodes the measurement covers, when the harness says (with abandoned_episodes)."""
+
+    def with_abandoned(self, abandoned: int, of: int) -> ScoreReport:
+        """This report saying that ``abandoned`` of ``of`` episodes were completed with the
+        null action (in the fields, the explanation and the score line).
+
+        The score itself does not change: those episodes were measured as played, which
+        is the point (stopping early scores exactly what the null action scores).
+        """
+        if abandoned < 0 or of < abandoned:
+            raise ValueError(f"{abandoned} abandoned of {of} episodes is impossible")
+        update: dict[str, object] = {"abandoned_episodes": abandoned, "evaluated_episodes": of}
+        if abandoned:
+            update["explanation"] = (
+                f"{self.explanation} {_abandoned_text(abandoned, of)}: the agent did not finish "
+                "them, so the evaluator played each to its end with the task's null action from "
+                "where the agent left it, and they count as played."
+            )
+        return self.model_copy(update=update)
 
     def score_line(self) -> str:
         """The single line the harness prints, starting with ``score:``."""
+        line = self._score_line()
+        if self.abandoned_episodes and self.evaluated_episodes is not None:
+            line += f" [{_abandoned_text(self.abandoned_episodes, self.evaluated_episodes)}]"
+        return line
+
+    def _score_line(self) -> str:
         m = self.primary_metric
         shown = "missing" if self.primary_measured is None else fmt_number(self.primary_measured)
         if self.status == "unscored":
@@ -148,6 +190,11 @@ def fmt_number(x: float) -> str:
         return str(x)
     text = f"{x:.6g}"
     return text if any(c in text for c in ".e") else f"{text}.0"
+
+
+def _abandoned_text(abandoned: int, of: int) -> str:
+    noun = "episode" if of == 1 else "episodes"
+    return f"{abandoned} of {of} {noun} abandoned (completed with the null action)"
 
 
 def _condition_text(c: ConditionResult) -> str:

@@ -287,6 +287,9 @@ def score(
         target_value=None if target is None else target.value,
         target_source=None if target is None else target.source,
         target_confidence=None if target is None else target.confidence,
+        target_statistic=None if target is None else target.statistic,
+        target_derivation=None if target is None else target.derivation,
+        comparability=None if target is None else target.comparability,
         ratio=ratio,
         cap=cfg.cap,
         eps=cfg.eps,
@@ -331,6 +334,8 @@ def _explain(r: ScoreReport) -> str:
             src += f", page {r.target_source.page}"
         if r.target_confidence == "approximate":
             src += "; approximate"
+        if r.target_statistic is not None:
+            src = f"{r.target_statistic.clause}; {src}"
         head = f"Measured {m} {shown} vs paper {fmt_number(r.target_value)} ({src})"
         if r.direction is Direction.LOWER_IS_BETTER:
             head += ", lower is better"

@@ -3,6 +3,12 @@
 A :class:`Registry` is an ordinary object (no module-level mutable state), so tests
 build their own instead of cleaning a global one. Configs are parsed lazily and
 cached per registry.
+
+It also joins a task with its manifest entry where the two together mean something:
+the paper target (:meth:`Registry.target`) and the training budget in the paper's
+unit and in agent steps (:meth:`Registry.training_budget`, :class:`TrainingBudget`),
+which the evaluator enforces on practice sessions and GetSpec, the CLI and the
+report describe with :meth:`TrainingBudget.describe`.
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ import difflib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import metadata, resources
+from importlib import import_module, metadata, resources
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -24,9 +30,22 @@ from ale_robotics.tasks.manifest import (
     active_manifest,
     config_sha256,
 )
-from ale_robotics.tasks.spec import TaskSpec
+from ale_robotics.tasks.spec import TaskMode, TaskSpec, TrainingStepUnit
 
-__all__ = ["ENTRY_POINT_GROUP", "Registry", "TaskEntry", "default_registry"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Registry",
+    "TaskEntry",
+    "TrainingBudget",
+    "action_repeat",
+    "budget_for",
+    "default_registry",
+]
+
+_UNIT_WORDS = {
+    TrainingStepUnit.AGENT_STEP: "agent steps",
+    TrainingStepUnit.SIMULATOR_STEP: "simulator steps",
+}
 
 ENTRY_POINT_GROUP = "ale_robotics.tasks"
 """Third-party packages register a callable returning the path of a task config JSON."""
@@ -156,6 +175,10 @@ class Registry:
                 )
             candidate.target(task_id)  # hash, version and scorability checks
 
+    def training_budget(self, task_id: str) -> TrainingBudget | None:
+        """The task's training budget from its manifest entry; None when it declares none."""
+        return budget_for(self.get(task_id), self.manifest_entry(task_id))
+
     def target(self, task_id: str) -> PaperTarget | None:
         """The paper target, refused when it would make the score's ratio meaningless."""
         from ale_robotics.scoring import check_scorable  # scoring imports tasks.spec
@@ -164,6 +187,85 @@ class Registry:
         target = None if m is None else m.target
         check_scorable(self.get(task_id), target)
         return target
+
+
+def action_repeat(task: TaskSpec) -> int:
+    """Simulator steps per agent step of the task's env (its registered ``action_repeat``).
+
+    Read from the Gymnasium registration (``ale_robotics.envs`` registers
+    TD-MPC2's envs with ``action_repeat=2``) with the task's own env kwargs on
+    top, so the figure is the one the env actually applies.
+    """
+    import gymnasium as gym
+
+    gym_id = task.env.gym_id
+    if ":" in gym_id:  # Gymnasium's "module:id": the module registers the id
+        module, gym_id = gym_id.split(":", 1)
+        import_module(module)
+    spec = gym.registry.get(gym_id)
+    kwargs = {**(spec.kwargs if spec is not None else {}), **task.env.kwargs}
+    repeat = kwargs.get("action_repeat", 1)
+    return repeat if isinstance(repeat, int) and repeat >= 1 else 1
+
+
+@dataclass(frozen=True)
+class TrainingBudget:
+    """A task's training budget, in the paper's unit and in agent steps."""
+
+    steps: int
+    """``compute_budget.training_steps`` as the manifest gives it."""
+    unit: TrainingStepUnit
+    """The unit ``steps`` is in (the task's ``session.training_step_unit``)."""
+    action_repeat: int
+    """Simulator steps per agent step of the task's env."""
+    simulator: str
+    """The task's simulator, for the text ('mujoco', 'dm_control'...)."""
+    enforced: bool
+    """Whether the evaluator counts and enforces it (interactive tasks)."""
+
+    @property
+    def agent_steps(self) -> int:
+        """The budget as agent steps (Step calls x envs over all practice sessions)."""
+        if self.unit is TrainingStepUnit.SIMULATOR_STEP:
+            return self.steps // self.action_repeat
+        return self.steps
+
+    @property
+    def unit_words(self) -> str:
+        return _UNIT_WORDS[self.unit]
+
+    def describe(self) -> str:
+        """The budget in words: value, unit, its agent steps, and who enforces it."""
+        head = f"{self.steps:,} {self.unit_words}"
+        if self.unit is TrainingStepUnit.SIMULATOR_STEP:
+            head += f" = {self.agent_steps:,} agent steps at action repeat {self.action_repeat}"
+        elif self.action_repeat > 1:
+            head += (
+                f" ({self.steps * self.action_repeat:,} {self.simulator} simulator steps: the "
+                f"task's env repeats each action {self.action_repeat} times within one agent step)"
+            )
+        if not self.enforced:
+            return f"{head}; declared, not counted: this task trains in the agent's sandbox"
+        return (
+            f"{head}; an agent step is one env of one Step call of a practice session "
+            f"(num_envs per Step, autoreset steps included), summed over every practice "
+            "session of the run; eval sessions do not count"
+        )
+
+
+def budget_for(task: TaskSpec, entry: ManifestEntry | None) -> TrainingBudget | None:
+    """The task's training budget from its manifest entry; None when it declares none."""
+    if entry is None or entry.compute_budget.training_steps is None:
+        return None
+    interactive = task.mode is TaskMode.INTERACTIVE and task.session is not None
+    unit = task.session.training_step_unit if task.session is not None else None
+    return TrainingBudget(
+        steps=entry.compute_budget.training_steps,
+        unit=unit or TrainingStepUnit.AGENT_STEP,
+        action_repeat=action_repeat(task) if interactive else 1,
+        simulator=task.simulator.name,
+        enforced=interactive,
+    )
 
 
 _DEFAULT: Registry | None = None

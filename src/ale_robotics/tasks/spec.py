@@ -35,6 +35,7 @@ __all__ = [
     "TaskMode",
     "TaskSpec",
     "TensorRule",
+    "TrainingStepUnit",
 ]
 
 TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*-v[0-9]+$")
@@ -265,6 +266,24 @@ class SubmissionContract(_Strict):
         raise KeyError(role)
 
 
+class TrainingStepUnit(StrEnum):
+    """What one step of a training budget (``compute_budget.training_steps``) is.
+
+    The budget is written in the unit the paper counts, so that its number can be
+    checked against the paper's text; the evaluator converts it to agent steps,
+    the only thing it can count on the wire.
+    """
+
+    AGENT_STEP = "agent_step"
+    """One env of one Step call: one step of the task's env as the agent sees it. TD3
+    counts env steps, and TD-MPC2's trainer counts one call of its action-repeat
+    wrapper, both exactly this (the repeat happens inside the task's env)."""
+    SIMULATOR_STEP = "simulator_step"
+    """One step of the simulator under the env's action repeat: an agent step is
+    ``action_repeat`` of them, so the budget is ``training_steps // action_repeat``
+    agent steps."""
+
+
 class SessionSettings(_Strict):
     """Server-side limits of interactive sessions (practice and eval)."""
 
@@ -273,6 +292,12 @@ class SessionSettings(_Strict):
     idle_timeout_s: float = Field(default=300.0, gt=0, description="Idle sessions are reaped.")
     call_deadline_s: float = Field(default=30.0, gt=0, description="Per-call server deadline.")
     practice_allowed: bool = Field(default=True, description="Whether practice sessions open.")
+    training_step_unit: TrainingStepUnit = Field(
+        default=TrainingStepUnit.AGENT_STEP,
+        description="The unit of the release manifest's compute_budget.training_steps for "
+        "this task (the one the paper's step count uses); the evaluator enforces the budget "
+        "on practice sessions in agent steps (Step calls x envs) converted from it.",
+    )
 
 
 class TaskSpec(_Strict):

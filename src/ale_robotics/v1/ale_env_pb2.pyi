@@ -116,7 +116,7 @@ class GetSpecResponse(_message.Message):
     def __init__(self, protocol_version: _Optional[str] = ..., task_id: _Optional[str] = ..., mode: _Optional[str] = ..., task_config_json: _Optional[str] = ..., submission_contract_json: _Optional[str] = ..., observation_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., action_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ("max_message_bytes", "wall_clock_budget_s", "max_submissions_per_run", "max_sessions", "max_envs_per_session", "session_idle_timeout_s", "call_deadline_s", "eval_episodes", "max_episode_steps", "max_step_streams", "max_sessions_total")
+    __slots__ = ("max_message_bytes", "wall_clock_budget_s", "max_submissions_per_run", "max_sessions", "max_envs_per_session", "session_idle_timeout_s", "call_deadline_s", "eval_episodes", "max_episode_steps", "max_step_streams", "max_sessions_total", "training_steps", "training_steps_unit", "training_agent_steps", "training_agent_steps_used", "training_steps_enforced", "training_budget")
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     WALL_CLOCK_BUDGET_S_FIELD_NUMBER: _ClassVar[int]
     MAX_SUBMISSIONS_PER_RUN_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +128,12 @@ class Limits(_message.Message):
     MAX_EPISODE_STEPS_FIELD_NUMBER: _ClassVar[int]
     MAX_STEP_STREAMS_FIELD_NUMBER: _ClassVar[int]
     MAX_SESSIONS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_STEPS_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_STEPS_UNIT_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_AGENT_STEPS_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_AGENT_STEPS_USED_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_STEPS_ENFORCED_FIELD_NUMBER: _ClassVar[int]
+    TRAINING_BUDGET_FIELD_NUMBER: _ClassVar[int]
     max_message_bytes: int
     wall_clock_budget_s: float
     max_submissions_per_run: int
@@ -139,7 +145,13 @@ class Limits(_message.Message):
     max_episode_steps: int
     max_step_streams: int
     max_sessions_total: int
-    def __init__(self, max_message_bytes: _Optional[int] = ..., wall_clock_budget_s: _Optional[float] = ..., max_submissions_per_run: _Optional[int] = ..., max_sessions: _Optional[int] = ..., max_envs_per_session: _Optional[int] = ..., session_idle_timeout_s: _Optional[float] = ..., call_deadline_s: _Optional[float] = ..., eval_episodes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., max_step_streams: _Optional[int] = ..., max_sessions_total: _Optional[int] = ...) -> None: ...
+    training_steps: int
+    training_steps_unit: str
+    training_agent_steps: int
+    training_agent_steps_used: int
+    training_steps_enforced: bool
+    training_budget: str
+    def __init__(self, max_message_bytes: _Optional[int] = ..., wall_clock_budget_s: _Optional[float] = ..., max_submissions_per_run: _Optional[int] = ..., max_sessions: _Optional[int] = ..., max_envs_per_session: _Optional[int] = ..., session_idle_timeout_s: _Optional[float] = ..., call_deadline_s: _Optional[float] = ..., eval_episodes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., max_step_streams: _Optional[int] = ..., max_sessions_total: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_steps_unit: _Optional[str] = ..., training_agent_steps: _Optional[int] = ..., training_agent_steps_used: _Optional[int] = ..., training_steps_enforced: _Optional[bool] = ..., training_budget: _Optional[str] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
     __slots__ = ("task_id", "kind", "num_envs", "run_id")
