@@ -155,3 +155,7 @@ def test_practice_is_refused_at_the_budget_and_the_result_shows_the_steps(
     signed = [e for e in events if e["kind"] == "training_steps"]
     assert signed and signed[-1]["payload"]["agent_steps"] == BUDGET
     assert signed[-1]["level"] == "trusted_evaluator"
+    # the acceptance's other half: the agent's CPU time, measured by the run's cgroup
+    if report["agent_cgroup"] != "none":
+        assert report["agent_cpu_s"] > 0
+    assert "trained 2,000 / 2,000 agent steps" in report["score"]["explanation"]
