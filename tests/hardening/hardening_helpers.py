@@ -105,7 +105,8 @@ def forbidden_strings(task: TaskSpec, run_id: str, secret: bytes) -> list[str]:
 # ------------------------------------------------------ evaluator processes --
 
 
-def serve_command(tmp: Path, state: Path, volume: Path, run_id: str) -> list[str]:
+def serve_command(tmp: Path, state: Path, volume: Path, run_id: str | None) -> list[str]:
+    """``evaluator serve`` for one run, or (``run_id`` None) a shared evaluator."""
     return [
         sys.executable,
         "-m",
@@ -122,8 +123,7 @@ def serve_command(tmp: Path, state: Path, volume: Path, run_id: str) -> list[str
         f"unix://{tmp}/h.sock",
         "--task",
         TASK_ID,
-        "--run-id",
-        run_id,
+        *([] if run_id is None else ["--run-id", run_id]),
         "--workers",
         "1",
     ]

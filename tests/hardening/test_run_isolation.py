@@ -24,6 +24,7 @@ import pytest
 from hardening_helpers import (
     TASK_ID,
     reap,
+    serve_command,
     start_evaluator,
     wait,
     wait_ready,
@@ -38,28 +39,6 @@ from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 
-def _shared_command(tmp: Path, state: Path, volume: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "ale_robotics",
-        "evaluator",
-        "serve",
-        "--state-dir",
-        str(state),
-        "--submission-dir",
-        str(volume),
-        "--agent-listen",
-        f"unix://{tmp}/agent/a.sock",
-        "--harness-listen",
-        f"unix://{tmp}/h.sock",
-        "--task",
-        TASK_ID,
-        "--workers",
-        "1",
-    ]
-
-
 def test_shared_agent_token_of_evaluator_serve_reaches_no_run(
     module_tmp: Path, task: TaskSpec
 ) -> None:
@@ -68,7 +47,7 @@ def test_shared_agent_token_of_evaluator_serve_reaches_no_run(
     agent_addr, harness_addr = f"unix://{tmp}/agent/a.sock", f"unix://{tmp}/h.sock"
     # what run B's agent left in the volume, where run A's agent used to see it too
     write_policy(volume / "run-iso-b", random_weights(task, seed=3, scale=0.3))
-    proc = start_evaluator(_shared_command(tmp, state, volume), tmp / "ev.log")
+    proc = start_evaluator(serve_command(tmp, state, volume, None), tmp / "ev.log")
     try:
         legacy = wait_ready(agent_addr, state / "agent.token", proc)
         harness_token = (state / "harness.token").read_text().strip()
@@ -94,7 +73,7 @@ def test_shared_agent_token_of_evaluator_serve_reaches_no_run(
         write_policy(Path(r.submission_dir), random_weights(task, seed=4, scale=0.3))
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
-        proc = start_evaluator(_shared_command(tmp, state, volume), tmp / "ev.log")
+        proc = start_evaluator(serve_command(tmp, state, volume, None), tmp / "ev.log")
         wait_ready(agent_addr, state / "agent.token", proc)
         with AleClient(agent_addr, r.agent_token, submission_dir=r.submission_dir) as c:
             job = c.submit(client_token="c-1")

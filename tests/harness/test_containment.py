@@ -94,6 +94,22 @@ def _run(
     )
 
 
+def _run_in(
+    tmp: Path, cwd: Path, agent: Path, *extra: str, sandbox: str = "none"
+) -> subprocess.CompletedProcess[str]:
+    """``_run`` with the run dir ``tmp/run`` and the state dir ``tmp/state``."""
+    return _run(
+        cwd,
+        f"{sys.executable} {agent}",
+        "--run-dir",
+        str(tmp / "run"),
+        "--state-dir",
+        str(tmp / "state"),
+        *extra,
+        sandbox=sandbox,
+    )
+
+
 def _score_line(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = proc.stdout.strip().splitlines()[-1]
@@ -205,15 +221,7 @@ def test_a_planted_matplotlib_never_runs_in_the_harness(short_tmp: Path, sandbox
             ),
         ),
     )
-    proc = _run(
-        ws,
-        f"{sys.executable} {ws / 'agent.py'}",
-        "--run-dir",
-        str(short_tmp / "run"),
-        "--state-dir",
-        str(short_tmp / "state"),
-        sandbox=sandbox,
-    )
+    proc = _run_in(short_tmp, ws, ws / "agent.py", sandbox=sandbox)
     _score_line(proc)
     assert not marker.exists()
     assert (short_tmp / "run" / "episodes.png").stat().st_size > 1000
@@ -238,15 +246,7 @@ def test_a_planted_matplotlibrc_cannot_kill_the_harness(short_tmp: Path, sandbox
             ),
         ),
     )
-    proc = _run(
-        ws,
-        f"{sys.executable} {ws / 'agent.py'}",
-        "--run-dir",
-        str(short_tmp / "run"),
-        "--state-dir",
-        str(short_tmp / "state"),
-        sandbox=sandbox,
-    )
+    proc = _run_in(short_tmp, ws, ws / "agent.py", sandbox=sandbox)
     _score_line(proc)
     doc = json.loads((short_tmp / "run" / "result.json").read_text())
     assert doc["job_state"] == "SUCCEEDED"
@@ -307,14 +307,7 @@ def test_no_run_directory_is_visible_to_a_later_agent_wherever_it_is(short_tmp: 
 def test_agent_controlled_text_is_printed_without_markup(short_tmp: Path) -> None:
     """A tensor key ``[/x]`` in a rejection reason crashed rich (MarkupError) before."""
     _agent(short_tmp, SUBMIT.replace("EXTRA", 'w["[/x]"] = np.zeros(1, np.float32)'))
-    proc = _run(
-        short_tmp,
-        f"{sys.executable} {short_tmp / 'agent.py'}",
-        "--run-dir",
-        str(short_tmp / "run"),
-        "--state-dir",
-        str(short_tmp / "state"),
-    )
+    proc = _run_in(short_tmp, short_tmp, short_tmp / "agent.py")
     line = _score_line(proc)
     assert "rejected" in line
     assert "MarkupError" not in proc.stderr and "Traceback" not in proc.stderr
@@ -342,16 +335,8 @@ def test_disk_quota_stops_an_agent_that_fills_the_disk(short_tmp: Path, sandbox:
         """,
     )
     t0 = time.monotonic()
-    proc = _run(
-        short_tmp,
-        f"{sys.executable} {short_tmp / 'agent.py'}",
-        "--run-dir",
-        str(short_tmp / "run"),
-        "--state-dir",
-        str(short_tmp / "state"),
-        "--disk-quota-mib",
-        "4",
-        sandbox=sandbox,
+    proc = _run_in(
+        short_tmp, short_tmp, short_tmp / "agent.py", "--disk-quota-mib", "4", sandbox=sandbox
     )
     _score_line(proc)
     assert time.monotonic() - t0 < 40  # stopped, not left to sleep out its budget
@@ -374,16 +359,7 @@ def test_agent_log_is_capped(short_tmp: Path) -> None:
         print("job state: none")
         """,
     )
-    proc = _run(
-        short_tmp,
-        f"{sys.executable} {short_tmp / 'agent.py'}",
-        "--run-dir",
-        str(short_tmp / "run"),
-        "--state-dir",
-        str(short_tmp / "state"),
-        "--log-cap-mib",
-        "1",
-    )
+    proc = _run_in(short_tmp, short_tmp, short_tmp / "agent.py", "--log-cap-mib", "1")
     _score_line(proc)
     size = (short_tmp / "run" / "agent.log").stat().st_size
     assert 1024**2 <= size < 1024**2 + 4096
@@ -407,15 +383,7 @@ def test_nothing_the_agent_started_outlives_the_run(short_tmp: Path, sandbox: st
             ),
         ),
     )
-    proc = _run(
-        short_tmp,
-        f"{sys.executable} {short_tmp / 'agent.py'}",
-        "--run-dir",
-        str(short_tmp / "run"),
-        "--state-dir",
-        str(short_tmp / "state"),
-        sandbox=sandbox,
-    )
+    proc = _run_in(short_tmp, short_tmp, short_tmp / "agent.py", sandbox=sandbox)
     _score_line(proc)
     beat = short_tmp / "run" / "scratch" / "beat"
     assert beat.exists()
