@@ -7,14 +7,15 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ale_robotics.evaluator.result import EvalResult, SmokeRun
+from ale_robotics.harness.plot import plot_episodes
 from ale_robotics.scoring import ScoreReport
 
-__all__ = ["RunReport", "plot_episodes", "write_report"]
+__all__ = ["RunReport", "StoppedRunReport", "load_run_report", "write_report", "write_stopped"]
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,13 @@ class RunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = 2
+    """2 added ``state``; a version-1 file is a completed run."""
+    state: Literal["completed"] = Field(
+        default="completed",
+        description="'completed': the run reached a verdict (a score, possibly 0). An "
+        "interrupted or failed run writes a :class:`StoppedRunReport` instead.",
+    )
     run_id: str = Field(description="Identifier the harness created for this run.")
     task_id: str = Field(description="Task evaluated.")
     agent_cmd: str = Field(description="Command line the agent was started with.")
@@ -97,49 +104,64 @@ class RunReport(BaseModel):
     trajectory_events: int = Field(default=0, description="Events in trajectory.jsonl then.")
 
 
-def plot_episodes(result: EvalResult, target: float | None, path: Path) -> None:
-    """Per-episode returns against the paper target, as a PNG.
+class StoppedRunReport(BaseModel):
+    """``result.json`` of a run that ended without a verdict: no score, and why.
 
-    Drawn with matplotlib's built-in defaults only: a ``matplotlibrc`` in the
-    working directory or the user's config (``figure.hooks: sys:exit`` runs code
-    when a figure is made through pyplot) is never applied, and the figure is
-    built on the Agg canvas directly, without pyplot.
+    ``interrupted``: the operator stopped it (Ctrl-C, SIGTERM); the agent and the
+    evaluator's work for the run were stopped and its unfinished jobs cancelled.
+    ``failed``: the infrastructure failed (the sandbox did not start, the evaluator
+    failed the job for infrastructure reasons); not the agent's score, re-run it.
+    Either way the trajectory ends with a harness event saying so
+    (``run_interrupted`` or ``run_failed``).
     """
-    import matplotlib
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
-    defaults = {
-        k: v
-        for k, v in matplotlib.rcParamsDefault.items()
-        if k not in ("backend", "backend_fallback", "interactive")
-    }
-    with matplotlib.rc_context(rc=defaults):
-        returns = [e.episode_return for e in result.episodes]
-        fig = Figure(figsize=(7, 3.5), dpi=110)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
-        ax.bar(range(len(returns)), returns, color="#4c72b0", label="episode return")
-        if returns:
-            mean = sum(returns) / len(returns)
-            ax.axhline(mean, color="#dd8452", lw=2, label=f"mean {mean:.1f}")
-        if target is not None:
-            ax.axhline(target, color="#55a868", lw=2, ls="--", label=f"paper {target:g}")
-        ax.set_xlabel("evaluation episode (hidden seed)")
-        ax.set_ylabel("return")
-        ax.set_title(f"{result.task_id}: {result.run_id}")
-        ax.legend(loc="lower right", fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path)
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[2] = 2
+    state: Literal["interrupted", "failed"] = Field(description="How the run ended.")
+    run_id: str = Field(description="Identifier the harness created for this run.")
+    task_id: str = Field(description="Task the run was for.")
+    agent_cmd: str = Field(description="Command line the agent was started with.")
+    reason: str = Field(description="What stopped the run, in words.")
+    signal: str | None = Field(
+        default=None, description="For an interrupted run: the signal (SIGINT, SIGTERM)."
+    )
+    phase: str = Field(
+        description="Where the run was: 'setup', 'agent' (the agent was running), "
+        "'evaluating' (the agent had finished; its job was being evaluated) or 'scoring'."
+    )
+    cancelled_jobs: list[str] = Field(
+        default_factory=list, description="The run's unfinished jobs the evaluator cancelled."
+    )
+    agent_exit_code: int | None = Field(
+        default=None, description="Agent exit status, if it had exited (None if killed)."
+    )
+    wall_s: float = Field(description="Seconds from run start to the stop.")
+    trajectory_head: str = Field(
+        default="", description="Hash of the last trajectory event (the run_interrupted one)."
+    )
+    trajectory_sha256: str = Field(
+        default="", description="SHA-256 of trajectory.jsonl when the report was written."
+    )
+    trajectory_events: int = Field(default=0, description="Events in trajectory.jsonl then.")
 
 
-def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
-    """Write ``result.json`` atomically, then ``episodes.png`` when there are episodes.
+_AnyReport = TypeAdapter(Annotated[RunReport | StoppedRunReport, Field(discriminator="state")])
 
-    The result comes first and the plot can only fail on its own: a report that
-    cannot be drawn (a broken font cache, a full disk, a hostile config) is
-    logged, never a lost result.
+
+def load_run_report(path: Path) -> RunReport | StoppedRunReport:
+    """Parse a ``result.json``: a completed run's report or a stopped run's.
+
+    Raises ``OSError`` when it cannot be read and ``pydantic.ValidationError`` when
+    it is not a run report.
     """
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(data, dict) and "state" not in data:
+        data["state"] = "completed"  # schema 1 files
+    return _AnyReport.validate_python(data)
+
+
+def _write_json(run_dir: Path, report: BaseModel, trajectory: Path) -> BaseModel:
     data = trajectory.read_bytes() if trajectory.exists() else b""
     report = report.model_copy(
         update={
@@ -151,6 +173,26 @@ def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(report.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, out)
+    return report
+
+
+def write_stopped(run_dir: Path, report: StoppedRunReport, trajectory: Path) -> Path:
+    """Write an interrupted or failed run's ``result.json`` atomically (no plot)."""
+    _write_json(run_dir, report, trajectory)
+    return run_dir / "result.json"
+
+
+def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
+    """Write ``result.json`` atomically, then ``episodes.png`` when there are episodes.
+
+    The result comes first and the plot can only fail on its own: a report that
+    cannot be drawn (a broken font cache, a full disk, a hostile config) is
+    logged, never a lost result.
+    """
+    written = _write_json(run_dir, report, trajectory)
+    assert isinstance(written, RunReport)
+    report = written
+    out = run_dir / "result.json"
     if report.eval_result is not None and report.eval_result.episodes:
         try:
             plot_episodes(report.eval_result, report.score.target_value, run_dir / "episodes.png")

@@ -1,0 +1,195 @@
+"""``ale-robotics run``: one agent on one task, with progress, ending in a score line."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from ale_robotics.cli.app import absolute, app, console, friendly
+
+__all__: list[str] = []
+
+
+@app.command()
+@friendly
+def run(
+    task_id: Annotated[str, typer.Argument(help="Task id, e.g. td3-inverted-pendulum-v1.")],
+    agent: Annotated[str, typer.Option("--agent", help="Command that starts the agent.")],
+    run_dir: Annotated[
+        Path | None, typer.Option(help="Run directory (default runs/<run_id>).")
+    ] = None,
+    evaluator: Annotated[
+        str | None,
+        typer.Option(help="Agent-channel address of a running evaluator (default: embedded)."),
+    ] = None,
+    evaluator_harness: Annotated[
+        str | None, typer.Option(help="Harness-channel address of that evaluator.")
+    ] = None,
+    agent_token_file: Annotated[Path | None, typer.Option(help="Its agent.token.")] = None,
+    harness_token_file: Annotated[Path | None, typer.Option(help="Its harness.token.")] = None,
+    submission_dir: Annotated[
+        Path | None, typer.Option(help="Submission volume shared with that evaluator.")
+    ] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="State dir of the embedded evaluator.")
+    ] = None,
+    budget: Annotated[
+        float | None, typer.Option(help="Override the agent's wall-clock budget (seconds).")
+    ] = None,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            help="Agent isolation: 'bwrap' (bubblewrap: no network, sees only its workspace "
+            "and the submission dir), 'none' (not isolated), or 'auto' (bwrap if it can start)."
+        ),
+    ] = "auto",
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="The agent's code and data, visible read-only (default: current directory). "
+            "The agent works in runs/<run_id>/scratch."
+        ),
+    ] = None,
+    workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+    episodes: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Smoke run: evaluate only the task's first N episodes (embedded evaluator). "
+            "The result and the score say so; it is not an official result.",
+        ),
+    ] = None,
+    disk_quota_mib: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Most the agent may write into its scratch and submission directories "
+            "(MiB); over it the agent is stopped.",
+        ),
+    ] = 4096,
+    log_cap_mib: Annotated[
+        int, typer.Option(min=1, help="Most of the agent's output kept in agent.log (MiB).")
+    ] = 64,
+    cpus: Annotated[
+        float | None,
+        typer.Option(
+            min=0.01,
+            help="CPUs the agent may use (its cgroup's quota; default: the task's budget, "
+            "else all).",
+        ),
+    ] = None,
+    memory_mib: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Memory the agent may use (MiB; past it the OOM killer stops it; default: "
+            "the task's budget, else all).",
+        ),
+    ] = None,
+    pids_max: Annotated[
+        int, typer.Option(min=1, help="Most processes and threads the agent may have at once.")
+    ] = 4096,
+) -> None:
+    """Run an agent on a task and print its score (the last line starts with 'score:')."""
+    from ale_robotics.client.sdk import JobStatus
+    from ale_robotics.harness.host_guard import harden_harness_process
+    from ale_robotics.harness.run import HarnessError, RunOptions, run_task
+    from ale_robotics.tasks import default_registry
+
+    logging.basicConfig(level=logging.WARNING)
+    default_registry().get(task_id)  # an unknown id fails here, before any progress display
+    if sandbox not in ("auto", "bwrap", "none"):
+        raise typer.BadParameter("use 'auto', 'bwrap' or 'none'", param_hint="--sandbox")
+    from ale_robotics.harness.sandbox import sandbox_available
+
+    if sandbox == "none" or (sandbox == "auto" and not sandbox_available()):
+        console.print(
+            "[yellow]warning:[/yellow] the agent runs WITHOUT a sandbox: it can use the "
+            "network and read this user's files (the evaluator's secret included). Install "
+            "bubblewrap (make sandbox-deps) for isolated runs.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    # Every relative path is resolved against the caller's directory now; then the
+    # harness moves to a private working directory and drops it from sys.path, so
+    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
+    # a directory the agent could write.
+    cwd = Path.cwd()
+    opts = RunOptions(
+        task_id=task_id,
+        agent_cmd=agent,
+        run_dir=absolute(run_dir),
+        runs_root=cwd / "runs",
+        evaluator=evaluator,
+        evaluator_harness=evaluator_harness,
+        agent_token_file=absolute(agent_token_file),
+        harness_token_file=absolute(harness_token_file),
+        submission_volume=absolute(submission_dir),
+        state_dir=absolute(state_dir),
+        budget_s=budget,
+        workers=workers,
+        sandbox=sandbox,  # type: ignore[arg-type]  # checked above
+        workspace=absolute(workspace) or cwd,
+        episodes=episodes,
+        disk_quota_bytes=disk_quota_mib * 1024**2,
+        log_cap_bytes=log_cap_mib * 1024**2,
+        cpus=cpus,
+        memory_bytes=None if memory_mib is None else memory_mib * 1024**2,
+        pids_max=pids_max,
+    )
+    harden_harness_process()
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        agent_bar = progress.add_task("agent running", total=None)
+        eval_bar: Any = None
+
+        def show(phase: str, job: JobStatus | None, elapsed: float, budget_s: float) -> None:
+            nonlocal eval_bar
+            if phase == "agent":
+                desc = f"agent running ({elapsed:.0f}s of {budget_s:.0f}s budget)"
+                if job is not None:
+                    desc += f", job {job.state.lower()}"
+                progress.update(agent_bar, description=desc)
+                return
+            progress.update(agent_bar, description="agent finished", total=1, completed=1)
+            if job is None:
+                return
+            if eval_bar is None:
+                eval_bar = progress.add_task("evaluating on hidden seeds", total=job.episodes_total)
+            progress.update(
+                eval_bar,
+                completed=job.episodes_done,
+                total=job.episodes_total,
+                description=f"evaluating on hidden seeds ({job.state.lower()})",
+            )
+
+        try:
+            outcome = run_task(opts, on_progress=show)
+        except HarnessError as exc:
+            console.print("[red]run failed:[/red] ", end="", highlight=False)
+            console.print(exc.message, highlight=False, soft_wrap=True, markup=False)
+            raise typer.Exit(1) from None
+    rep = outcome.report
+    # The explanation quotes agent-controlled text (a rejected file's tensor key, say):
+    # never parse it as rich markup.
+    console.print(f"run dir: {outcome.run_dir}", highlight=False, markup=False)
+    console.print(rep.score.explanation, highlight=False, markup=False)
+    typer.echo(outcome.score_line)  # one line, never wrapped
