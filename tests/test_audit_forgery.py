@@ -295,10 +295,13 @@ def test_a_run_without_result_json_is_a_clear_failure(runs: Runs, short_tmp: Pat
     assert "interrupted" in report.fatal
     assert [(c.name, c.ok) for c in report.checks] == [("result.json", False)]
     cli = _cli(run, runs.secret_file)
-    assert cli.returncode == 1
+    assert cli.returncode == 2  # not a finished run: nothing to audit, a usage error
     assert "Traceback" not in cli.stderr
     lines = cli.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: audit failed: ") and not cli.stdout
+    assert lines == [
+        f"error: no result.json in {run}: the run did not finish (or this is not a run directory)"
+    ]
+    assert not cli.stdout
 
 
 def test_forged_interactive_episodes_fail_naming_the_episode_summary(

@@ -35,6 +35,11 @@ mismatch names the signed event it contradicts (kind and position):
 
 Without a verified trajectory nothing is trusted: the checks that need signed
 events fail saying so rather than falling back to ``result.json``.
+
+A run that was interrupted or failed (its ``result.json`` is a
+:class:`~ale_robotics.harness.report.StoppedRunReport`) has no score, so there
+is nothing to audit: the report says so in ``fatal`` and only checks its
+trajectory against what the stopped run recorded.
 """
 
 from __future__ import annotations
@@ -69,14 +74,21 @@ from ale_robotics.evaluator.result import (
 from ale_robotics.evaluator.smoke import smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
 from ale_robotics.harness.evidence import gate_evidence
-from ale_robotics.harness.report import RunReport
+from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
 from ale_robotics.scoring import ScoreReport, score
 from ale_robotics.seeds import HiddenSeed, derive_seeds
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event, VerifyReport, verify_file
 
-__all__ = ["AuditCheck", "AuditReport", "audit_run", "read_secret"]
+__all__ = [
+    "AuditCheck",
+    "AuditReport",
+    "audit_run",
+    "load_report",
+    "read_secret",
+    "stopped_summary",
+]
 
 _Outcomes = pydantic.TypeAdapter[Any](BatchOutcomes)
 
@@ -93,7 +105,10 @@ class AuditReport:
     run_id: str
     checks: list[AuditCheck] = field(default_factory=list)
     fatal: str | None = None
-    """Why the audit could not start at all (no readable result.json); None otherwise."""
+    """Why the audit could not start at all (no readable result.json, a stopped run);
+    None otherwise."""
+    stopped: StoppedRunReport | None = None
+    """The record of an interrupted or failed run: nothing was scored, nothing audited."""
 
     @property
     def ok(self) -> bool:
@@ -173,11 +188,13 @@ def audit_run(
     it) gives a report whose ``fatal`` says why, with one failing check.
     """
     reg = registry or default_registry()
-    loaded = _load_report(run_dir / "result.json")
+    loaded = load_report(run_dir / "result.json")
     if isinstance(loaded, str):
         report = AuditReport(run_id=run_dir.name, fatal=loaded)
         report.add("result.json", False, loaded)
         return report
+    if isinstance(loaded, StoppedRunReport):
+        return _audit_stopped(run_dir, loaded, public_key)
     doc = loaded
     report = AuditReport(run_id=doc.run_id)
     result = doc.eval_result
@@ -186,7 +203,11 @@ def audit_run(
         return report
 
     traj, events = _load_trajectory(
-        run_dir / "trajectory.jsonl", public_key, result.run_id, doc.trajectory_head or None
+        run_dir / "trajectory.jsonl",
+        public_key,
+        result.run_id,
+        doc.trajectory_head or None,
+        doc.trajectory_events or None,
     )
     report.add("trajectory", traj.ok, traj.summary())
     signed = None if events is None else _Signed(events, result.job_id)
@@ -254,10 +275,10 @@ def audit_run(
 # ------------------------------------------------------------ reading ---
 
 
-def _load_report(path: Path) -> RunReport | str:
-    """The run report, or why there is none to audit."""
+def load_report(path: Path) -> RunReport | StoppedRunReport | str:
+    """A ``result.json``: a completed or a stopped run's report, or why there is none."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return load_run_report(path)
     except FileNotFoundError:
         return (
             f"{path} does not exist: the run was interrupted before the harness wrote its "
@@ -265,8 +286,6 @@ def _load_report(path: Path) -> RunReport | str:
         )
     except (OSError, UnicodeDecodeError) as exc:
         return f"cannot read {path}: {exc}"
-    try:
-        return RunReport.model_validate(json.loads(text))
     except (json.JSONDecodeError, RecursionError) as exc:
         return f"{path} is not valid JSON: {exc}"
     except pydantic.ValidationError as exc:
@@ -275,8 +294,34 @@ def _load_report(path: Path) -> RunReport | str:
         return f"{path} is not a run report: {where}: {first['msg']}"
 
 
+def stopped_summary(doc: StoppedRunReport) -> str:
+    """How a stopped run ended, in a few words: 'SIGINT during agent'."""
+    if doc.state == "interrupted":
+        return f"{doc.signal or 'stopped'} during {doc.phase}"
+    return f"during {doc.phase}: {doc.reason}"
+
+
+def _audit_stopped(run_dir: Path, doc: StoppedRunReport, public_key: str | None) -> AuditReport:
+    """Nothing to audit; the trajectory still checked against what the run recorded."""
+    report = AuditReport(
+        run_id=doc.run_id,
+        fatal=f"run {doc.run_id} was {doc.state} ({stopped_summary(doc)}): nothing was "
+        "scored, nothing to audit",
+        stopped=doc,
+    )
+    traj = verify_file(
+        run_dir / "trajectory.jsonl",
+        public_key,
+        expected_run_id=doc.run_id,
+        expected_head=doc.trajectory_head or None,
+        expected_events=doc.trajectory_events or None,
+    )
+    report.add("trajectory", traj.ok, traj.summary())
+    return report
+
+
 def _load_trajectory(
-    path: Path, public_key: str | None, run_id: str, head: str | None
+    path: Path, public_key: str | None, run_id: str, head: str | None, n_events: int | None
 ) -> tuple[VerifyReport, list[Event] | None]:
     """The verification report, and the signed events when (and only when) it verified.
 
@@ -284,14 +329,24 @@ def _load_trajectory(
     events cannot differ from what the signatures covered (verify_file reports
     but does not hand back its parsed events).
     """
+
+    def verify(file: Path) -> VerifyReport:
+        return verify_file(
+            file,
+            public_key,
+            expected_run_id=run_id,
+            expected_head=head,
+            expected_events=n_events,
+        )
+
     try:
         data = path.read_bytes()
     except OSError:
-        return verify_file(path, public_key, expected_run_id=run_id, expected_head=head), None
+        return verify(path), None
     with tempfile.TemporaryDirectory(prefix="ale-audit-traj-") as tmp:
         copy = Path(tmp) / path.name
         copy.write_bytes(data)
-        verified = verify_file(copy, public_key, expected_run_id=run_id, expected_head=head)
+        verified = verify(copy)
     verified = verified.model_copy(update={"path": str(path)})
     if not verified.ok:
         return verified, None

@@ -101,18 +101,20 @@ def test_tasks_list_shows_every_task_with_its_target_and_full_source(tmp_path: P
     from ale_robotics.tasks import default_registry
 
     r = subprocess.run(
-        [*CLI, "tasks", "list"],
+        [*CLI, "tasks", "list", "--json"],
         env={**_env(tmp_path), "COLUMNS": "400"},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
+    rows = {t["id"]: t for t in json.loads(r.stdout)["tasks"]}
     reg = default_registry()
     for entry in reg:
-        assert entry.spec.id in r.stdout
+        row = rows[entry.spec.id]
         target = reg.target(entry.spec.id)
         if target is None:
+            assert row["target"] is None
             continue
-        assert f"{target.value:g}" in r.stdout
-        assert target.source.location[:60] in r.stdout
+        assert row["target"]["value"] == target.value
+        assert row["target"]["location"] == target.source.location  # whole, never cut

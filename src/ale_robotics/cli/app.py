@@ -1,28 +1,41 @@
 """The ``ale-robotics`` command groups and what every command shares.
 
 Each command lives in a module of its own (``run_cmd``, ``evaluator_cmd``,
-``agent_cmd``, ``audit_cmd``, ``tasks_cmd``, ``trajectory``) that registers it on
-these Typer apps; :mod:`.main` imports them all. Errors the user can act on
-(:class:`~ale_robotics.errors.AleError`) are printed as one red line with exit code
-2; nothing else is caught, so a bug still shows its traceback.
+``agent_cmd``, ``audit_cmd``, ``check_cmd``, ``tasks_cmd``, ``trajectory``) that
+registers it on these Typer apps; :mod:`.main` imports them all. Errors the user
+can act on (:class:`~ale_robotics.errors.AleError`) are printed as one red line
+with exit code 2; nothing else is caught, so a bug still shows its traceback.
+
+Output rules every command follows: stdout holds the command's data and nothing
+else; messages, progress and warnings go to stderr (:data:`console`). A command
+that prints data takes ``--json`` and then writes exactly one JSON document with
+:func:`emit_json` (never through a rich console, which hard-wraps long lines at
+the terminal width, inside strings too). Exit codes: 0 ok, 1 the thing checked
+is bad (a rejected submission, a trajectory that does not verify, a failed job),
+2 a usage error.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandFunctionType
 
 from ale_robotics.errors import AleError
 
 __all__ = [
+    "AleTyper",
     "absolute",
     "app",
     "console",
+    "emit_json",
     "evaluator_app",
     "friendly",
     "out",
@@ -30,15 +43,52 @@ __all__ = [
     "tasks_app",
 ]
 
-app = typer.Typer(
+
+def _no_flag_placeholders(params: list[Any]) -> list[Any]:
+    """Give flags an empty metavar: typer's rich help otherwise shows the flag's type as
+    if it took a value (``--wait <bool>``, ``--help <bool>``)."""
+    for param in params:
+        if isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_placeholders(super().get_params(ctx))
+
+
+class _Group(TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _no_flag_placeholders(super().get_params(ctx))
+
+
+class AleTyper(typer.Typer):
+    """A Typer app whose commands and groups show no value placeholder on flags.
+
+    Every app of the command line is one of these, so the fix reaches every
+    command registered with ``@app.command()``, wherever it is defined.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", _Group)
+        super().__init__(**kwargs)
+
+    def command(
+        self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any
+    ) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        return super().command(name, cls=cls or _Command, **kwargs)
+
+
+app = AleTyper(
     name="ale-robotics",
     help="Evaluate AI agents on robotics tasks tied to published papers.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
-evaluator_app = typer.Typer(help="Run the trusted evaluator service.", no_args_is_help=True)
-tasks_app = typer.Typer(help="List and inspect registered tasks.", no_args_is_help=True)
-registry_app = typer.Typer(help="Manage the release manifest (targets, budgets).")
+evaluator_app = AleTyper(help="Run the trusted evaluator service.", no_args_is_help=True)
+tasks_app = AleTyper(help="List and inspect registered tasks.", no_args_is_help=True)
+registry_app = AleTyper(help="Manage the release manifest (targets, budgets).")
 app.add_typer(evaluator_app, name="evaluator")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(registry_app, name="registry")
@@ -46,6 +96,7 @@ app.add_typer(registry_app, name="registry")
 console = Console(stderr=True)
 """Messages, progress and warnings: stderr, so stdout stays the command's data."""
 out = Console()
+"""Human-readable data (tables) on stdout; never for JSON (it wraps long lines)."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -63,6 +114,15 @@ def friendly(fn: F) -> F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def emit_json(doc: object, *, indent: int | None = None) -> None:
+    """Write ``doc`` to stdout as one JSON document, never wrapped.
+
+    ASCII only: agent-written text (file names, payloads) is escaped, so no control
+    character of it reaches the terminal.
+    """
+    typer.echo(json.dumps(doc, indent=indent, allow_nan=False))
 
 
 def absolute(path: Path | None) -> Path | None:

@@ -3,59 +3,152 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ale_robotics.cli.app import app, console, friendly, out
+from ale_robotics.cli.app import app, console, emit_json, friendly, out
+from ale_robotics.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from ale_robotics.audit import AuditReport
 
 __all__: list[str] = []
+
+EXIT_STOPPED = 1
+"""An interrupted or failed run: nothing was scored, so nothing could be confirmed."""
 
 
 @app.command()
 @friendly
 def audit(
-    run_dir: Annotated[Path, typer.Argument(help="The run directory (holds result.json).")],
-    secret: Annotated[Path, typer.Option(help="The revealed evaluator secret file.")],
+    run_dir: Annotated[
+        Path,
+        typer.Argument(metavar="RUN_DIR", help="The run directory (holds result.json)."),
+    ],
+    secret: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="The revealed evaluator secret file (32 bytes, or 64 hex digits); needed "
+            "for a completed run.",
+        ),
+    ] = None,
     submission: Annotated[
         Path | None,
-        typer.Option(help="The evaluated submission files (default RUN_DIR/submission)."),
+        typer.Option(
+            metavar="DIR", help="The evaluated submission files (default RUN_DIR/submission)."
+        ),
     ] = None,
     public_key: Annotated[
-        str | None, typer.Option(help="Expected evaluator public key (hex, or a key file).")
+        str | None,
+        typer.Option(metavar="KEY", help="Expected evaluator public key (hex, or a key file)."),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document on stdout instead.")
+    ] = False,
 ) -> None:
     """Check result.json against the signed trajectory, recompute seeds, re-run, re-score.
 
+    Prints a table of checks, then 'audit OK' or 'audit FAILED: <checks>'. A run
+    that was interrupted or failed has no score: the command says so and checks
+    only its trajectory. With --json, one document: run_id, run_dir, ok,
+    run_state ('completed', 'interrupted' or 'failed'), fatal (why the audit could
+    not run, else null), checks (name, ok, detail), failed_checks, stopped (null,
+    or the stopped run's state, reason, signal, phase, cancelled_jobs,
+    trajectory_events).
+    Exit codes: 0 the audit passed, 1 it failed, or the run was interrupted or
+    failed (nothing to audit), 2 a usage error (no result.json in RUN_DIR, an
+    unreadable secret file, an unusable key).
+
     Details quote agent-controlled text (file names, job ids), so everything is
-    printed with rich markup off: a name like ``[/x]`` is text, not a tag.
+    printed as plain text, never as rich markup.
     """
     from rich.text import Text
 
-    from ale_robotics.audit import audit_run, read_secret
+    from ale_robotics.audit import audit_run, load_report, read_secret, stopped_summary
+    from ale_robotics.harness.report import StoppedRunReport
     from ale_robotics.trajectory import load_public_key
 
-    try:
-        revealed = read_secret(secret)
-    except OSError as exc:
-        console.print(f"error: cannot read the secret file {secret}: {exc}", markup=False)
-        raise typer.Exit(2) from None
+    if not run_dir.exists():
+        raise InvalidArgumentError(
+            f"{run_dir} does not exist: pass a run directory (runs/<run_id>)"
+        )
+    if not run_dir.is_dir():
+        raise InvalidArgumentError(
+            f"{run_dir} is not a directory: pass a run directory (runs/<run_id>)"
+        )
+    if not (run_dir / "result.json").exists():
+        raise InvalidArgumentError(
+            f"no result.json in {run_dir}: the run did not finish (or this is not a run directory)"
+        )
     key = None if public_key is None else load_public_key(public_key)
-    report = audit_run(run_dir, revealed, submission_dir=submission, public_key=key)
-    if report.fatal is not None:
+    if isinstance(load_report(run_dir / "result.json"), StoppedRunReport):
+        report = audit_run(run_dir, b"", public_key=key)  # no score: the secret is not used
+    else:
+        if secret is None:
+            raise InvalidArgumentError(
+                "pass --secret FILE: the evaluator's secret, revealed after the run "
+                "(STATE_DIR/secret of the evaluator that ran it)"
+            )
+        try:
+            revealed = read_secret(secret)
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"cannot read the secret file {secret}: {exc.strerror}"
+            ) from None
+        report = audit_run(run_dir, revealed, submission_dir=submission, public_key=key)
+    if as_json:
+        emit_json(_document(report, run_dir))
+    elif report.stopped is not None:
+        traj = next((c for c in report.checks if c.name == "trajectory"), None)
+        shown = "?" if traj is None else "verifies OK" if traj.ok else f"FAILS: {traj.detail}"
+        events = report.stopped.trajectory_events
+        typer.echo(
+            f"run {report.run_id} was {report.stopped.state} "
+            f"({stopped_summary(report.stopped)}): nothing was scored, nothing to audit; "
+            f"its trajectory: {events} events, {shown}"
+        )
+    elif report.fatal is not None:
         console.print(f"error: audit failed: {report.fatal}", markup=False, soft_wrap=True)
-        raise typer.Exit(1)
-    table = Table(title=Text(f"audit of {report.run_id}"))
-    table.add_column("check")
-    table.add_column("")
-    table.add_column("detail")
-    for c in report.checks:
-        verdict = Text("ok", style="green") if c.ok else Text("FAIL", style="red")
-        table.add_row(Text(c.name), verdict, Text(c.detail))
-    out.print(table)
-    if not report.ok:
-        failed = ", ".join(c.name for c in report.checks if not c.ok)
-        out.print(f"audit FAILED: {failed}", markup=False, highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
-    out.print("audit OK: seeds, commitments, trajectory and metrics all check out")
+    else:
+        table = Table(title=Text(f"audit of {report.run_id}"))
+        table.add_column("check")
+        table.add_column("")
+        table.add_column("detail")
+        for c in report.checks:
+            verdict = Text("ok", style="green") if c.ok else Text("FAIL", style="red")
+            table.add_row(Text(c.name), verdict, Text(c.detail))
+        out.print(table)
+        if report.ok:
+            typer.echo("audit OK: seeds, commitments, trajectory and metrics all check out")
+        else:
+            failed = ", ".join(c.name for c in report.checks if not c.ok)
+            typer.echo(f"audit FAILED: {failed}")
+    if report.stopped is not None:
+        raise typer.Exit(EXIT_STOPPED)
+    raise typer.Exit(0 if report.ok else 1)
+
+
+def _document(report: AuditReport, run_dir: Path) -> dict[str, Any]:
+    stopped = report.stopped
+    return {
+        "run_id": report.run_id,
+        "run_dir": str(run_dir),
+        "ok": report.ok,
+        "run_state": "completed" if stopped is None else stopped.state,
+        "fatal": report.fatal,
+        "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in report.checks],
+        "failed_checks": [c.name for c in report.checks if not c.ok],
+        "stopped": None
+        if stopped is None
+        else {
+            "state": stopped.state,
+            "reason": stopped.reason,
+            "signal": stopped.signal,
+            "phase": stopped.phase,
+            "cancelled_jobs": list(stopped.cancelled_jobs),
+            "trajectory_events": stopped.trajectory_events,
+        },
+    }

@@ -13,13 +13,13 @@ from typing import Annotated
 import typer
 
 from ale_robotics import __version__
-from ale_robotics.cli import agent_cmd, audit_cmd, evaluator_cmd, run_cmd, tasks_cmd
+from ale_robotics.cli import agent_cmd, audit_cmd, check_cmd, evaluator_cmd, run_cmd, tasks_cmd
 from ale_robotics.cli.app import app, out
 from ale_robotics.cli.trajectory import app as trajectory_app
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (agent_cmd, audit_cmd, evaluator_cmd, run_cmd, tasks_cmd)  # registered on import
+_COMMANDS = (agent_cmd, audit_cmd, check_cmd, evaluator_cmd, run_cmd, tasks_cmd)  # registered on import
 app.add_typer(trajectory_app, name="trajectory", help="Verify and show run trajectories.")
 
 

@@ -2,100 +2,145 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from ale_robotics.cli.app import friendly, out, registry_app, tasks_app
+from ale_robotics.cli.app import emit_json, friendly, out, registry_app, tasks_app
 
 __all__: list[str] = []
 
 
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead.")]
+
+
 @tasks_app.command("list")
 @friendly
-def tasks_list() -> None:
-    """All registered tasks with mode, metric and direction, target, its statistic and source."""
-    from rich import box
-    from rich.text import Text
+def tasks_list(as_json: JsonOpt = False) -> None:
+    """All registered tasks: id, mode, primary metric and direction, paper target.
 
+    The table fits 80 columns and never cuts a task id; a target's statistic, source
+    and what is not comparable are in 'tasks show ID'. With --json, one document:
+    {"manifest": where the targets come from, "tasks": [{"id", "mode", "metric",
+    "direction", "target": null or {"value", "statistic", "statistic_label",
+    "confidence", "paper", "location"}}]}.
+    Exit codes: 0 ok, 2 a usage error (an unusable manifest).
+    """
     from ale_robotics.tasks import default_registry
     from ale_robotics.tasks.manifest import active_manifest
 
     reg = default_registry()
     _, origin = active_manifest()
-    table = Table(
-        title="ALE Robotics tasks",
-        caption=Text(
-            f"targets from {origin}; [n]: the target's statistic and source, below; "
-            "'tasks show ID': what is not comparable"
-        ),
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    table.add_column("task", no_wrap=True)
-    for col in ("mode", "metric", "target"):
-        table.add_column(col)
-    sources: list[Text] = []
+    rows: list[dict[str, Any]] = []
     for entry in reg:
         spec = entry.spec
         target = reg.target(spec.id)
-        arrow = "↑" if spec.primary_metric.direction.value == "higher_is_better" else "↓"
+        rows.append(
+            {
+                "id": spec.id,
+                "mode": spec.mode.value,
+                "metric": spec.primary_metric.name,
+                "direction": spec.primary_metric.direction.value,
+                "target": None
+                if target is None
+                else {
+                    "value": target.value,
+                    "statistic": target.statistic.value,
+                    "statistic_label": target.statistic.label,
+                    "confidence": target.confidence,
+                    "paper": target.source.paper,
+                    "location": target.source.location,
+                },
+            }
+        )
+    if as_json:
+        emit_json({"manifest": origin, "tasks": rows})
+        return
+    _print_task_table(rows, origin)
+
+
+def _print_task_table(rows: list[dict[str, Any]], origin: str) -> None:
+    from rich import box
+    from rich.text import Text
+
+    table = Table(
+        title="ALE Robotics tasks",
+        caption=Text(
+            f"targets from {origin}; ≈: approximate (derived from published data); "
+            "'tasks show ID': the target's statistic, source and what is not comparable"
+        ),
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
+    # Ids are what a user copies into the next command: never cut, never wrapped;
+    # the other columns give way first.
+    widest = max((len(r["id"]) for r in rows), default=4)
+    table.add_column("task", no_wrap=True, min_width=widest)
+    for col in ("mode", "metric", "target"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        arrow = "↑" if row["direction"] == "higher_is_better" else "↓"
+        target = row["target"]
         shown = "not synced"
         if target is not None:
-            approx = ", approximate" if target.confidence == "approximate" else ""
-            sources.append(
-                Text(
-                    f"[{len(sources) + 1}] {spec.id}: {target.value:g}, "
-                    f"{target.statistic.label}{approx}; {target.source.paper}: "
-                    f"{target.source.location}"
-                )
-            )
-            shown = f"{target.value:g} [{len(sources)}]"
+            approx = "≈" if target["confidence"] == "approximate" else ""
+            shown = f"{approx}{target['value']:g}"
         table.add_row(
-            Text(spec.id),
-            Text(spec.mode.value),
-            Text(f"{spec.primary_metric.name} {arrow}"),
-            Text(shown),
+            Text(row["id"]), Text(row["mode"]), Text(f"{row['metric']} {arrow}"), Text(shown)
         )
     out.print(table)
-    for line in sources:
-        out.print(line)
 
 
 @tasks_app.command("show")
 @friendly
-def tasks_show(task_id: Annotated[str, typer.Argument(help="Task id.")]) -> None:
-    """The full task config and its manifest entry (target, statistic, what is not
-    comparable), as JSON."""
+def tasks_show(
+    task_id: Annotated[str, typer.Argument(metavar="TASK_ID", help="Task id.")],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Accepted for symmetry: the output is always JSON.")
+    ] = False,
+) -> None:
+    """The full task config and its manifest entry (target, statistic, source, what is
+    not comparable), as one JSON document.
+
+    Keys: task (the config), manifest (the entry, or null), config_sha256,
+    target_statistic (null or {"name", "description"}).
+    Exit codes: 0 ok, 2 a usage error (an unknown task id).
+    """
     from ale_robotics.tasks import default_registry
 
+    del as_json  # the output is JSON either way
     reg = default_registry()
     spec = reg.get(task_id)
     entry = reg.manifest_entry(task_id)
     target = entry.target if entry else None
-    out.print_json(
-        json.dumps(
-            {
-                "task": spec.model_dump(mode="json"),
-                "manifest": entry.model_dump(mode="json") if entry else None,
-                "config_sha256": reg.entry(task_id).sha256,
-                "target_statistic": None
-                if target is None
-                else {"name": target.statistic.value, "description": target.statistic.description},
-            }
-        )
+    emit_json(
+        {
+            "task": spec.model_dump(mode="json"),
+            "manifest": entry.model_dump(mode="json") if entry else None,
+            "config_sha256": reg.entry(task_id).sha256,
+            "target_statistic": None
+            if target is None
+            else {"name": target.statistic.value, "description": target.statistic.description},
+        },
+        indent=2,
     )
 
 
 @registry_app.command("sync")
 @friendly
 def registry_sync(
-    manifest: Annotated[Path, typer.Argument(help="A release manifest JSON file.")],
+    manifest: Annotated[
+        Path, typer.Argument(metavar="MANIFEST", help="A release manifest JSON file.")
+    ],
 ) -> None:
-    """Check a release manifest against the installed task configs, then make it active."""
+    """Check a release manifest against the installed task configs, then make it active.
+
+    Exit codes: 0 synced, 2 a usage error (a manifest that does not match the configs).
+    """
     import shutil
 
     from ale_robotics.tasks import Registry
@@ -109,7 +154,7 @@ def registry_sync(
     shutil.copyfile(manifest, tmp)
     tmp.replace(dest)
     scored = sum(1 for e in loaded.tasks.values() if e.target is not None)
-    out.print(
+    typer.echo(
         f"synced manifest {loaded.release}: {len(loaded.tasks)} task(s), {scored} with a "
         f"sourced target -> {dest}"
     )

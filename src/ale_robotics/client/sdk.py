@@ -256,16 +256,50 @@ class AleClient:
         """Ask the evaluator to snapshot and evaluate the submission at ``path``.
 
         Retried on UNAVAILABLE with the same ``client_token``, so a retry can
-        never create a second job.
+        never create a second job. With a local ``submission_dir``, a path that
+        does not exist, is not a directory or is empty is refused here
+        (:class:`InvalidArgumentError`), before any call: such a submission could
+        only be rejected, and it would still use one of the run's submissions.
         """
+        rel = self._relative(path)
+        self._check_local_path(path)
         request = pb.SubmitBatchEvalRequest(
             task_id=self.task_id,
             run_id=self.run_id,
-            submission_path=self._relative(path),
+            submission_path=rel,
             client_token=client_token or uuid.uuid4().hex,
         )
         r = self._call(self._stub.SubmitBatchEval, request, retries=3)
         return str(r.job_id)
+
+    def _check_local_path(self, path: Path | str) -> None:
+        """Refuse a submission path that cannot hold a submission (see :meth:`submit`)."""
+        if self.submission_dir is None:
+            return  # the path is on the evaluator's volume; only it can look
+        p = Path(path)
+        full = p if p.is_absolute() else self.submission_dir / p
+        check = "; check it first with 'ale-robotics check-submission DIR' (no job, no quota)"
+        if not full.exists():
+            raise InvalidArgumentError(
+                f"submission directory {full} does not exist: write the files the task's "
+                "contract names into it, then submit it (nothing was submitted)"
+            )
+        if not full.is_dir():
+            raise InvalidArgumentError(
+                f"{full} is not a directory: submit the directory that holds the files "
+                f"({full.parent}), not a file (nothing was submitted)"
+            )
+        try:
+            empty = next(full.iterdir(), None) is None
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"cannot list submission directory {full}: {exc.strerror} (nothing was submitted)"
+            ) from None
+        if empty:
+            raise InvalidArgumentError(
+                f"submission directory {full} is empty: write the files the task's contract "
+                f"names first (nothing was submitted){check}"
+            )
 
     def status(self, job_id: str = "") -> JobStatus:
         """A job's status; with no ``job_id``, the newest job of this run."""

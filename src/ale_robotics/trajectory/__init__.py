@@ -41,7 +41,12 @@ from ale_robotics.trajectory.events import (
     event_hash,
     format_time,
 )
-from ale_robotics.trajectory.show import inspect_file, render_trajectory
+from ale_robotics.trajectory.show import (
+    inspect_file,
+    render_trajectory,
+    trajectory_document,
+    verify_document,
+)
 from ale_robotics.trajectory.signing import (
     KEY_EVENT_KIND,
     EvaluatorSigner,
@@ -88,6 +93,8 @@ __all__ = [
     "secret_commitment",
     "seed_commitment",
     "signed_message",
+    "trajectory_document",
+    "verify_document",
     "verify_event_signature",
     "verify_file",
 ]

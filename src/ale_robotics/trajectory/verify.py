@@ -22,7 +22,9 @@ the file can rewrite ``agent``/``harness`` events and recompute every hash;
 only evaluator events are protected against that (by their signatures and
 ``eval_seq``). Removing events from the *end* of the file leaves a valid
 shorter chain; pass ``expected_head`` (the last event's hash, recorded
-elsewhere, e.g. in the run's result) to detect it.
+elsewhere, e.g. in the run's result) and ``expected_events`` (how many events
+the run recorded) to detect it, and to tell a cut file from one with events
+appended after the record was made.
 """
 
 from __future__ import annotations
@@ -250,6 +252,7 @@ def verify_file(
     *,
     expected_run_id: str | None = None,
     expected_head: str | None = None,
+    expected_events: int | None = None,
 ) -> VerifyReport:
     """Verify a trajectory file; never raises for a bad file, reports it instead.
 
@@ -257,7 +260,8 @@ def verify_file(
     :func:`~ale_robotics.trajectory.signing.load_public_key` for files) pins the
     evaluator key: without it, the key comes from the file itself.
     ``expected_head`` is the hash the last event must have (detects events cut
-    off the end); ``expected_run_id`` detects a trajectory of another run.
+    off the end); ``expected_events`` the number of events it must have (names a cut
+    or an appended file as such); ``expected_run_id`` detects a trajectory of another run.
     """
     path = Path(path)
     if public_key is not None and not re.match(HEX64_PATTERN, public_key):
@@ -272,6 +276,22 @@ def verify_file(
     except OSError as exc:
         return checker.report(path, False, None, f"cannot read {path}: {exc}")
     count = index + 1
+    if expected_events is not None and count != expected_events:
+        if count < expected_events:
+            return checker.report(
+                path,
+                False,
+                count,
+                f"the file ends after {count} events, but the run recorded "
+                f"{expected_events} (events were removed from the end)",
+            )
+        return checker.report(
+            path,
+            False,
+            expected_events,
+            f"the file has {count} events, but the run recorded {expected_events} "
+            "(events were appended after the run's record was written)",
+        )
     if expected_head is not None and checker.prev_hash != expected_head:
         return checker.report(
             path,

@@ -1,0 +1,77 @@
+"""``ale-robotics audit`` on a completed, a stopped and an unfinished run directory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cli_helpers import STOPPED_RUN_ID, RealRun, cli, copy_run, write_stopped_run
+
+
+def test_audit_json_of_a_completed_run(real_run: RealRun) -> None:
+    r = cli("audit", str(real_run.run_dir), "--secret", str(real_run.secret), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(r.stdout.splitlines()) == 1
+    doc = json.loads(r.stdout)
+    recorded = json.loads((real_run.run_dir / "result.json").read_text())
+    assert doc["ok"] is True and doc["run_state"] == "completed" and doc["fatal"] is None
+    assert doc["run_id"] == recorded["run_id"] and doc["failed_checks"] == []
+    names = {c["name"] for c in doc["checks"]}
+    assert {"trajectory", "seed commitments", "metrics", "score"} <= names
+    assert all(c["ok"] for c in doc["checks"]) and doc["stopped"] is None
+
+
+def test_audit_catches_a_cut_trajectory_in_json(real_run: RealRun, tmp_path: Path) -> None:
+    run = copy_run(real_run, tmp_path / "run")
+    path = run / "trajectory.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:-1]))
+    r = cli("audit", str(run), "--secret", str(real_run.secret), "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is False and "trajectory" in doc["failed_checks"]
+    detail = next(c["detail"] for c in doc["checks"] if c["name"] == "trajectory")
+    assert "removed from the end" in detail
+
+
+def test_audit_without_result_json_says_the_run_did_not_finish(tmp_path: Path) -> None:
+    run = tmp_path / "run-unfinished"
+    run.mkdir()
+    (run / "trajectory.jsonl").write_bytes(b"")
+    for extra in ((), ("--json",)):
+        r = cli("audit", str(run), "--secret", str(tmp_path / "secret"), *extra)
+        assert r.returncode == 2, r.stderr
+        assert r.stderr.strip() == (
+            f"error: no result.json in {run}: the run did not finish (or this is not a run "
+            "directory)"
+        )
+        assert r.stdout == ""
+
+
+def test_audit_of_an_interrupted_run_says_nothing_was_scored(tmp_path: Path) -> None:
+    run = write_stopped_run(tmp_path / "stopped")
+    r = cli("audit", str(run))  # no --secret needed: nothing is recomputed
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.strip() == (
+        f"run {STOPPED_RUN_ID} was interrupted (SIGINT during agent): nothing was scored, "
+        "nothing to audit; its trajectory: 5 events, verifies OK"
+    )
+    assert "Traceback" not in r.stderr
+
+    doc = json.loads(cli("audit", str(run), "--json").stdout)
+    assert doc["run_state"] == "interrupted" and doc["ok"] is False
+    assert doc["stopped"]["signal"] == "SIGINT" and doc["stopped"]["phase"] == "agent"
+    assert doc["checks"] == [
+        {"name": "trajectory", "ok": True, "detail": "OK: 5 events, chain and signatures verify"}
+    ]
+
+    path = run / "trajectory.jsonl"
+    path.write_bytes(b"".join(path.read_bytes().splitlines(keepends=True)[:3]))
+    cut = cli("audit", str(run))
+    assert cut.returncode == 1
+    assert "its trajectory: 5 events, FAILS: FAIL at event 3: the file ends after 3" in cut.stdout
+
+
+def test_audit_of_a_completed_run_needs_the_secret(real_run: RealRun) -> None:
+    r = cli("audit", str(real_run.run_dir))
+    assert r.returncode == 2
+    assert r.stderr.startswith("error: pass --secret FILE") and len(r.stderr.splitlines()) == 1
