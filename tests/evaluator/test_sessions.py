@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -284,11 +285,18 @@ def test_a_busy_session_answers_deadline_exceeded(ev: Evaluator) -> None:
     assert ev.sessions.call(s.id, 0.05, lambda x: x.id) == s.id
 
 
-def test_restart_fails_an_interrupted_eval_session(make_ev: MakeEv) -> None:
+def test_restart_fails_an_interrupted_eval_session(make_ev: MakeEv, tmp_path: Path) -> None:
     old = make_ev()
     s = _open(old, EVAL)
     s.reset([])
-    new = make_ev()  # same state dir: a restart while the session was open
+    beside = make_ev()  # same state dir, the first process alive: its session stands
+    assert beside.job("", RUN).state.value == "RUNNING"
+    # the first process "crashes": nothing renews its lease, which runs out
+    con = sqlite3.connect(tmp_path / "state" / "jobs.sqlite3")
+    with con:
+        con.execute("UPDATE jobs SET lease_until = 0")
+    con.close()
+    new = make_ev()  # a restart once the session's lease has expired
     job = new.job("", RUN)
     assert job.state.value == "FAILED" and job.failure_source.value == "infrastructure"
     with pytest.raises(OutOfRangeError):

@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.result import SmokeRun
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
 from ale_robotics.evaluator.vector_session import SessionKind
-from ale_robotics.harness.run import HarnessError, RunOptions, run_task
+from ale_robotics.harness.run import RunOptions, run_task
 from ale_robotics.tasks import default_registry
 
 REG = default_registry()
@@ -65,5 +66,6 @@ def test_smoke_episodes_must_be_positive(tmp_path: Path) -> None:
 
 def test_episodes_needs_the_embedded_evaluator(tmp_path: Path) -> None:
     opts = RunOptions(TASK, "true", run_dir=tmp_path / "r", evaluator="unix:///x", episodes=2)
-    with pytest.raises(HarnessError, match="smoke run"):
-        run_task(opts)
+    with pytest.raises(InvalidArgumentError, match="smoke run"):
+        run_task(opts)  # refused before anything is created
+    assert not (tmp_path / "r").exists()

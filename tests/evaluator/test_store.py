@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -61,13 +62,14 @@ def test_progress_finish_and_terminal(store: JobStore) -> None:
         store.finish(job.job_id, JobState.RUNNING)
 
 
-def test_recover_requeues_jobs_of_a_dead_process(tmp_path: Path) -> None:
-    s = JobStore(tmp_path / "jobs.sqlite3")
+def test_jobs_of_a_dead_process_are_requeued_once_their_lease_expires(tmp_path: Path) -> None:
+    s = JobStore(tmp_path / "jobs.sqlite3", lease_s=0.2)
     job, _ = _new(s)
     s.claim_next()
     s.close()  # the process "dies" with the job RUNNING
     again = JobStore(tmp_path / "jobs.sqlite3")
-    assert again.recover() == [job.job_id]
+    time.sleep(0.3)
+    assert again.requeue_expired().requeued == [job.job_id]
     got = again.get(job.job_id)
     assert got is not None and got.state is JobState.QUEUED
     assert again.claim_next() is not None

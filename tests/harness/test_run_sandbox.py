@@ -98,29 +98,49 @@ def test_sandboxed_agent_submits_but_cannot_reach_secrets_or_network(short_tmp: 
     assert "WITHOUT a sandbox" not in proc.stderr
 
 
-def test_sandbox_that_cannot_start_the_agent_is_an_infrastructure_error(short_tmp: Path) -> None:
+def test_a_missing_agent_command_is_a_usage_error_not_an_infrastructure_one(
+    short_tmp: Path,
+) -> None:
+    """A typo in --agent is the user's to fix: refused before the run, never blamed on
+    the sandbox (no advice to turn it off)."""
     proc = subprocess.run(
-        [
-            *CLI,
-            "run",
-            "td3-inverted-pendulum-v1",
-            "--agent",
-            "/nonexistent/agent",
-            "--run-dir",
-            str(short_tmp / "run"),
-            "--state-dir",
-            str(short_tmp / "state"),
-            "--sandbox",
-            "bwrap",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=short_tmp,
-    )
-    assert proc.returncode == 1
-    assert "sandbox did not start" in proc.stderr
+        [*CLI, "run", "td3-inverted-pendulum-v1", "--agent", "/nonexistent/agent",
+         "--run-dir", str(short_tmp / "run"), "--state-dir", str(short_tmp / "state"),
+         "--sandbox", "bwrap"],
+        capture_output=True, text=True, timeout=120, cwd=short_tmp,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "command not found: '/nonexistent/agent'" in proc.stderr
+    assert "--sandbox none" not in proc.stderr and "infrastructure" not in proc.stderr
     assert "score:" not in proc.stdout
+    assert not (short_tmp / "run").exists()
+
+
+def test_a_command_that_cannot_start_inside_the_sandbox_says_what_the_sandbox_shows(
+    short_tmp: Path,
+) -> None:
+    """The host check passes (the script is in the workspace) but its interpreter is not
+    there inside: bwrap's execvp fails. The message says what the sandbox shows; the run
+    ends 'failed' with a result.json saying why."""
+    ws = short_tmp / "ws"
+    ws.mkdir()
+    script = ws / "agent"
+    script.write_text("#!/nonexistent/interpreter\n")
+    script.chmod(0o755)
+    proc = subprocess.run(
+        [*CLI, "run", "td3-inverted-pendulum-v1", "--agent", str(script), "--workspace",
+         str(ws), "--run-dir", str(short_tmp / "run"), "--state-dir", str(short_tmp / "state"),
+         "--sandbox", "bwrap"],
+        capture_output=True, text=True, timeout=120, cwd=short_tmp,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    err = proc.stderr.replace("\n", " ")
+    assert "could not start inside the sandbox" in err
+    assert f"only the workspace {ws}" in err
+    assert "--sandbox none" not in err
+    assert "score:" not in proc.stdout
+    result = json.loads((short_tmp / "run" / "result.json").read_text())
+    assert result["state"] == "failed" and "execvp" in result["reason"]
 
 
 def test_sandbox_none_warns(short_tmp: Path) -> None:

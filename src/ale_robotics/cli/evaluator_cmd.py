@@ -1,9 +1,17 @@
-"""``ale-robotics evaluator``: serve the trusted evaluator, print its public key."""
+"""``ale-robotics evaluator``: serve the trusted evaluator, print its public key.
+
+Both commands default ``--state-dir`` to the dir ``ale-robotics run`` gives its
+embedded evaluators (``STATE_HOME/evaluator``, :func:`ale_robotics.paths.state_home`),
+so ``public-key`` prints the key that signed a default run's trajectory, and a
+shared ``serve`` beside such runs uses their job store (each process holds only
+the jobs it runs; see :mod:`ale_robotics.evaluator.store`).
+"""
 
 from __future__ import annotations
 
-import contextlib
+import json
 import logging
+import os
 import signal
 import threading
 from pathlib import Path
@@ -12,17 +20,44 @@ from typing import Annotated
 import typer
 
 from ale_robotics import __version__
-from ale_robotics.cli.app import console, evaluator_app, friendly, out
+from ale_robotics.cli.app import console, evaluator_app, friendly
+from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.paths import state_home
 
 __all__: list[str] = []
+
+StateDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Secret, tokens, keys, job store (default: STATE_HOME/evaluator, the dir "
+        "'ale-robotics run' uses; STATE_HOME is $XDG_STATE_HOME/ale-robotics).",
+        show_default=False,
+    ),
+]
+
+
+def _state_dir(given: Path | None) -> Path:
+    """The state dir to use, created if missing; a clear error when it cannot be one."""
+    path = (given if given is not None else state_home() / "evaluator").absolute()
+    if path.exists() and not path.is_dir():
+        raise InvalidArgumentError(f"--state-dir {path} is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"--state-dir {path} cannot be created: {exc.strerror or exc}"
+        ) from None
+    if not os.access(path, os.R_OK | os.W_OK | os.X_OK):
+        raise InvalidArgumentError(f"--state-dir {path} is not writable by this user")
+    return path
 
 
 @evaluator_app.command("serve")
 @friendly
 def evaluator_serve(
-    state_dir: Annotated[Path, typer.Option(help="Secret, tokens, keys, job store.")],
+    state_dir: StateDirOpt = None,
     agent_listen: Annotated[
-        str | None, typer.Option(help="Agent listener (default unix://STATE_DIR/agent.sock).")
+        str | None, typer.Option(help="Agent listener (default unix://STATE_DIR/agent/agent.sock).")
     ] = None,
     harness_listen: Annotated[
         str | None, typer.Option(help="Harness listener (default unix://STATE_DIR/harness.sock).")
@@ -32,7 +67,12 @@ def evaluator_serve(
         Path | None, typer.Option(help="Harness token to accept.")
     ] = None,
     submission_dir: Annotated[
-        Path | None, typer.Option(help="The shared submission volume.")
+        Path | None,
+        typer.Option(
+            help="The shared submission volume (default: STATE_DIR/submissions; a shared "
+            "evaluator gives each run SUBMISSION_DIR/<run_id>/).",
+            show_default=False,
+        ),
     ] = None,
     task: Annotated[str | None, typer.Option(help="Serve only this task.")] = None,
     run_id: Annotated[
@@ -56,15 +96,44 @@ def evaluator_serve(
             "least the per-run limit).",
         ),
     ] = None,
+    job_lease_s: Annotated[
+        float | None,
+        typer.Option(
+            min=0.1,
+            help="Seconds this process's hold on a running job lasts unrenewed (default 15; "
+            "renewed every third of it). A job of a process that died is taken over this long "
+            "after its last renewal by an evaluator on the same state dir that may run it.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """Serve AleEnv on two listeners until interrupted (Ctrl-C or SIGTERM)."""
+    """Serve AleEnv on two listeners until interrupted (Ctrl-C or SIGTERM).
+
+    Either signal stops it quietly: a running job's rollouts are stopped, the job
+    stays RUNNING and its lease runs out (a shared evaluator on the same state dir
+    may then take it over), and the process prints "evaluator stopped" and exits 0.
+    """
+    root = _state_dir(state_dir)
+    stop = threading.Event()
+    # Installed before the heavy imports and the start, so a signal at any point from
+    # here on is a request to stop, never a KeyboardInterrupt traceback.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+
     from ale_robotics.evaluator import EvaluatorConfig, serve
+
+    if submission_dir is None:
+        volume = root / "submissions"
+        volume.mkdir(exist_ok=True)
+    else:
+        volume = submission_dir.absolute()
+    from ale_robotics.evaluator.store import DEFAULT_LEASE_S
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     running = serve(
         EvaluatorConfig(
-            state_dir,
-            submission_dir,
+            root,
+            volume,
             task_id=task,
             run_id=run_id,
             workers=workers,
@@ -72,6 +141,7 @@ def evaluator_serve(
             max_sessions_total=max_sessions_total,
             # shared: each run's agent uses the token OpenRun issued for it
             per_run_tokens=run_id is None,
+            job_lease_s=DEFAULT_LEASE_S if job_lease_s is None else job_lease_s,
         ),
         agent_listen=agent_listen,
         harness_listen=harness_listen,
@@ -80,34 +150,49 @@ def evaluator_serve(
     )
     if run_id is None:
         tokens = (
-            f"  harness token: {state_dir / 'harness.token'} (unless given)\n"
+            f"  harness token: {root / 'harness.token'} (unless given)\n"
             "  runs: shared; the harness opens each run (OpenRun) and gets its agent token;\n"
-            f"  {state_dir / 'agent.token'} reads GetSpec and practice sessions outside runs only"
+            f"  {root / 'agent.token'} reads GetSpec and practice sessions outside runs only"
         )
     else:
         tokens = (
-            f"  run {run_id}; tokens: {state_dir / 'agent.token'} and "
-            f"{state_dir / 'harness.token'} (unless given)"
+            f"  run {run_id}; tokens: {root / 'agent.token'} and "
+            f"{root / 'harness.token'} (unless given)"
         )
     console.print(
-        f"evaluator {__version__} serving\n  agent channel:   {running.agent_address}\n"
+        f"evaluator {__version__} serving\n  state dir:       {root}\n"
+        f"  agent channel:   {running.agent_address}\n"
         f"  harness channel: {running.harness_address}\n{tokens}",
         highlight=False,
     )
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
+    while not stop.wait(1.0):
+        pass
     running.stop()
+    console.print("evaluator stopped", highlight=False)
 
 
 @evaluator_app.command("public-key")
 @friendly
 def evaluator_public_key(
-    state_dir: Annotated[Path, typer.Option(help="The evaluator's state dir.")],
+    state_dir: StateDirOpt = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help='One JSON document: {"public_key": "<hex>", "state_dir": "<path>"}.'
+        ),
+    ] = False,
 ) -> None:
-    """Print the evaluator's Ed25519 public key (hex), for 'trajectory verify --public-key'."""
+    """Print the evaluator's Ed25519 public key (hex), for 'trajectory verify --public-key'.
+
+    Creates the key (and the state dir) on first use, as the evaluator would.
+    """
     from ale_robotics.evaluator.state import StateDir
     from ale_robotics.trajectory import EvaluatorSigner
 
-    out.print(EvaluatorSigner.load_or_create(StateDir(state_dir).signing_key_path).public_key_hex)
+    root = _state_dir(state_dir)
+    key = EvaluatorSigner.load_or_create(StateDir(root).signing_key_path).public_key_hex
+    # typer.echo, not a rich console: those wrap long lines at the terminal width
+    if as_json:
+        typer.echo(json.dumps({"public_key": key, "state_dir": str(root)}))
+    else:
+        typer.echo(key)

@@ -19,7 +19,8 @@ from ale_robotics.cli.trajectory import app as trajectory_app
 
 __all__ = ["app", "main"]
 
-_COMMANDS = (agent_cmd, audit_cmd, check_cmd, evaluator_cmd, run_cmd, tasks_cmd)  # registered on import
+# imported for their registration on app
+_COMMANDS = (agent_cmd, audit_cmd, check_cmd, evaluator_cmd, run_cmd, tasks_cmd)
 app.add_typer(trajectory_app, name="trajectory", help="Verify and show run trajectories.")
 
 

@@ -3,41 +3,57 @@
 from __future__ import annotations
 
 import logging
+import signal
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from ale_robotics.cli.app import absolute, app, console, friendly
 
 __all__: list[str] = []
 
 
-@app.command()
+_EXAMPLE = """Examples:
+
+  ale-robotics run td3-inverted-pendulum-v1
+  --agent "python examples/agents/submit_checkpoint.py"
+
+  ale-robotics run td3-inverted-pendulum-v1 --agent "python train.py"
+  --episodes 2 --budget 600
+
+The run directory (runs/<run_id>/ with agent.log, trajectory.jsonl and result.json) is \
+printed when the run starts. Exit codes: 0 scored (even 0.0), 1 the run failed \
+(infrastructure), 2 a usage error, 130 or 143 interrupted by Ctrl-C or SIGTERM \
+(result.json says interrupted).
+"""
+
+
+@app.command(epilog=_EXAMPLE)
 @friendly
 def run(
     task_id: Annotated[str, typer.Argument(help="Task id, e.g. td3-inverted-pendulum-v1.")],
     agent: Annotated[str, typer.Option("--agent", help="Command that starts the agent.")],
     run_dir: Annotated[
-        Path | None, typer.Option(help="Run directory (default runs/<run_id>).")
+        Path | None,
+        typer.Option(help="Run directory, new or empty (default runs/<run_id>)."),
     ] = None,
     evaluator: Annotated[
         str | None,
-        typer.Option(help="Agent-channel address of a running evaluator (default: embedded)."),
+        typer.Option(
+            help="Agent-channel address of a running evaluator, e.g. "
+            "unix://STATE_DIR/agent/agent.sock ('evaluator serve' prints it; default: an "
+            "embedded one). Its harness socket and harness.token are found next to it."
+        ),
     ] = None,
     evaluator_harness: Annotated[
-        str | None, typer.Option(help="Harness-channel address of that evaluator.")
+        str | None,
+        typer.Option(help="Harness-channel address of that evaluator (default: found next to it)."),
     ] = None,
     agent_token_file: Annotated[Path | None, typer.Option(help="Its agent.token.")] = None,
-    harness_token_file: Annotated[Path | None, typer.Option(help="Its harness.token.")] = None,
+    harness_token_file: Annotated[
+        Path | None, typer.Option(help="Its harness.token (default: found next to it).")
+    ] = None,
     submission_dir: Annotated[
         Path | None, typer.Option(help="Submission volume shared with that evaluator.")
     ] = None,
@@ -45,7 +61,8 @@ def run(
         Path | None, typer.Option(help="State dir of the embedded evaluator.")
     ] = None,
     budget: Annotated[
-        float | None, typer.Option(help="Override the agent's wall-clock budget (seconds).")
+        float | None,
+        typer.Option(help="Override the agent's wall-clock budget (seconds, > 0)."),
     ] = None,
     sandbox: Annotated[
         str,
@@ -102,9 +119,10 @@ def run(
     ] = 4096,
 ) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
-    from ale_robotics.client.sdk import JobStatus
+    from ale_robotics.cli.progress import run_progress
     from ale_robotics.harness.host_guard import harden_harness_process
-    from ale_robotics.harness.run import HarnessError, RunOptions, run_task
+    from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
+    from ale_robotics.harness.run import HarnessError, RunInterruptedError, RunOptions, run_task
     from ale_robotics.tasks import default_registry
 
     logging.basicConfig(level=logging.WARNING)
@@ -149,45 +167,43 @@ def run(
         pids_max=pids_max,
     )
     harden_harness_process()
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        agent_bar = progress.add_task("agent running", total=None)
-        eval_bar: Any = None
 
-        def show(phase: str, job: JobStatus | None, elapsed: float, budget_s: float) -> None:
-            nonlocal eval_bar
-            if phase == "agent":
-                desc = f"agent running ({elapsed:.0f}s of {budget_s:.0f}s budget)"
-                if job is not None:
-                    desc += f", job {job.state.lower()}"
-                progress.update(agent_bar, description=desc)
-                return
-            progress.update(agent_bar, description="agent finished", total=1, completed=1)
-            if job is None:
-                return
-            if eval_bar is None:
-                eval_bar = progress.add_task("evaluating on hidden seeds", total=job.episodes_total)
-            progress.update(
-                eval_bar,
-                completed=job.episodes_done,
-                total=job.episodes_total,
-                description=f"evaluating on hidden seeds ({job.state.lower()})",
-            )
+    def started(run_id: str, run_dir: Path) -> None:
+        console.print(
+            f"run {run_id}: run dir {run_dir} (follow the agent: tail -f {run_dir / 'agent.log'})",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
+    with stop_on_signals(StopRequest()) as stop, run_progress(console) as show:
         try:
-            outcome = run_task(opts, on_progress=show)
+            outcome = run_task(opts, on_progress=show, on_start=started, stop=stop)
+        except RunInterruptedError as exc:
+            console.print("[yellow]interrupted:[/yellow] ", end="", highlight=False)
+            console.print(exc.message, highlight=False, soft_wrap=True, markup=False)
+            console.print(
+                f"run dir: {exc.run_dir} (result.json says interrupted)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(128 + signal.Signals[exc.signal_name].value) from None
         except HarnessError as exc:
             console.print("[red]run failed:[/red] ", end="", highlight=False)
             console.print(exc.message, highlight=False, soft_wrap=True, markup=False)
             raise typer.Exit(1) from None
     rep = outcome.report
+    if outcome.agent_log_tail:
+        console.print(
+            f"the agent exited with code {rep.agent_exit_code}; the last lines of "
+            f"{outcome.run_dir / 'agent.log'}:",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        for line in outcome.agent_log_tail:
+            console.print(f"  | {line}", highlight=False, markup=False, soft_wrap=True)
     # The explanation quotes agent-controlled text (a rejected file's tensor key, say):
     # never parse it as rich markup.
     console.print(f"run dir: {outcome.run_dir}", highlight=False, markup=False)

@@ -4,6 +4,11 @@
 rollout pool; the gRPC servicer is a thin translation layer over it. A single
 runner thread takes queued jobs one at a time: validation, then the native
 pipeline on hidden seeds, then the stored ``EvalResult`` and signed events.
+
+Several evaluators may share one state dir (every ``ale-robotics run`` embeds
+one on the default dir): each holds the jobs it runs under a lease (:mod:`.store`),
+so starting one never disturbs another's jobs. An evaluator embedded in a run
+(``config.run_id``) claims, requeues and cancels only that run's jobs.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from ale_robotics.errors import (
     PermissionDeniedError,
     ResourceExhaustedError,
 )
-from ale_robotics.evaluator.eval_record import fail_interrupted
+from ale_robotics.evaluator.eval_record import EVAL_SESSION_TOKEN, fail_interrupted
 from ale_robotics.evaluator.pool import RolloutPool, WorkerLimits
 from ale_robotics.evaluator.result import (
     EvalResult,
@@ -39,6 +44,7 @@ from ale_robotics.evaluator.runs import (
     TRUSTED,
     Access,
     OpenedRun,
+    RunClosed,
     RunRegistry,
     Scope,
 )
@@ -46,7 +52,7 @@ from ale_robotics.evaluator.sessions import SessionManager
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
 from ale_robotics.evaluator.state import StateDir
-from ale_robotics.evaluator.store import JobRecord, JobState, JobStore
+from ale_robotics.evaluator.store import DEFAULT_LEASE_S, JobRecord, JobState, JobStore
 from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.seeds import HiddenSeed, derive_seeds, secret_commitment
 from ale_robotics.tasks.registry import Registry, TrainingBudget
@@ -85,6 +91,7 @@ class EvaluatorConfig:
         per_run_tokens: bool = False,
         max_infra_retries_per_run: int = 3,
         free_infra_failures_per_run: int = 1,
+        job_lease_s: float = DEFAULT_LEASE_S,
     ) -> None:
         self.state_dir = state_dir
         self.submission_volume = submission_volume
@@ -102,6 +109,12 @@ class EvaluatorConfig:
         self.free_infra_failures_per_run = free_infra_failures_per_run
         """Infrastructure-failed jobs of a run that do not count against its submission
         quota; each one beyond counts (:meth:`.store.JobStore.quota_used`)."""
+        if job_lease_s <= 0:
+            raise ValueError(f"job_lease_s must be positive, got {job_lease_s}")
+        self.job_lease_s = job_lease_s
+        """How long this process's hold on a running job lasts unrenewed (renewed every
+        third of it): a job of a process that died is taken over this long after its
+        last renewal, by an evaluator on the same state dir that may run it."""
         self.worker_limits = worker_limits
         """Resource limits of rollout workers (None: :class:`WorkerLimits` defaults)."""
         if smoke_episodes is not None and smoke_episodes < 1:
@@ -135,7 +148,7 @@ class Evaluator:
         self._secret = self.state.secret()
         self.secret_sha256 = secret_commitment(self._secret)
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
-        self.store = JobStore(self.state.db_path)
+        self.store = JobStore(self.state.db_path, lease_s=config.job_lease_s)
         self.pool = RolloutPool(config.workers, config.worker_limits)
         self.runs = RunRegistry(self.state.runs_path)
         # Practice steps per run, against the manifest's training budgets; kept in the
@@ -146,13 +159,10 @@ class Evaluator:
         self.runner = JobRunner(self)
         if config.task_id is not None:
             registry.get(config.task_id)  # fail fast on an unknown task
-        requeued = self.store.recover()
-        if requeued:
-            log.warning("requeued %d job(s) left running by a previous process", len(requeued))
-        # Interactive sessions; eval sessions cut off by a restart end FAILED here,
-        # before the batch runner starts and could pick their rows up.
         self.sessions = SessionManager(self)
-        fail_interrupted(self, requeued)
+        # Jobs a dead process left RUNNING, once their lease has run out (the runner
+        # looks again every third of the lease); never a live process's.
+        self.reap_expired()
 
     # ------------------------------------------------------------ lifecycle --
 
@@ -161,6 +171,9 @@ class Evaluator:
         self.sessions.start()
 
     def stop(self) -> None:
+        """Stop at once. A running job's rollouts are stopped, not waited for; the job
+        stays RUNNING and its lease runs out unrenewed, so an evaluator on the same
+        state dir that may run it takes it over (cancel the run first to end it)."""
         self.sessions.stop()  # records unfinished eval sessions while the store is open
         self.training.save()
         self.runner.stop()
@@ -352,35 +365,116 @@ class Evaluator:
             )
         return self.runs.open(run, task.id, self.config.submission_volume)
 
-    def close_run(self, run_id: str) -> int:
-        """End a run: revoke its token first (no new calls), then close its sessions."""
-        if self.config.run_id is not None:
-            raise FailedPreconditionError(
-                f"this evaluator is bound to run {self.config.run_id!r} (--run-id); it has no "
-                "runs to close"
-            )
+    def close_run(self, run_id: str) -> RunClosed:
+        """End a run: revoke its token first (no new calls), close its sessions, cancel
+        its unfinished jobs.
+
+        On an evaluator bound to the run (``config.run_id``) there is no run token to
+        revoke: its agent token is the state dir's ``agent.token``, the evaluator's
+        only agent credential, and stays valid (stop the evaluator to end it); the
+        run's sessions and jobs end as on a shared evaluator.
+        """
         if not run_id:
             raise InvalidArgumentError("run_id is required")
         run = self._check_run(run_id)
-        self.runs.close(run)
-        return self.sessions.close_run(run, "the run was closed")
+        if self.config.run_id is None:
+            self.runs.close(run)
+        sessions = self.sessions.close_run(run, "the run was closed")
+        jobs = self.cancel_run(run, "the run was closed before the job finished")
+        return RunClosed(sessions_closed=sessions, jobs_cancelled=len(jobs))
+
+    def cancel_run(self, run_id: str, reason: str = "the run was cancelled") -> list[str]:
+        """End the run's queued and running jobs CANCELLED; returns their ids.
+
+        For the harness when a run ends early (interrupted, out of time): nobody
+        will read those jobs' results, so they must not keep a worker busy, nor be
+        picked up later by another evaluator. A job this process is running stops
+        within a poll (its workers are killed) and is neither failed nor requeued;
+        one another process runs stops when that process next renews or writes.
+        Each gets a signed ``result`` event saying CANCELLED and why. An evaluator
+        bound to a run cancels only that run's (empty ``run_id``: that run).
+        """
+        run = self._check_run(run_id)
+        ids = self.store.cancel_run(run, reason)
+        # The runner drops its attempt first: a read of a snapshot deleted below then
+        # fails as a consequence of the drop, never as an infrastructure failure.
+        self.runner.cancel(ids)
+        for job_id in ids:
+            job = self.store.get(job_id)
+            if job is None:
+                continue
+            self._event(
+                job.run_id,
+                self.spec(job.task_id),
+                "result",
+                {"job_id": job_id, "state": JobState.CANCELLED.value, "reason": reason},
+            )
+            shutil.rmtree(self.state.snapshots / job_id, ignore_errors=True)
+        if ids:
+            log.info("run %s: cancelled %d unfinished job(s)", run, len(ids))
+        return ids
+
+    def reap_expired(self) -> list[str]:
+        """Requeue the jobs whose lease expired: their evaluator died or hung.
+
+        Only this evaluator's run's when it is bound to one. An eval session's job
+        is failed instead (its envs died with the process; :func:`.eval_record.
+        fail_interrupted`). Returns the ids requeued.
+        """
+        expired = self.store.requeue_expired(
+            run_id=self.config.run_id,
+            fail_tokens=(EVAL_SESSION_TOKEN,),
+            fail_reason=(
+                "the evaluator running the eval session stopped during it; this run cannot "
+                "be scored"
+            ),
+        )
+        if expired.requeued:
+            log.warning(
+                "requeued %d job(s) whose evaluator stopped renewing its lease (it died or "
+                "hung): %s",
+                len(expired.requeued),
+                ", ".join(expired.requeued),
+            )
+            self.runner.wake()
+        fail_interrupted(self, expired.failed)
+        return expired.requeued
 
     def hidden_seeds(self, task: TaskSpec, run_id: str) -> list[HiddenSeed]:
         """The run's hidden episode seeds; their values never leave the evaluator."""
         return derive_seeds(task.eval.base_seeds, run_id, self._secret)
 
-    def event(self, run_id: str, task: TaskSpec, kind: str, payload: dict[str, Any]) -> None:
-        """Sign and store a run event (for the session modules; see :meth:`_event`)."""
-        self._event(run_id, task, kind, payload)
+    def event(
+        self,
+        run_id: str,
+        task: TaskSpec,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        held_job: str | None = None,
+    ) -> bool:
+        """Sign and store a run event (for the runner and the session modules; see
+        :meth:`_event`)."""
+        return self._event(run_id, task, kind, payload, held_job=held_job)
 
     # --------------------------------------------------------------- events --
 
-    def _event(self, run_id: str, task: TaskSpec, kind: str, payload: dict[str, Any]) -> None:
-        """Sign and store the run's next evaluator event.
+    def _event(
+        self,
+        run_id: str,
+        task: TaskSpec,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        held_job: str | None = None,
+    ) -> bool:
+        """Sign and store the run's next evaluator event; returns whether it was stored.
 
         A run's first two events are fixed: ``evaluator_key`` (the public key)
         then ``seed_commitment`` (SHA-256 of the secret and one commitment per
         hidden seed of the run), so every later event is checkable against them.
+        ``held_job``: store it only while this process holds that job (a job's
+        own events; one it lost must not get more).
         """
         with self._event_lock:
             if not self.store.events(run_id):
@@ -401,7 +495,7 @@ class Evaluator:
                 ]
                 for k, p in preamble:
                     self._store_signed(run_id, k, p)
-            self._store_signed(run_id, kind, payload)
+            return self._store_signed(run_id, kind, payload, held_job)
 
     def rejection_event(
         self, run_id: str, task: TaskSpec, job_id: str, exc: SubmissionRejected
@@ -420,10 +514,13 @@ class Evaluator:
             },
         )
 
-    def _store_signed(self, run_id: str, kind: str, payload: dict[str, Any]) -> None:
-        self.store.append_event(
+    def _store_signed(
+        self, run_id: str, kind: str, payload: dict[str, Any], held_job: str | None = None
+    ) -> bool:
+        return self.store.append_event(
             run_id,
             lambda seq: self.signer.sign_event(run_id, kind, payload, seq).model_dump_json(),
+            held_job=held_job,
         )
 
     # --------------------------------------------------------------- submit --

@@ -10,10 +10,15 @@ the run's signed events land in its trajectory.
   client_token)`` then makes "one eval session per run" atomic and durable: a
   second OpenSession for the run finds the row and is refused, even after an
   evaluator restart. Progress (episodes done) and heartbeats go to the row, so
-  status is live during the session.
-* A restarted evaluator finds such a row requeued by ``JobStore.recover`` (the
-  session's envs died with the old process); :func:`fail_interrupted` ends it
-  ``FAILED`` (infrastructure) before the batch runner could pick it up.
+  status is live during the session. The row is held by the evaluator process
+  that opened the session, under a lease its runner renews on a timer (:mod:`.store`),
+  so an agent that thinks for a while between steps does not lose it.
+* When that process dies, the lease runs out; the next evaluator to look
+  (``Evaluator.reap_expired``) ends the row ``FAILED`` (infrastructure) in the
+  same transaction that finds it expired, never requeued (the session's envs
+  died with the process), and :func:`fail_interrupted` signs that result.
+* A row that stopped being this process's (the run was cancelled) gets no
+  more events and no result from :meth:`EvalRecorder.finish`.
 * Events: ``session_opened``, then ``training_steps`` (the run's practice
   steps so far against its training budget), one ``episode_summary`` per
   episode (return, length, whether it was abandoned and how many of its steps
@@ -146,6 +151,8 @@ class EvalRecorder:
         if self.finished:
             return
         self.finished = True
+        if not self._ev.store.heartbeat(self.job_id):
+            return  # cancelled (or taken from this process): the row's state stands
         source = FailureSource.NONE
         if failure:
             source = FailureSource.INFRASTRUCTURE if infrastructure else FailureSource.SUBMISSION
@@ -214,6 +221,7 @@ class EvalRecorder:
         self._ev.store.finish(
             self.job_id,
             state,
+            owned=True,
             failure_source=source,
             failure_reason=failure or "",
             result_json=result.model_dump_json(),
@@ -221,25 +229,23 @@ class EvalRecorder:
         )
 
 
-def fail_interrupted(evaluator: Evaluator, requeued: Iterable[str]) -> list[str]:
-    """End eval-session jobs a restart requeued: their envs died with the old process."""
-    failed = []
-    for job_id in requeued:
+def fail_interrupted(evaluator: Evaluator, failed: Iterable[str]) -> list[str]:
+    """Sign the end of eval-session jobs whose evaluator died during the session.
+
+    The store already ended them FAILED (``JobStore.requeue_expired`` with
+    :data:`EVAL_SESSION_TOKEN` among its ``fail_tokens``); this adds the signed
+    ``result`` event, so the run's record says so too. Returns their ids.
+    """
+    done = []
+    for job_id in failed:
         job = evaluator.store.get(job_id)
         if job is None or job.client_token != EVAL_SESSION_TOKEN:
             continue
-        reason = "the evaluator restarted during the eval session; this run cannot be scored"
-        evaluator.store.finish(
-            job_id,
-            JobState.FAILED,
-            failure_source=FailureSource.INFRASTRUCTURE,
-            failure_reason=reason,
-        )
         evaluator.event(
             job.run_id,
             evaluator.spec(job.task_id),
             "result",
             {"job_id": job_id, "state": "FAILED", "failure_source": "infrastructure"},
         )
-        failed.append(job_id)
-    return failed
+        done.append(job_id)
+    return done

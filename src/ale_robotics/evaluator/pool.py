@@ -13,6 +13,16 @@ submission was fully validated before it reached a worker. The one exception is
 :class:`.pipeline.PolicyFault`, which evaluator code raises on purpose when the
 submitted policy outputs a NaN or inf: it is passed on unchanged (the worker is
 healthy and stays), for the runner to end the job as the submission's failure.
+
+Stopping: workers ignore SIGINT and SIGTERM. A Ctrl-C in a terminal reaches the
+whole foreground process group, workers included (and a service manager's
+SIGTERM often the whole control group); left to Python, each worker would print
+a ``KeyboardInterrupt`` traceback or die, and the job would look like a crashed
+worker before the evaluator even heard of the stop. The parent stops them
+instead: :meth:`RolloutPool.run` given an ``abort`` event that gets set kills its
+workers (SIGKILL) within one poll and raises :class:`RolloutAborted` (a cancelled
+job, a stopping evaluator); an idle pool is shut down normally. A worker whose
+parent died exits when it next reads from the parent (end of file).
 """
 
 from __future__ import annotations
@@ -25,6 +35,7 @@ import os
 import queue
 import re
 import resource
+import signal
 import sys
 import threading
 import time
@@ -42,7 +53,7 @@ import numpy.typing as npt
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault, rollout_episodes
 from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["RolloutPool", "WorkerCrashed", "WorkerLimits"]
+__all__ = ["RolloutAborted", "RolloutPool", "WorkerCrashed", "WorkerLimits"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +64,10 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 class WorkerCrashed(Exception):
     """A worker process died: an infrastructure failure, never the submission's fault."""
+
+
+class RolloutAborted(Exception):
+    """The caller set ``abort``: the rollouts were stopped, no failure of anyone's."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,8 @@ class WorkerLimits:
 
 _PROGRESS: Any = None
 _LIMITS: WorkerLimits | None = None
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+"""Signals meant for the evaluator, which workers ignore (see the module docstring)."""
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 
@@ -177,6 +194,11 @@ def _apply_limits(limits: WorkerLimits) -> None:
 
 def _init_worker(progress: Any, limits: WorkerLimits | None = None) -> None:
     global _LIMITS, _PROGRESS
+    # The parent stops workers (see the module docstring); the signals arrived
+    # blocked (:class:`_PinnedSpawnProcess`), so one sent during startup is discarded.
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _PROGRESS = progress
     _LIMITS = limits
     if limits is not None:
@@ -225,18 +247,27 @@ def _pinned_env() -> Iterator[None]:
 
 
 class _PinnedSpawnProcess(SpawnProcess):
-    """A spawned process that starts with one BLAS thread.
+    """A spawned process that starts with one BLAS thread and SIGINT, SIGTERM blocked.
 
     ProcessPoolExecutor starts its workers lazily, inside ``submit``, so the
     environment has to be pinned around each start, not around the pool's
     construction. One thread also keeps the worker single-threaded when its
     initializer runs, which ``unshare(CLONE_NEWUSER)`` requires.
+
+    The signals are blocked in the spawning thread for the moment of the fork: the
+    child inherits the mask through ``exec``, so a Ctrl-C while the worker's
+    interpreter starts stays pending until :func:`_init_worker` ignores it.
+    (Only the main thread may change a handler; any thread may change its mask.)
     """
 
     @staticmethod
     def _Popen(process_obj: Any) -> Any:
         with _pinned_env():
-            return SpawnProcess._Popen(process_obj)
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+            try:
+                return SpawnProcess._Popen(process_obj)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 class _PinnedSpawnContext(SpawnContext):
@@ -279,14 +310,19 @@ class RolloutPool:
             return self._pool, self._progress
 
     def _discard(self) -> None:
-        """Drop the pool and kill its processes (a timed-out shard must not keep running)."""
+        """Drop the pool and kill its processes (a timed-out shard must not keep running).
+
+        No future is cancelled: the executor's manager thread marks every pending
+        one broken once it sees the workers gone, and on Python 3.11 it dies with
+        an ``InvalidStateError`` traceback (and leaks the pool's semaphores) when
+        one of them was cancelled first."""
         with self._lock:
             if self._pool is not None:
                 # ProcessPoolExecutor only gains terminate_workers() in Python 3.14.
                 procs = list(getattr(self._pool, "_processes", {}).values())
                 for proc in procs:
-                    proc.terminate()
-                self._pool.shutdown(wait=False, cancel_futures=True)
+                    proc.kill()  # they ignore SIGTERM
+                self._pool.shutdown(wait=False)
             self._pool = None
 
     def worker_pids(self) -> list[int]:
@@ -321,6 +357,7 @@ class RolloutPool:
         deadline: float | None = None,
         on_heartbeat: Callable[[], None] | None = None,
         indices: Sequence[int] | None = None,
+        abort: threading.Event | None = None,
     ) -> list[EpisodeOutcome]:
         """All episodes, sharded by the task's fixed layout; progress as episodes finish.
 
@@ -329,6 +366,8 @@ class RolloutPool:
         Raises :class:`WorkerCrashed` when a worker dies, :class:`TimeoutError`
         past ``deadline`` (a ``time.monotonic()`` value) and :class:`PolicyFault`
         when the policy output a non-finite value (the first shard's, in index order).
+        Once ``abort`` is set, the workers are killed and :class:`RolloutAborted`
+        raised within one poll (50 ms), whatever the shards were doing.
         """
         pool, progress = self._get()
         size = task.eval.envs_per_shard
@@ -365,9 +404,10 @@ class RolloutPool:
                 pass
             if not pending:
                 break
+            if abort is not None and abort.is_set():
+                self._discard()
+                raise RolloutAborted("the rollouts were stopped")
             if deadline is not None and time.monotonic() > deadline:
-                for f in futures:
-                    f.cancel()
                 self._discard()
                 raise TimeoutError("evaluation deadline passed")
         outcomes: list[EpisodeOutcome] = []

@@ -31,6 +31,24 @@ terminal; only queued and running jobs need theirs (a restart re-runs them from
 it). Snapshots of terminal jobs and ``staging-*`` directories left by a dead
 process are removed when the runner is created, at evaluator start, before any
 listener accepts a submission.
+
+Holding a job (:mod:`.store` has the lease model): the runner claims only its
+run's jobs when the evaluator is embedded in one run (``config.run_id``), any
+run's otherwise. A thread of its own renews the leases of everything this
+process holds every third of ``config.job_lease_s``, however long a shard
+runs; the loop requeues jobs whose lease expired (another process died with
+them) as often. Every event and transition of a job is conditional on still
+holding it. A job can stop being this runner's three ways, and each stops its
+rollouts at once (:class:`.pool.RolloutAborted`), quietly, recording nothing:
+
+* cancelled (:meth:`JobRunner.cancel`, from ``Evaluator.cancel_run``): the job is
+  CANCELLED already; its snapshot is deleted.
+* lost (a renewal or a write refused: the lease expired while this process was
+  stalled and another took the job, or another process cancelled it): whatever
+  the store says now stands.
+* the evaluator stopping (:meth:`JobRunner.stop`): the job stays RUNNING and its
+  lease runs out unrenewed, so a shared evaluator on the same store can take it
+  over; nothing is requeued or failed on the way out.
 """
 
 from __future__ import annotations
@@ -38,8 +56,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
+import sqlite3
 import threading
 import time
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from ale_robotics import __version__
@@ -47,7 +68,7 @@ from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_
 from ale_robotics.evaluator.metrics import NonFiniteMetric
 from ale_robotics.evaluator.pipeline import PolicyFault, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
-from ale_robotics.evaluator.pool import WorkerCrashed
+from ale_robotics.evaluator.pool import RolloutAborted, WorkerCrashed
 from ale_robotics.evaluator.result import (
     EpisodeRecord,
     EvalResult,
@@ -69,6 +90,37 @@ __all__ = ["JobRunner"]
 log = logging.getLogger(__name__)
 
 
+class _Why(StrEnum):
+    """Why the runner stopped working on a job before it ended."""
+
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    STOPPING = "stopping"
+
+
+class _Abandoned(Exception):
+    """Raised inside a job's attempt once the job is no longer this runner's to record."""
+
+
+@dataclass
+class _Current:
+    """The job the runner is working on, and whether (why) to drop it."""
+
+    job_id: str
+    abort: threading.Event = field(default_factory=threading.Event)
+    why: _Why | None = None
+
+    def drop(self, why: _Why) -> None:
+        """Stop the attempt (the first reason given stands)."""
+        if self.why is None:
+            self.why = why
+        self.abort.set()
+
+    def check(self) -> None:
+        if self.why is not None:
+            raise _Abandoned(self.why.value)
+
+
 class JobRunner:
     """Runs the evaluator's queued batch jobs on a thread of its own."""
 
@@ -77,6 +129,9 @@ class JobRunner:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._lease_thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._current: _Current | None = None
         self.reclaim_snapshots()
 
     def reclaim_snapshots(self) -> list[str]:
@@ -106,41 +161,152 @@ class JobRunner:
     def _finish(self, job_id: str, state: JobState, **fields: Any) -> None:
         """Record the terminal state, then delete the job's snapshot (in that order: a
         crash in between leaves a stray dir for :meth:`reclaim_snapshots`, never a
-        live job without its snapshot)."""
-        self._ev.store.finish(job_id, state, **fields)
+        live job without its snapshot).
+
+        Only while this runner still holds the job: when it does not, nothing
+        changes and the attempt is abandoned (:class:`_Abandoned`)."""
+        if not self._ev.store.finish(job_id, state, owned=True, **fields):
+            self._drop(job_id, _Why.LOST)
+            raise _Abandoned(_Why.LOST.value)
         shutil.rmtree(self._ev.state.snapshots / job_id, ignore_errors=True)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
+        self._lease_thread = threading.Thread(
+            target=self._lease_loop, name="ale-job-leases", daemon=True
+        )
         self._thread.start()
+        self._lease_thread.start()
 
     def stop(self) -> None:
+        """Stop now: the running job's rollouts are stopped, not waited for, and the job
+        is left RUNNING with its lease to run out (see the module docstring)."""
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._drop(None, _Why.STOPPING)
+        for thread in (self._thread, self._lease_thread):
+            if thread is not None:
+                thread.join(timeout=10)
+
+    def current_job(self) -> str | None:
+        """The job an attempt is under way for in this process, if any."""
+        with self._lock:
+            return None if self._current is None else self._current.job_id
 
     def wake(self) -> None:
         """A job was queued: look now rather than at the next poll."""
         self._wake.set()
 
+    def cancel(self, job_ids: list[str]) -> bool:
+        """The store cancelled these jobs: stop the attempt if one is running here.
+
+        Returns whether one was; it stops within a poll, quietly."""
+        with self._lock:
+            current = self._current
+        if current is None or current.job_id not in job_ids:
+            return False
+        current.drop(_Why.CANCELLED)
+        return True
+
+    def _drop(self, job_id: str | None, why: _Why) -> None:
+        """Drop the current attempt (when it is ``job_id``'s; None: whichever runs)."""
+        with self._lock:
+            current = self._current
+        if current is not None and job_id in (None, current.job_id):
+            current.drop(why)
+
+    def _lease_loop(self) -> None:
+        """Renew this process's leases every third of the lease, until stopped."""
+        every = self._ev.store.lease_s / 3
+        while not self._stop.wait(every):
+            try:
+                held = self._ev.store.renew()
+            except sqlite3.Error as exc:  # busy past the timeout: the next renewal retries
+                log.warning("cannot renew the job leases: %s", exc)
+                continue
+            with self._lock:
+                current = self._current
+            if current is not None and current.job_id not in held and not self._stop.is_set():
+                current.drop(_Why.LOST)
+
     def _run_loop(self) -> None:
+        next_reap = 0.0
         while not self._stop.is_set():
-            job = self._ev.store.claim_next()
+            if time.monotonic() >= next_reap:
+                next_reap = time.monotonic() + self._ev.store.lease_s / 3
+                try:
+                    self._ev.reap_expired()
+                except sqlite3.Error as exc:
+                    log.warning("cannot requeue jobs with expired leases: %s", exc)
+            try:
+                job = self._ev.store.claim_next(run_id=self._ev.config.run_id)
+            except sqlite3.Error as exc:  # another process held the write lock too long
+                log.warning("cannot claim a job: %s", exc)
+                job = None
             if job is None:
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
+            current = _Current(job.job_id)
+            with self._lock:
+                self._current = current
             try:
-                self._run_job(job)
-            except Exception as exc:
-                # A bug must not kill the runner thread (every later job would sit
-                # QUEUED forever), nor be blamed on the submission.
-                log.exception("job %s: unexpected error in the runner", job.job_id)
-                try:
-                    self._infra_failure(job, f"internal evaluator error ({type(exc).__name__})")
-                except Exception:
-                    log.exception("job %s: cannot record the failure", job.job_id)
+                if self._stop.is_set():  # stopped between the check and the claim
+                    self._ev.store.release(job.job_id)
+                    continue
+                self._attempt(job, current)
+            finally:
+                with self._lock:
+                    self._current = None
+
+    def _attempt(self, job: JobRecord, current: _Current) -> None:
+        """One attempt at ``job``; an attempt dropped midway ends here, quietly."""
+        try:
+            self._run_job(job, current)
+        except (_Abandoned, RolloutAborted):
+            self._abandoned(job, current)
+        except Exception as exc:
+            if current.why is not None:  # a consequence of the drop (a deleted snapshot)
+                self._abandoned(job, current)
+                return
+            # A bug must not kill the runner thread (every later job would sit
+            # QUEUED forever), nor be blamed on the submission.
+            log.exception("job %s: unexpected error in the runner", job.job_id)
+            try:
+                self._infra_failure(
+                    job, current, f"internal evaluator error ({type(exc).__name__})"
+                )
+            except _Abandoned:
+                self._abandoned(job, current)
+            except Exception:
+                log.exception("job %s: cannot record the failure", job.job_id)
+
+    def _abandoned(self, job: JobRecord, current: _Current) -> None:
+        why = current.why or _Why.LOST
+        if why is _Why.STOPPING:
+            log.debug("job %s left RUNNING: the evaluator is stopping", job.job_id)
+            return
+        if why is _Why.CANCELLED:
+            log.info("job %s cancelled; its rollouts were stopped", job.job_id)
+        else:
+            log.warning(
+                "job %s is no longer this evaluator's (its lease expired, or another "
+                "process cancelled it); attempt %d abandoned",
+                job.job_id,
+                job.attempts,
+            )
+        now = self._ev.store.get(job.job_id)
+        if now is not None and now.terminal:
+            shutil.rmtree(self._ev.state.snapshots / job.job_id, ignore_errors=True)
+
+    def _event(
+        self, job: JobRecord, current: _Current, task: TaskSpec, kind: str, payload: dict[str, Any]
+    ) -> None:
+        """Sign one of the job's events, only while this runner still holds the job."""
+        current.check()
+        if not self._ev.event(job.run_id, task, kind, payload, held_job=job.job_id):
+            current.drop(_Why.LOST)
+            current.check()
 
     def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
         assert task.contract is not None
@@ -156,7 +322,7 @@ class JobRunner:
                     out.append(SnapshotFile(cf.role, name, fmt, path, sha))
         return out
 
-    def _run_job(self, job: JobRecord) -> None:
+    def _run_job(self, job: JobRecord, current: _Current) -> None:
         task = self._ev.spec(job.task_id)
         assert task.contract is not None
         try:
@@ -164,6 +330,7 @@ class JobRunner:
             weights = load_artifact(files, task)
             validate_evidence_formats(files)
         except SubmissionRejected as exc:
+            current.check()
             self._finish(
                 job.job_id,
                 JobState.REJECTED,
@@ -173,13 +340,14 @@ class JobRunner:
             self._ev.rejection_event(job.run_id, task, job.job_id, exc)
             return
         except OSError as exc:
-            self._infra_failure(job, f"cannot read the snapshot: {exc}")
+            self._infra_failure(job, current, f"cannot read the snapshot: {exc}")
             return
-        self._ev._event(job.run_id, task, "validation", {"job_id": job.job_id, "passed": True})
+        self._event(job, current, task, "validation", {"job_id": job.job_id, "passed": True})
         seeds = derive_seeds(task.eval.base_seeds, job.run_id, self._ev._secret)
         runs = episode_plan(task, seeds)
-        self._ev._event(
-            job.run_id,
+        self._event(
+            job,
+            current,
             task,
             "evaluation_started",
             {
@@ -195,22 +363,26 @@ class JobRunner:
                 task,
                 weights,
                 [seed for _, seed in runs],
-                on_progress=lambda n: self._ev.store.progress(job.job_id, n),
+                on_progress=lambda n: self._held(
+                    job, current, self._ev.store.progress(job.job_id, n)
+                ),
                 deadline=t0 + self._ev.config.job_deadline_s,
-                on_heartbeat=lambda: self._ev.store.heartbeat(job.job_id),
+                on_heartbeat=lambda: self._held(job, current, self._ev.store.heartbeat(job.job_id)),
                 indices=[index for index, _ in runs],
+                abort=current.abort,
             )
         except TimeoutError:
             reason = (
                 f"evaluation exceeded the job deadline of {self._ev.config.job_deadline_s:.0f}s"
             )
+            current.check()
             self._finish(
                 job.job_id,
                 JobState.TIMED_OUT,
                 failure_source=FailureSource.INFRASTRUCTURE,
                 failure_reason=reason,
             )
-            self._ev._event(
+            self._ev.event(
                 job.run_id,
                 task,
                 "result",
@@ -218,10 +390,10 @@ class JobRunner:
             )
             return
         except WorkerCrashed as exc:
-            self._infra_failure(job, str(exc))
+            self._infra_failure(job, current, str(exc))
             return
         except PolicyFault as exc:
-            self._submission_failure(job, task, exc.reason, exc.public_reason)
+            self._submission_failure(job, current, task, exc.reason, exc.public_reason)
             return
         wall = time.monotonic() - t0
         evidence, shapes = collect_evidence(files, weights)
@@ -233,10 +405,11 @@ class JobRunner:
                 f"the submission's episodes gave a non-finite {exc.name} ({exc.value}): "
                 "the submission must make every metric finite"
             )
-            self._submission_failure(job, task, reason, reason)
+            self._submission_failure(job, current, task, reason, reason)
             return
-        self._ev._event(
-            job.run_id,
+        self._event(
+            job,
+            current,
             task,
             "progress_summary",
             {
@@ -293,7 +466,7 @@ class JobRunner:
         payload["outcomes"] = result.outcomes.model_dump(mode="json")
         if result.smoke_run is not None:
             payload["smoke_run"] = result.smoke_run.model_dump()
-        self._ev._event(job.run_id, task, "result", payload)
+        self._event(job, current, task, "result", payload)
         self._finish(
             job.job_id,
             JobState.SUCCEEDED,
@@ -302,7 +475,7 @@ class JobRunner:
         )
 
     def _submission_failure(
-        self, job: JobRecord, task: TaskSpec, reason: str, public_reason: str
+        self, job: JobRecord, current: _Current, task: TaskSpec, reason: str, public_reason: str
     ) -> None:
         """End the job FAILED by the submission: its policy's output broke the evaluation.
 
@@ -328,8 +501,9 @@ class JobRunner:
             attempts=job.attempts,
             smoke_run=self._ev.smoke_run(task.id),
         )
-        self._ev._event(
-            job.run_id,
+        self._event(
+            job,
+            current,
             task,
             "result",
             {
@@ -347,20 +521,23 @@ class JobRunner:
             result_json=result.model_dump_json(),
         )
 
-    def _infra_failure(self, job: JobRecord, reason: str) -> None:
+    def _infra_failure(self, job: JobRecord, current: _Current, reason: str) -> None:
         """Re-run the job, or end it FAILED (infrastructure) when a retry bound is spent.
 
         Bounds (see the module docstring): ``max_attempts`` per job and
         ``max_infra_retries_per_run`` re-runs in all for the run, so a run cannot
         buy unbounded evaluations by failing as infrastructure.
         """
+        current.check()  # a dropped job's errors are the drop's, not the infrastructure's
         cfg = self._ev.config
         log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
         used = self._ev.store.retries_used(job.run_id)
         if job.attempts < cfg.max_attempts and used < cfg.max_infra_retries_per_run:
-            self._ev.store.requeue(
+            if not self._ev.store.requeue(
                 job.job_id, f"retrying after an infrastructure failure: {reason}"
-            )
+            ):
+                self._drop(job.job_id, _Why.LOST)
+                raise _Abandoned(_Why.LOST.value)
             self._wake.set()
             return
         if job.attempts < cfg.max_attempts:
@@ -376,9 +553,14 @@ class JobRunner:
             failure_source=FailureSource.INFRASTRUCTURE,
             failure_reason=why,
         )
-        self._ev._event(
+        self._ev.event(
             job.run_id,
             self._ev.spec(job.task_id),
             "result",
             {"job_id": job.job_id, "state": "FAILED", "failure_source": "infrastructure"},
         )
+
+    def _held(self, job: JobRecord, current: _Current, still_held: bool) -> None:
+        """After a progress or heartbeat write: drop the job if the store refused it."""
+        if not still_held:
+            current.drop(_Why.LOST)

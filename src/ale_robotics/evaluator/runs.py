@@ -31,7 +31,7 @@ from pathlib import Path
 from ale_robotics.errors import FailedPreconditionError, PermissionDeniedError
 from ale_robotics.evaluator.state import write_private
 
-__all__ = ["TRUSTED", "Access", "OpenedRun", "RunRegistry", "Scope", "token_digest"]
+__all__ = ["TRUSTED", "Access", "OpenedRun", "RunClosed", "RunRegistry", "Scope", "token_digest"]
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +98,16 @@ class OpenedRun:
     @property
     def open(self) -> bool:
         return self.closed_unix == 0.0
+
+
+@dataclass(frozen=True)
+class RunClosed:
+    """What CloseRun ended (``Evaluator.close_run``)."""
+
+    sessions_closed: int
+    """Sessions of the run still open, closed now as by CloseSession."""
+    jobs_cancelled: int
+    """Queued and running jobs of the run, ended CANCELLED (``Evaluator.cancel_run``)."""
 
 
 class RunRegistry:

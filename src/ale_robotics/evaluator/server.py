@@ -142,7 +142,8 @@ def serve(
     agent_server, agent_addr = _listener(
         evaluator,
         Role.AGENT,
-        agent_listen or f"unix://{state.root / 'agent.sock'}",
+        # in a directory of its own: the agent sandbox binds the socket's whole directory
+        agent_listen or f"unix://{state.root / 'agent' / 'agent.sock'}",
         agent_token,
         health_servicer,
         max_message_bytes,

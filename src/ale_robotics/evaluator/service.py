@@ -504,7 +504,10 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     ) -> pb.CloseRunResponse:
         if self._role is not Role.HARNESS:
             raise PermissionDeniedError("CloseRun is a harness-channel call")
-        return pb.CloseRunResponse(sessions_closed=self._ev.close_run(request.run_id))
+        closed = self._ev.close_run(request.run_id)
+        return pb.CloseRunResponse(
+            sessions_closed=closed.sessions_closed, jobs_cancelled=closed.jobs_cancelled
+        )
 
 
 def make_servicer(

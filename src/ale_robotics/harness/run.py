@@ -12,9 +12,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import logging
+import math
 import os
+import re
 import secrets
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +30,12 @@ from pathlib import Path
 from typing import Literal
 
 from ale_robotics.client.sdk import AleClient, JobStatus
-from ale_robotics.errors import AleError, FailedPreconditionError, NotFoundError
+from ale_robotics.errors import (
+    AleError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+)
 from ale_robotics.evaluator.core import EvaluatorConfig
 from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.evaluator.result import EvalResult
@@ -42,28 +51,56 @@ from ale_robotics.harness.cgroups import (
 )
 from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.hidden_modules import sandbox_hidden_paths
-from ale_robotics.harness.report import RunReport, write_report
+from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
+from ale_robotics.harness.report import RunReport, StoppedRunReport, write_report, write_stopped
 from ale_robotics.harness.run_dirs import known_run_dirs, record_run_dir
 from ale_robotics.harness.sandbox import (
     bwrap_command,
     read_sandbox_status,
     require_sandbox,
     sandbox_available,
+    sandbox_visible,
 )
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.paths import state_home
 from ale_robotics.scoring import score
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.registry import Registry, default_registry
-from ale_robotics.tasks.spec import TaskMode
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
 from ale_robotics.v1 import ale_env_pb2 as pb
 
-__all__ = ["RunOptions", "RunOutcome", "default_state_dir", "new_run_id", "run_task"]
+__all__ = [
+    "HarnessError",
+    "RunInterruptedError",
+    "RunOptions",
+    "RunOutcome",
+    "default_state_dir",
+    "new_run_id",
+    "run_task",
+]
+
+
+logger = logging.getLogger(__name__)
 
 
 class HarnessError(AleError):
     """The run could not be completed (infrastructure, not the agent's score)."""
+
+
+class RunInterruptedError(AleError):
+    """The operator stopped the run (Ctrl-C, SIGTERM): nothing was scored.
+
+    Raised by :func:`run_task` after the clean-up: the agent stopped, the run's
+    unfinished jobs cancelled, a ``run_interrupted`` event closing the trajectory and
+    ``result.json`` written with state ``interrupted``.
+    """
+
+    def __init__(self, message: str, *, signal_name: str, run_id: str, run_dir: Path) -> None:
+        super().__init__(message)
+        self.signal_name = signal_name
+        self.run_id = run_id
+        self.run_dir = run_dir
 
 
 def new_run_id() -> str:
@@ -120,10 +157,28 @@ class RunOutcome:
     run_dir: Path
     report: RunReport
     score_line: str
+    agent_log_tail: list[str] = dataclasses.field(default_factory=list)
+    """The last lines of ``agent.log`` when the agent exited with an error (a crash to
+    look at), else empty."""
 
 
 Progress = Callable[[str, JobStatus | None, float, float], None]
 """(phase, job status, elapsed, budget) -> None; the CLI draws it with rich."""
+
+Started = Callable[[str, Path], None]
+"""(run_id, run_dir) -> None: called once the run directory exists, before the agent."""
+
+LOG_TAIL_LINES = 10
+
+
+@dataclass
+class _Phase:
+    """Where the run is, for a ``run_interrupted`` event and an interrupted result.json."""
+
+    name: str = "setup"
+    agent_exit_code: int | None = None
+    cancel: Callable[[], list[str]] | None = None
+    """Cancels the run's unfinished jobs on its evaluator; set once one is connected."""
 
 
 def _agent_env(
@@ -165,8 +220,19 @@ def run_task(
     *,
     registry: Registry | None = None,
     on_progress: Progress | None = None,
+    on_start: Started | None = None,
+    stop: StopRequest | None = None,
 ) -> RunOutcome:
+    """Run ``opts.agent_cmd`` on ``opts.task_id`` to a verdict.
+
+    Raises :class:`~ale_robotics.errors.InvalidArgumentError` for options that cannot
+    work (checked before anything is created), :class:`HarnessError` when the
+    infrastructure fails (``result.json`` says ``failed``), and
+    :class:`RunInterruptedError` when ``stop`` is requested or Ctrl-C arrives
+    (``result.json`` says ``interrupted``).
+    """
     reg = registry or default_registry()
+    stop = stop or StopRequest()
     entry = reg.entry(opts.task_id)
     task = entry.spec
     manifest_entry = reg.manifest_entry(task.id)
@@ -174,16 +240,13 @@ def run_task(
     budget = opts.budget_s or (
         manifest_entry.compute_budget.wall_clock_s if manifest_entry else 3600.0
     )
+    _check_options(opts, task)
     # Resolved once ("auto" becomes what this host can do); _drive reads opts.sandbox.
     opts = dataclasses.replace(opts, sandbox=_sandbox_mode(opts.sandbox))
-    if opts.episodes is not None and opts.evaluator is not None:
-        raise HarnessError(
-            "--episodes makes the embedded evaluator run a smoke run; an evaluator started "
-            "separately always runs the task's full protocol"
-        )
+    workspace = (opts.workspace or Path.cwd()).resolve()
+    _check_agent_command(opts, workspace)
     run_id = opts.run_id or new_run_id()
-    run_dir = (opts.run_dir or (opts.runs_root or Path("runs")) / run_id).resolve()
-    run_dir.mkdir(parents=True, exist_ok=False)
+    run_dir = _make_run_dir(opts.run_dir or (opts.runs_root or Path("runs")) / run_id)
     record_run_dir(run_dir)  # hidden from every later agent, wherever it is
     submission = (opts.submission_volume or run_dir / "submission").resolve()
     submission.mkdir(parents=True, exist_ok=True)
@@ -202,6 +265,49 @@ def run_task(
         },
     )
     started = time.monotonic()
+    phase = _Phase()
+    if on_start is not None:
+        on_start(run_id, run_dir)
+    try:
+        return _connect_and_drive(
+            opts,
+            task.id,
+            run_id,
+            run_dir,
+            submission,
+            budget,
+            started,
+            traj,
+            reg,
+            on_progress,
+            stop,
+            phase,
+        )
+    except KeyboardInterrupt as exc:  # RunInterrupted, or Ctrl-C with no handler installed
+        signal_name = exc.signal_name if isinstance(exc, RunInterrupted) else "SIGINT"
+        raise _record_interrupt(
+            opts, task.id, run_id, run_dir, traj, started, phase, signal_name
+        ) from None
+    except HarnessError as exc:
+        _record_failure(opts, task.id, run_id, run_dir, traj, started, phase, exc.message)
+        raise
+
+
+def _connect_and_drive(
+    opts: RunOptions,
+    task_id: str,
+    run_id: str,
+    run_dir: Path,
+    submission: Path,
+    budget: float,
+    started: float,
+    traj: TrajectoryWriter,
+    reg: Registry,
+    on_progress: Progress | None,
+    stop: StopRequest,
+    phase: _Phase,
+) -> RunOutcome:
+    """Start (or connect to) the evaluator, run the agent, score; stop the evaluator."""
     sock_dir: tempfile.TemporaryDirectory[str] | None = None
     running: RunningEvaluator | None = None
     try:
@@ -211,7 +317,7 @@ def run_task(
                 EvaluatorConfig(
                     opts.state_dir or default_state_dir(),
                     submission,
-                    task_id=task.id,
+                    task_id=task_id,
                     run_id=run_id,
                     workers=opts.workers,
                     job_deadline_s=opts.job_timeout_s,
@@ -223,53 +329,19 @@ def run_task(
                 harness_listen=f"unix://{sock_dir.name}/harness.sock",
                 registry=reg,
             )
+            embedded = running.evaluator
+            phase.cancel = lambda: embedded.cancel_run(run_id, "the run was interrupted")
             agent_endpoint, agent_token = running.agent_address, running.agent_token
             harness = AleClient(running.harness_address, running.harness_token, run_id=run_id)
         else:
-            if opts.harness_token_file is None:
-                raise HarnessError(
-                    "--evaluator needs --harness-token-file (the evaluator writes "
-                    "harness.token in its state dir)"
-                )
             agent_endpoint = opts.evaluator
-            harness_addr = opts.evaluator_harness or opts.evaluator
-            harness = AleClient(
-                harness_addr,
-                opts.harness_token_file.read_text().strip(),
-                task_id=task.id,
-                run_id=run_id,
-            )
-            try:
-                shared = "open_run" in harness.get_spec().raw.capabilities
-                if shared:
-                    # A shared evaluator: this run gets a token and a new, empty directory
-                    # VOLUME/<run_id>/ of its own; the client closes the run (revoking the
-                    # token) when it is closed below. --agent-token-file is not needed:
-                    # the shared agent.token reaches no run. --submission-dir, if given,
-                    # is the volume root as this host mounts it.
-                    grant = harness.open_run(run_id, task.id)
-                    agent_token = grant.agent_token
-                    if grant.submission_dir:
-                        submission = (
-                            opts.submission_volume / grant.submission_subdir
-                            if opts.submission_volume is not None
-                            else Path(grant.submission_dir)
-                        ).resolve()
-                elif opts.agent_token_file is None:
-                    raise HarnessError(
-                        "this evaluator serves one run (--run-id): --evaluator needs "
-                        "--agent-token-file and --submission-dir too (its agent.token and "
-                        "volume); a shared one (no --run-id) needs neither"
-                    )
-                else:
-                    agent_token = opts.agent_token_file.read_text().strip()
-            except BaseException:
-                harness.close()
-                raise
+            harness, agent_token, submission = _connect_remote(opts, task_id, run_id, submission)
+            phase.cancel = lambda: _close_remote_run(harness, run_id)
+        stop.check()
         with harness:
             return _drive(
                 opts,
-                task.id,
+                task_id,
                 run_id,
                 run_dir,
                 submission,
@@ -281,12 +353,317 @@ def run_task(
                 agent_token,
                 reg,
                 on_progress,
+                stop,
+                phase,
             )
+    except KeyboardInterrupt:
+        # Cancel while the evaluator is still up: its runner stops the job it runs.
+        if phase.cancel is not None:
+            cancel, phase.cancel = phase.cancel, None
+            try:
+                cancelled = cancel()
+            except (AleError, OSError) as exc:
+                logger.warning("could not cancel the run's jobs: %s", exc)
+                cancelled = []
+            phase.cancel = lambda: cancelled  # what was cancelled, for the record
+        raise
     finally:
         if running is not None:
             running.stop()
         if sock_dir is not None:
             sock_dir.cleanup()
+
+
+def _connect_remote(
+    opts: RunOptions, task_id: str, run_id: str, submission: Path
+) -> tuple[AleClient, str, Path]:
+    """The harness client, the agent's token and its submission dir on a separate evaluator."""
+    assert opts.evaluator is not None
+    token_file = opts.harness_token_file or _default_harness_token(opts)
+    if token_file is None:
+        raise HarnessError(
+            "--evaluator needs --harness-token-file (the evaluator writes harness.token in "
+            "its state dir; pass --state-dir if it is not the default one)"
+        )
+    agent_endpoint = opts.evaluator
+    harness_addr = opts.evaluator_harness or _default_harness_address(agent_endpoint)
+    harness = AleClient(
+        harness_addr, token_file.read_text().strip(), task_id=task_id, run_id=run_id
+    )
+    try:
+        shared = "open_run" in harness.get_spec().raw.capabilities
+        if shared:
+            # A shared evaluator: this run gets a token and a new, empty directory
+            # VOLUME/<run_id>/ of its own; the client closes the run (revoking the
+            # token) when it is closed. --agent-token-file is not needed: the shared
+            # agent.token reaches no run. --submission-dir, if given, is the volume
+            # root as this host mounts it.
+            grant = harness.open_run(run_id, task_id)
+            agent_token = grant.agent_token
+            if grant.submission_dir:
+                submission = (
+                    opts.submission_volume / grant.submission_subdir
+                    if opts.submission_volume is not None
+                    else Path(grant.submission_dir)
+                ).resolve()
+        elif opts.agent_token_file is None:
+            raise HarnessError(
+                "this evaluator serves one run (--run-id): --evaluator needs "
+                "--agent-token-file and --submission-dir too (its agent.token and "
+                "volume); a shared one (no --run-id) needs neither"
+            )
+        else:
+            agent_token = opts.agent_token_file.read_text().strip()
+    except BaseException:
+        harness.close()
+        raise
+    return harness, agent_token, submission
+
+
+def _default_harness_address(agent_endpoint: str) -> str:
+    """``evaluator serve``'s harness socket next to its agent socket's directory.
+
+    Its defaults are ``STATE_DIR/agent/agent.sock`` and ``STATE_DIR/harness.sock``;
+    anything else (a TCP address) serves both channels on the one given address
+    unless ``--evaluator-harness`` says otherwise.
+    """
+    if agent_endpoint.startswith("unix://"):
+        sock = Path(agent_endpoint.removeprefix("unix://"))
+        for candidate in (sock.parent.parent / "harness.sock", sock.parent / "harness.sock"):
+            if candidate.exists():
+                return f"unix://{candidate}"
+    return agent_endpoint
+
+
+def _default_harness_token(opts: RunOptions) -> Path | None:
+    """``harness.token`` of the evaluator's state dir: the one next to its agent socket
+    (``evaluator serve``'s default layout), else ``--state-dir``, else the default."""
+    assert opts.evaluator is not None
+    candidates = []
+    if opts.evaluator.startswith("unix://"):
+        sock = Path(opts.evaluator.removeprefix("unix://"))
+        candidates += [sock.parent.parent / "harness.token", sock.parent / "harness.token"]
+    candidates.append((opts.state_dir or default_state_dir()) / "harness.token")
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def _close_remote_run(harness: AleClient, run_id: str) -> list[str]:
+    """Close the run on a separate evaluator: its unfinished jobs are cancelled."""
+    job = _latest(harness)  # a run's jobs run in order: only its newest can be unfinished
+    r = harness._call(harness.stub.CloseRun, pb.CloseRunRequest(run_id=run_id), retries=1)
+    if r.jobs_cancelled and job is not None and not job.terminal:
+        return [job.job_id]
+    return [f"(unnamed job {i + 1})" for i in range(r.jobs_cancelled)]
+
+
+def _record_interrupt(
+    opts: RunOptions,
+    task_id: str,
+    run_id: str,
+    run_dir: Path,
+    traj: TrajectoryWriter,
+    started: float,
+    phase: _Phase,
+    signal_name: str,
+) -> RunInterruptedError:
+    """Close the trajectory and write result.json for a run the operator stopped."""
+    cancelled = phase.cancel() if phase.cancel is not None else []
+    reason = f"interrupted by {signal_name} during the {_PHASE_WORDS[phase.name]}"
+    wall = time.monotonic() - started
+    last = traj.append(
+        "harness",
+        "run_interrupted",
+        {
+            "signal": signal_name,
+            "phase": phase.name,
+            "cancelled_jobs": cancelled,
+            "agent_exit_code": phase.agent_exit_code,
+            "elapsed_s": round(wall, 3),
+        },
+    )
+    write_stopped(
+        run_dir,
+        StoppedRunReport(
+            state="interrupted",
+            run_id=run_id,
+            task_id=task_id,
+            agent_cmd=opts.agent_cmd,
+            reason=reason,
+            signal=signal_name,
+            phase=phase.name,
+            cancelled_jobs=cancelled,
+            agent_exit_code=phase.agent_exit_code,
+            wall_s=wall,
+            trajectory_head=last.hash,
+        ),
+        traj.path,
+    )
+    jobs = f"; {len(cancelled)} unfinished job(s) cancelled" if cancelled else ""
+    return RunInterruptedError(
+        f"run {run_id} {reason}: the agent was stopped{jobs}; nothing was scored",
+        signal_name=signal_name,
+        run_id=run_id,
+        run_dir=run_dir,
+    )
+
+
+_PHASE_WORDS = {
+    "setup": "setup (before the agent started)",
+    "agent": "agent phase",
+    "evaluating": "evaluation (the agent had finished)",
+    "scoring": "scoring",
+}
+
+
+def _record_failure(
+    opts: RunOptions,
+    task_id: str,
+    run_id: str,
+    run_dir: Path,
+    traj: TrajectoryWriter,
+    started: float,
+    phase: _Phase,
+    reason: str,
+) -> None:
+    """Close the trajectory and write result.json for a run the infrastructure failed."""
+    last = traj.append("harness", "run_failed", {"reason": reason, "phase": phase.name})
+    write_stopped(
+        run_dir,
+        StoppedRunReport(
+            state="failed",
+            run_id=run_id,
+            task_id=task_id,
+            agent_cmd=opts.agent_cmd,
+            reason=reason,
+            phase=phase.name,
+            agent_exit_code=phase.agent_exit_code,
+            wall_s=time.monotonic() - started,
+            trajectory_head=last.hash,
+        ),
+        traj.path,
+    )
+
+
+def _check_options(opts: RunOptions, task: TaskSpec) -> None:
+    """Refuse options that cannot work, before any directory or process is created."""
+    if opts.budget_s is not None and not (math.isfinite(opts.budget_s) and opts.budget_s > 0):
+        raise InvalidArgumentError(
+            f"--budget {opts.budget_s:g}: the agent's wall-clock budget must be a positive "
+            "number of seconds"
+        )
+    if opts.workers is not None and opts.workers < 1:
+        raise InvalidArgumentError(f"--workers {opts.workers}: use at least 1 rollout worker")
+    if opts.episodes is not None:
+        if opts.evaluator is not None:
+            raise InvalidArgumentError(
+                "--episodes makes the embedded evaluator run a smoke run; an evaluator "
+                "started separately always runs the task's full protocol"
+            )
+        total = task.eval.evaluated_episodes
+        if not 1 <= opts.episodes <= total:
+            raise InvalidArgumentError(
+                f"--episodes {opts.episodes}: {task.id} evaluates {total} episode(s); a smoke "
+                f"run takes 1 to {total} of them (leave --episodes out for the official run)"
+            )
+    if opts.evaluator is None:
+        state_dir = opts.state_dir or default_state_dir()
+        if state_dir.exists() and not state_dir.is_dir():
+            raise InvalidArgumentError(
+                f"--state-dir {state_dir} is a file; the evaluator's state dir must be a "
+                "directory (it holds its secret, keys and job store): give a directory path"
+            )
+        try:
+            state_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"--state-dir {state_dir} cannot be created ({exc.strerror}): give a "
+                "directory this user can write"
+            ) from None
+    if opts.run_dir is not None and opts.run_dir.exists():
+        if not opts.run_dir.is_dir():
+            raise InvalidArgumentError(
+                f"--run-dir {opts.run_dir} is a file: give a new or empty directory"
+            )
+        if any(opts.run_dir.iterdir()):
+            raise InvalidArgumentError(
+                f"--run-dir {opts.run_dir} is not empty: give a new or empty directory "
+                "(a run never writes over another run's files)"
+            )
+
+
+def _make_run_dir(path: Path) -> Path:
+    """Create the run directory (an existing empty one is used as it is)."""
+    run_dir = path.resolve()
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidArgumentError(
+            f"cannot create the run directory {run_dir} ({exc.strerror})"
+        ) from None
+    if any(run_dir.iterdir()):  # made by someone else since the check
+        raise InvalidArgumentError(f"the run directory {run_dir} is not empty")
+    return run_dir
+
+
+def _check_agent_command(opts: RunOptions, workspace: Path) -> None:
+    """Refuse an agent command that cannot start, with what to do instead.
+
+    A command that does not exist is the user's typo, not an infrastructure failure;
+    under bubblewrap, a command or file the host has but the sandbox does not show is
+    explained (the agent sees only its workspace, the system and this Python).
+    """
+    try:
+        argv = shlex.split(opts.agent_cmd)
+    except ValueError as exc:
+        raise InvalidArgumentError(f"--agent {opts.agent_cmd!r} cannot be parsed: {exc}") from None
+    if not argv:
+        raise InvalidArgumentError("--agent is empty: give the command that starts the agent")
+    argv = _workspace_argv(argv, workspace)
+    if opts.sandbox == "bwrap" and argv[0] in ("python", "python3"):
+        argv[0] = sys.executable  # what _drive runs inside the sandbox
+    exe = argv[0]
+    if "/" in exe:
+        found = exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None
+    else:
+        found = shutil.which(exe)
+    if found is None:
+        where = "not an executable file" if "/" in exe else "not on PATH"
+        raise InvalidArgumentError(
+            f"command not found: {exe!r} (from --agent {opts.agent_cmd!r}) is {where}; "
+            "check the spelling, or give the full path"
+        )
+    if opts.sandbox != "bwrap":
+        return
+    visible = sandbox_visible(workspace)
+    shows = (
+        f"the agent's sandbox, which shows only its workspace {workspace} (read-only), the "
+        "system directories and this Python environment"
+    )
+    # What must start: the command, and the script an interpreter is asked to run.
+    script = next((a for a in argv[1:] if not a.startswith("-")), None)
+    needed = [found]
+    if script is not None and _INTERPRETER.fullmatch(os.path.basename(exe)):
+        needed.append(script)
+    for arg in needed:
+        if os.path.isabs(arg) and os.path.exists(arg) and not visible(Path(arg)):
+            raise InvalidArgumentError(
+                f"{arg} (in --agent {opts.agent_cmd!r}) exists on this host but not inside "
+                f"{shows}: move it into the workspace, or pass --workspace DIR for a directory "
+                "that holds it"
+            )
+    # Other paths may be meant to be missing (an agent probing what it can see): a warning.
+    for arg in argv[1:]:
+        if arg in needed or not os.path.isabs(arg) or not os.path.exists(arg):
+            continue
+        if not visible(Path(arg)):
+            print(
+                f"warning: {arg} (in --agent) is not visible inside {shows}",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+_INTERPRETER = re.compile(r"(python[0-9.]*|bash|sh|dash|zsh|node|ruby|perl)")
 
 
 def _drive(
@@ -303,9 +680,12 @@ def _drive(
     agent_token: str,
     reg: Registry,
     on_progress: Progress | None,
+    stop: StopRequest,
+    phase: _Phase,
 ) -> RunOutcome:
     task = reg.get(task_id)
     workspace = (opts.workspace or Path.cwd()).resolve()
+    stop.check()
     scratch = run_dir / "scratch"
     scratch.mkdir()
     env = _agent_env(agent_endpoint, agent_token, task_id, run_id, submission, workspace, scratch)
@@ -434,40 +814,52 @@ def _drive(
             pump = LogPump(proc.stdout, log, opts.log_cap_bytes)
             timed_out = False
             next_disk_check = 0.0
-            while proc.poll() is None:
-                now = time.monotonic()
-                elapsed = now - started
-                agent_elapsed = (
-                    elapsed - frozen_s - (0.0 if frozen_since is None else now - frozen_since)
-                )
-                if agent_elapsed > budget:
-                    timed_out = True
-                    thaw(None)
-                    _kill_group(proc)
-                    break
-                if elapsed >= next_disk_check:
-                    next_disk_check = elapsed + 1.0
-                    used = disk_usage([scratch, submission])
-                    if used > opts.disk_quota_bytes:
-                        quota_exceeded = used
+            phase.name = "agent"
+            try:
+                while proc.poll() is None:
+                    now = time.monotonic()
+                    elapsed = now - started
+                    agent_elapsed = (
+                        elapsed - frozen_s - (0.0 if frozen_since is None else now - frozen_since)
+                    )
+                    if agent_elapsed > budget:
+                        timed_out = True
                         thaw(None)
                         _kill_group(proc)
                         break
-                job = _latest(harness) if host_timed or on_progress is not None else None
-                if host_timed:
-                    if job is not None and not job.terminal and frozen_since is None:
-                        freeze(job)
-                    elif (job is None or job.terminal) and frozen_since is not None:
-                        thaw(job)
+                    if elapsed >= next_disk_check:
+                        next_disk_check = elapsed + 1.0
+                        used = disk_usage([scratch, submission])
+                        if used > opts.disk_quota_bytes:
+                            quota_exceeded = used
+                            thaw(None)
+                            _kill_group(proc)
+                            break
+                    job = _latest(harness) if host_timed or on_progress is not None else None
+                    if host_timed:
+                        if job is not None and not job.terminal and frozen_since is None:
+                            freeze(job)
+                        elif (job is None or job.terminal) and frozen_since is not None:
+                            thaw(job)
+                    if cgroup is not None:
+                        cgroup.sample()
+                    if on_progress is not None:
+                        on_progress("agent", job, agent_elapsed, budget)
+                    stop.sleep(0.05 if host_timed else 0.2)
+                else:
+                    used = disk_usage([scratch, submission])
+                    if used > opts.disk_quota_bytes:
+                        quota_exceeded = used
+            except BaseException:
+                # Interrupted (or a bug): the agent must not outlive the harness. Thawed
+                # first: a frozen process cannot act on SIGTERM.
+                thaw(None)
+                _kill_group(proc)
                 if cgroup is not None:
-                    cgroup.sample()
-                if on_progress is not None:
-                    on_progress("agent", job, agent_elapsed, budget)
-                time.sleep(0.05 if host_timed else 0.2)
-            else:
-                used = disk_usage([scratch, submission])
-                if used > opts.disk_quota_bytes:
-                    quota_exceeded = used
+                    cgroup.kill_all()
+                pump.join()
+                proc.stdout.close()
+                raise
             thaw(None)
             # Whatever the agent left running in its process group (a background trainer)
             # ends with it; under bwrap its PID namespace ends too, and whatever is left in
@@ -482,6 +874,7 @@ def _drive(
         if cgroup is not None:
             usage = cgroup.close()
     exit_code = proc.returncode
+    phase.agent_exit_code = exit_code
     oom_kills = (usage.oom_kills or 0) if usage is not None else 0
     if status_r is not None:
         status = read_sandbox_status(status_r)
@@ -490,7 +883,14 @@ def _drive(
             why = _last_bwrap_line(log_path)
             if oom_kills:
                 why = f"killed at its {format_bytes(limits.memory_bytes or 0)} memory limit"
-            traj.append("harness", "run_failed", {"reason": f"sandbox did not start: {why}"})
+            elif "execvp" in why:
+                # The command was checked on the host; inside, it is not there.
+                raise HarnessError(
+                    f"the agent command could not start inside the sandbox ({why}): the "
+                    f"sandbox shows only the workspace {workspace} (read-only), the system "
+                    "directories and this Python environment; put the command in the "
+                    "workspace or give its full path"
+                )
             raise HarnessError(
                 f"the agent sandbox did not start ({why}); this is an infrastructure "
                 "problem, not the agent's score: fix it or run with --sandbox none"
@@ -536,13 +936,15 @@ def _drive(
     if task.mode is TaskMode.INTERACTIVE:
         _close_sessions(harness, run_id, traj)
     submit_agent_copy(harness, task, run_id, traj)  # task_config tasks: evaluate it now
+    phase.name = "evaluating"
+    stop.check()
     job = _latest(harness)
     result: EvalResult | None = None
     if job is not None:
         while not job.terminal:
             if on_progress is not None:
                 on_progress("evaluating", job, time.monotonic() - started, budget)
-            time.sleep(0.25)
+            stop.sleep(0.25)
             job = harness.status(job.job_id)
         if on_progress is not None:
             on_progress("done", job, time.monotonic() - started, budget)
@@ -551,11 +953,12 @@ def _drive(
         for event in result.events:
             traj.append_signed(SignedEvaluatorEvent.model_validate(event))
         if result.failure_source == "infrastructure":
-            traj.append("harness", "run_failed", {"reason": result.failure_reason})
             raise HarnessError(
                 f"the evaluator failed for infrastructure reasons ({result.state}): "
                 f"{result.failure_reason}; this is not the agent's score, re-run it"
             )
+    phase.name = "scoring"
+    stop.check()
     target = reg.target(task_id)
     if result is not None and result.state == "SUCCEEDED":
         with tempfile.TemporaryDirectory(prefix="ale-evidence-") as tmp:
@@ -570,6 +973,8 @@ def _drive(
             )
     else:
         why = _no_metric_reason(result, exit_code, timed_out, task.mode)
+        if result is None and not timed_out and exit_code:
+            why += f"; its output is in {log_path}"
         report = score(task, {}, target, no_result=why)
     if stopped is not None:
         report = report.model_copy(update={"explanation": f"{stopped} {report.explanation}"})
@@ -610,7 +1015,14 @@ def _drive(
         {"status": report.status, "score": report.score, "line": line},
     )
     write_report(run_dir, run_report.model_copy(update={"trajectory_head": last.hash}), traj.path)
-    return RunOutcome(run_id=run_id, run_dir=run_dir, report=run_report, score_line=line)
+    crashed = bool(exit_code) and not timed_out and quota_exceeded is None
+    return RunOutcome(
+        run_id=run_id,
+        run_dir=run_dir,
+        report=run_report,
+        score_line=line,
+        agent_log_tail=_log_tail(log_path) if crashed else [],
+    )
 
 
 def _sandbox_mode(requested: str) -> Literal["bwrap", "none"]:
@@ -719,6 +1131,18 @@ def _workspace_argv(argv: list[str], workspace: Path) -> list[str]:
                 arg = str(candidate)
         out.append(arg)
     return out
+
+
+def _log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last ``lines`` lines of the agent's log (it is capped, so reading it is cheap)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
 
 
 def _last_bwrap_line(log_path: Path) -> str:

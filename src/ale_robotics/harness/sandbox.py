@@ -59,7 +59,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +76,7 @@ __all__ = [
     "read_sandbox_status",
     "require_sandbox",
     "sandbox_available",
+    "sandbox_visible",
 ]
 
 SANDBOX_UID = 65534
@@ -189,6 +190,26 @@ def default_python_paths() -> list[Path]:
             out = [q for q in out if real not in q.parents]
             out.append(real)
     return out
+
+
+def sandbox_visible(workspace: Path, extra: Sequence[Path] = ()) -> Callable[[Path], bool]:
+    """A predicate: does the agent's sandbox show this host path (read-only or not)?
+
+    The same trees :func:`bwrap_command` binds: /usr and the root links, the /etc
+    files, this Python environment, the workspace, and ``extra`` (the run's scratch
+    and submission directories). Used to explain, before a run starts, why a command
+    or file the host has would be missing inside.
+    """
+    roots = [Path("/usr"), *(Path("/") / n for n in _ROOT_LINKS)]
+    roots += [Path("/etc") / n for n in ETC_FILES]
+    roots += [*default_python_paths(), workspace, *extra]
+    resolved = [r.resolve() for r in roots if r.exists()]
+
+    def visible(path: Path) -> bool:
+        real = path.resolve()
+        return any(real == r or r in real.parents for r in resolved)
+
+    return visible
 
 
 def _check_dir(path: Path, what: str) -> Path:

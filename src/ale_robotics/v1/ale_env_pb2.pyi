@@ -366,7 +366,9 @@ class CloseRunRequest(_message.Message):
     def __init__(self, run_id: _Optional[str] = ...) -> None: ...
 
 class CloseRunResponse(_message.Message):
-    __slots__ = ("sessions_closed",)
+    __slots__ = ("sessions_closed", "jobs_cancelled")
     SESSIONS_CLOSED_FIELD_NUMBER: _ClassVar[int]
+    JOBS_CANCELLED_FIELD_NUMBER: _ClassVar[int]
     sessions_closed: int
-    def __init__(self, sessions_closed: _Optional[int] = ...) -> None: ...
+    jobs_cancelled: int
+    def __init__(self, sessions_closed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ...) -> None: ...
