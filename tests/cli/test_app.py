@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import re
 
 import typer
@@ -22,7 +21,6 @@ def _command_paths(command: object, prefix: tuple[str, ...] = ()) -> list[tuple[
 
 
 def test_every_help_renders_and_flags_have_no_value_placeholder() -> None:
-    importlib.import_module("ale_robotics.cli.check_cmd")  # registers it until main.py does
     paths = _command_paths(typer.main.get_command(app))
     names = {" ".join(p) for p in paths}
     # run and evaluator come from modules of their own: the fix must reach them too
@@ -47,3 +45,14 @@ def test_audit_help_shows_its_docstring_and_plain_metavars() -> None:
     for metavar in ("FILE", "DIR", "KEY"):
         assert re.search(rf"--\S+\s+{metavar}\b", result.stdout), (metavar, result.stdout)
     assert "Exit codes" in result.stdout
+
+
+def test_run_help_has_an_example_and_the_exit_codes() -> None:
+    result = runner.invoke(app, ["run", "--help"])
+    assert result.exit_code == 0, result.exception
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert any(line.strip() == "Examples:" for line in lines)
+    assert any("ale-robotics run td3-inverted-pendulum-v1" in line for line in lines), result.stdout
+    text = " ".join(line.strip() for line in lines)
+    assert "130 or 143 interrupted" in text and "2 a usage error" in text
