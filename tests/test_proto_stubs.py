@@ -26,7 +26,7 @@ def test_committed_stubs_are_fresh(tmp_path: Path) -> None:
     assert not stale, f"stale stubs {stale}: run 'make proto' and commit the result"
 
 
-def test_service_has_the_eleven_rpcs() -> None:
+def test_service_has_the_thirteen_rpcs() -> None:
     from ale_robotics.v1 import ale_env_pb2
 
     service = ale_env_pb2.DESCRIPTOR.services_by_name["AleEnv"]
@@ -37,7 +37,9 @@ def test_service_has_the_eleven_rpcs() -> None:
         "Reset",
         "Step",
         "StepStream",
+        "Render",
         "CloseSession",
+        "WatchSessions",
         "SubmitBatchEval",
         "GetBatchEvalStatus",
         "GetEvalResult",
@@ -45,7 +47,7 @@ def test_service_has_the_eleven_rpcs() -> None:
         "CloseRun",
     ]
     streaming = {m.name for m in service.methods if m.client_streaming or m.server_streaming}
-    assert streaming == {"StepStream"}
+    assert streaming == {"StepStream", "WatchSessions"}
     stream = service.methods_by_name["StepStream"]
     assert stream.client_streaming and stream.server_streaming
     assert stream.input_type.name == "StepRequest" and stream.output_type.name == "StepResponse"

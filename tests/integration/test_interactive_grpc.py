@@ -123,6 +123,13 @@ def test_get_spec_advertises_interactive_mode(
     assert raw.mode == "interactive"
     assert set(raw.capabilities) >= {"interactive", "practice_sessions", "eval_sessions"}
     assert "autoreset:next_step" in raw.capabilities
+    # what the client may rely on (it falls back on evaluators that lack them)
+    assert {
+        "autoreset:same_step",
+        "autoreset:disabled",
+        "watch_sessions",
+        "float64_actions",
+    } <= set(raw.capabilities)
     assert itask.session is not None
     assert raw.limits.max_sessions == itask.session.max_sessions
     assert raw.limits.max_envs_per_session == itask.session.max_envs_per_session

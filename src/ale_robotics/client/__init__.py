@@ -2,7 +2,13 @@
 
 ``RemoteEnv`` and ``RemoteVectorEnv`` (interactive mode) import Gymnasium, so
 they are loaded on first use (PEP 562): a batch agent that only submits files
-does not pay for it.
+does not pay for it. ``RemoteEnv`` works with Gymnasium 0.29 and 1.x,
+``RemoteVectorEnv`` needs 1.x. A task registers as a Gymnasium id with
+``entry_point="ale_robotics.client:RemoteEnv"`` (and
+``vector_entry_point="ale_robotics.client:RemoteVectorEnv"`` for ``gym.make_vec``).
+Stable-Baselines3's ``VecEnv`` over one batched session is
+:class:`ale_robotics.client.sb3.RemoteVecEnv` (the ``sb3`` extra), imported from
+there so that nothing else needs SB3.
 """
 
 from __future__ import annotations
@@ -12,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 from ale_robotics.client.sdk import ENV_VARS, AleClient, JobStatus, RunGrant, TaskView
 
 if TYPE_CHECKING:
-    from ale_robotics.client.remote_env import RemoteEnv, RemoteVectorEnv
+    from ale_robotics.client.remote_env import RemoteEnv
     from ale_robotics.client.session import RemoteSession, SessionStep, StepTransport
     from ale_robotics.client.spaces import space_from_spec
+    from ale_robotics.client.vector_env import RemoteVectorEnv
 
 __all__ = [
     "ENV_VARS",
@@ -32,7 +39,7 @@ __all__ = [
 
 _LAZY = {
     "RemoteEnv": "ale_robotics.client.remote_env",
-    "RemoteVectorEnv": "ale_robotics.client.remote_env",
+    "RemoteVectorEnv": "ale_robotics.client.vector_env",
     "RemoteSession": "ale_robotics.client.session",
     "SessionStep": "ale_robotics.client.session",
     "StepTransport": "ale_robotics.client.session",

@@ -1,8 +1,9 @@
 """Gymnasium environments backed by a remote AleEnv session.
 
-``RemoteEnv`` is a ``gymnasium.Env`` (one env), ``RemoteVectorEnv`` a
-``gymnasium.vector.VectorEnv`` (``num_envs`` envs, one Step call for all), so
-Gymnasium and Stable-Baselines3 code runs against a remote task unchanged::
+``RemoteEnv`` is a ``gymnasium.Env`` (one env), ``RemoteVectorEnv``
+(:mod:`.vector_env`) a ``gymnasium.vector.VectorEnv`` (``num_envs`` envs, one
+Step call for all), so Gymnasium and Stable-Baselines3 code runs against a
+remote task unchanged::
 
     env = RemoteEnv.from_env()                            # practice session, your seeds
     model = stable_baselines3.PPO("MlpPolicy", env).learn(50_000)
@@ -18,17 +19,28 @@ Gymnasium and Stable-Baselines3 code runs against a remote task unchanged::
             done = terminated or truncated
     env.close()
 
-Autoreset is Gymnasium 1.x's default ``AutoresetMode.NEXT_STEP``, done by the
-server: the Step after an env's episode ended ignores its action and returns
-the first observation of the next episode with reward 0 (see
-:mod:`ale_robotics.evaluator.vector_session`). ``RemoteEnv`` users call
-``reset()`` after an episode ends, as with any ``gymnasium.Env``.
+A task as a Gymnasium id (``gym.make`` passes ``render_mode`` through)::
 
-Spaces come from the task's ``GetSpec`` (dtype, shape and bounds); actions are
-cast to the action dtype and checked by the server, which answers
-:class:`~ale_robotics.errors.InvalidArgumentError` for a bad one. In an eval
-session the seeds passed to ``reset`` are ignored (``seeds_ignored`` says so):
-the evaluator uses the run's hidden seeds.
+    gym.register("ale/Hopper-v1", entry_point="ale_robotics.client:RemoteEnv",
+                 kwargs={"task_id": "td3-hopper-v1"})
+    env = gym.make("ale/Hopper-v1")                       # env.spec.max_episode_steps: 1000
+
+``spec.max_episode_steps`` (and :attr:`RemoteEnv.max_episode_steps`) is the
+server's step limit: the server truncates episodes there, so no client
+``TimeLimit`` is needed (one at the same limit changes nothing).
+
+Spaces come from the task's ``GetSpec`` (dtype, shape and bounds); the server
+checks every action and answers :class:`~ale_robotics.errors.InvalidArgumentError`
+for a bad one. Actions travel in the action space's dtype, or as float64 when
+the caller gives float64 and the evaluator accepts it (a local MuJoCo env
+uses float64 actions as they are, so a script gets the same numbers remote
+and local). In an eval session the seeds passed to ``reset`` are ignored
+(``seeds_ignored`` says so): the evaluator uses the run's hidden seeds.
+
+An env nobody closes is closed all the same (:mod:`.lifetime`), and
+``reset()`` after ``close()`` opens a new session, as a local env would
+start over. Envs can be neither pickled nor copied: pickle a function that
+makes one instead.
 
 Stopping early never pays: an eval episode left unfinished (``reset`` before it
 ended, ``close``, the process exiting) is played to its end by the evaluator
@@ -41,95 +53,129 @@ one per env per ``step``); past it ``step`` and ``reset`` raise
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
 
+from ale_robotics.client._envbase import Endpoint, SessionProps, connector, render_metadata
 from ale_robotics.client.sdk import AleClient
 from ale_robotics.client.session import RemoteSession, SessionKindName, StepTransport
 
-__all__ = ["RemoteEnv", "RemoteVectorEnv"]
+if TYPE_CHECKING:
+    from gymnasium.envs.registration import EnvSpec
+
+    from ale_robotics.client.vector_env import RemoteVectorEnv
+
+__all__ = ["ENTRY_POINT", "RemoteEnv", "RemoteVectorEnv"]
 
 Obs = npt.NDArray[Any]
 
-
-def _client(env: Mapping[str, str] | None) -> AleClient:
-    return AleClient.from_env(None if env is None else dict(env))
-
-
-class _SessionProps:
-    """Session facts shared by both env classes."""
-
-    _session: RemoteSession
-
-    @property
-    def session_id(self) -> str:
-        return self._session.session_id
-
-    @property
-    def kind(self) -> str:
-        return self._session.kind
-
-    @property
-    def episode_budget(self) -> int:
-        """Episodes of an eval session (0 for practice)."""
-        return self._session.episode_budget
-
-    @property
-    def episodes_completed(self) -> int:
-        """Eval sessions: budget episodes that have ended so far."""
-        return self._session.episodes_completed
-
-    @property
-    def eval_complete(self) -> bool:
-        """Eval sessions: every budget episode has ended; the evaluator has the result."""
-        return self._session.eval_complete
-
-    @property
-    def seeds_ignored(self) -> bool:
-        return self._session.seeds_ignored
-
-    @property
-    def transport(self) -> str:
-        """How Steps travel: "stream" (one StepStream call) or "unary" (a Step call each)."""
-        return self._session.transport
+ENTRY_POINT = "ale_robotics.client:RemoteEnv"
+"""What ``gym.register(..., entry_point=ENTRY_POINT, kwargs={"task_id": ...})`` takes."""
 
 
-class RemoteEnv(_SessionProps, gym.Env[Obs, Obs]):
-    """A one-env session as a ``gymnasium.Env``."""
+def env_spec(session: RemoteSession, entry_point: str, **kwargs: Any) -> EnvSpec:
+    """The ``EnvSpec`` of a remote env: its task, entry point and the server's step limit."""
+    from gymnasium.envs.registration import EnvSpec
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (Gymnasium's own API)
+    return EnvSpec(
+        id=f"ale-robotics/{session.view.task.id}",
+        entry_point=entry_point,
+        max_episode_steps=session.max_episode_steps,
+        kwargs={"task_id": session.view.task.id, "kind": session.kind, **kwargs},
+    )
+
+
+class RemoteEnv(SessionProps, gym.Env[Obs, Obs]):
+    """A one-env session as a ``gymnasium.Env``.
+
+    ``client``: the connection (default: one from ``ALE_ENDPOINT``, ``ALE_TOKEN``...,
+    or ``env``), closed with the env when the env owns it (``own_client``; True
+    for a client the env built). ``task_id`` overrides ``ALE_TASK_ID``.
+    ``render_mode``: None, or "rgb_array" where the task renders on this
+    evaluator (``metadata["render_modes"]``); frames are rendered by the evaluator.
+    """
+
+    # What gym.make checks before it builds the env; an instance's own metadata says what
+    # its task offers on its evaluator.
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}  # noqa: RUF012 (Gymnasium's)
 
     def __init__(
         self,
-        client: AleClient,
+        client: AleClient | Endpoint | None = None,
         *,
+        task_id: str | None = None,
         kind: SessionKindName = "practice",
-        own_client: bool = False,
         transport: StepTransport = "stream",
+        render_mode: str | None = None,
+        own_client: bool | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
-        self._own_client = own_client
-        self._session = RemoteSession(client, kind=kind, num_envs=1, transport=transport)
+        self._connect = connector(client, own_client=own_client, task_id=task_id, env=env)
+        self._session_kw: dict[str, Any] = {
+            "kind": kind,
+            "num_envs": 1,
+            "transport": transport,
+            "render_mode": render_mode,
+        }
+        self._session = self._connect.open(**self._session_kw)
         self.observation_space = self._session.single_observation_space
         self.action_space = self._session.single_action_space
-        self.render_mode = None
+        self.render_mode = render_mode
+        self.metadata = render_metadata(self._session)
+        self._spec: EnvSpec | None = None
 
     @classmethod
     def from_env(
-        cls, *, kind: SessionKindName = "practice", env: Mapping[str, str] | None = None
+        cls,
+        *,
+        kind: SessionKindName = "practice",
+        task_id: str | None = None,
+        transport: StepTransport = "stream",
+        render_mode: str | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> RemoteEnv:
         """Open a session with the harness's variables (``ALE_ENDPOINT``, ``ALE_TOKEN``...)."""
-        return cls(_client(env), kind=kind, own_client=True)
+        return cls(
+            kind=kind, task_id=task_id, transport=transport, render_mode=render_mode, env=env
+        )
+
+    @property
+    def spec(self) -> EnvSpec:
+        """The env's ``EnvSpec``, ``max_episode_steps`` the server's step limit.
+
+        ``gym.make`` replaces it with the registered id's spec (whose own
+        ``max_episode_steps`` it leaves None when it adds no TimeLimit): the server's
+        limit is filled in, so ``TimeLimit``-aware code sees it either way.
+        """
+        if self._spec is None:
+            where = self._connect.endpoint
+            self._spec = env_spec(
+                self._session,
+                ENTRY_POINT,
+                transport=self._session_kw["transport"],
+                render_mode=self.render_mode,
+                **({} if where is None else {"client": where}),
+            )
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and value.max_episode_steps is None:
+            from dataclasses import replace
+
+            value = replace(value, max_episode_steps=self.max_episode_steps)
+        self._spec = value
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Obs, dict[str, Any]]:
         super().reset(seed=seed)
+        if self._session.closed:  # as a local env starts over after close()
+            self._session = self._connect.reopen(**self._session_kw)
         obs, infos = self._session.reset(None if seed is None else [seed])
         return obs[0], infos[0]
 
@@ -143,76 +189,24 @@ class RemoteEnv(_SessionProps, gym.Env[Obs, Obs]):
             out.infos[0],
         )
 
+    def render(self) -> Obs | None:
+        """The current frame (``render_mode="rgb_array"``: uint8 [height, width, 3]), or None."""
+        if self.render_mode is None:
+            gym.logger.warn(
+                "You are calling render method without specifying any render mode: open the "
+                'env with render_mode="rgb_array" (gym.make(id, render_mode="rgb_array"))'
+            )
+            return None
+        frame: Obs = self._session.render()[0]
+        return frame
+
     def close(self) -> None:
         self._session.close()
-        if self._own_client:
-            self._session.client.close()
 
 
-class RemoteVectorEnv(_SessionProps, VectorEnv[Obs, Obs, Obs]):
-    """A ``num_envs`` session as a ``gymnasium.vector.VectorEnv`` (one Step call for all envs)."""
+def __getattr__(name: str) -> Any:
+    if name == "RemoteVectorEnv":  # its home is .vector_env (Gymnasium >= 1.0 only)
+        from ale_robotics.client.vector_env import RemoteVectorEnv
 
-    metadata: dict[str, Any] = {  # noqa: RUF012 (Gymnasium's own API)
-        "render_modes": [],
-        "autoreset_mode": AutoresetMode.NEXT_STEP,
-    }
-
-    def __init__(
-        self,
-        client: AleClient,
-        *,
-        num_envs: int = 1,
-        kind: SessionKindName = "practice",
-        own_client: bool = False,
-        transport: StepTransport = "stream",
-    ) -> None:
-        self._own_client = own_client
-        self._session = RemoteSession(client, kind=kind, num_envs=num_envs, transport=transport)
-        self.num_envs = self._session.num_envs
-        self.single_observation_space = self._session.single_observation_space
-        self.single_action_space = self._session.single_action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.render_mode = None
-
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        num_envs: int = 1,
-        kind: SessionKindName = "practice",
-        env: Mapping[str, str] | None = None,
-    ) -> RemoteVectorEnv:
-        """Open a session with the harness's variables (``ALE_ENDPOINT``, ``ALE_TOKEN``...)."""
-        return cls(_client(env), num_envs=num_envs, kind=kind, own_client=True)
-
-    def reset(
-        self,
-        *,
-        seed: int | Sequence[int | None] | None = None,
-        options: dict[str, Any] | None = None,
-    ) -> tuple[Obs, dict[str, Any]]:
-        """Reset every env: ``seed`` int gives env i seed+i, a list one seed per env."""
-        if seed is None:
-            seeds: list[int] = []
-        elif isinstance(seed, int | np.integer):
-            super().reset(seed=int(seed))
-            seeds = [int(seed)]
-        else:
-            if any(s is None for s in seed) or len(seed) != self.num_envs:
-                raise ValueError(f"seed lists need one int per env ({self.num_envs})")
-            seeds = [int(s) for s in seed if s is not None]
-        obs, infos = self._session.reset_wire(seeds)
-        return obs, infos.vector(self._add_info)
-
-    def step(
-        self, actions: Obs
-    ) -> tuple[Obs, npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], dict[str, Any]]:
-        out = self._session.step(actions)
-        infos = out.wire_infos.vector(self._add_info)
-        return out.obs, out.rewards, out.terminated, out.truncated, infos
-
-    def close_extras(self, **kwargs: Any) -> None:
-        self._session.close()
-        if self._own_client:
-            self._session.client.close()
+        return RemoteVectorEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -34,6 +35,7 @@ import grpc
 from ale_robotics.addresses import normalize_address
 from ale_robotics.errors import (
     AleError,
+    FailedPreconditionError,
     InvalidArgumentError,
     UnavailableError,
     from_rpc_error,
@@ -166,6 +168,7 @@ class AleClient:
         )
         self._stub = pb_grpc.AleEnvStub(self._channel)
         self._opened_runs: list[str] = []
+        self._closed = False
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AleClient:
@@ -186,12 +189,23 @@ class AleClient:
         )
 
     def close(self) -> None:
-        """Close the runs this client opened (best effort), then the connection."""
+        """Close the runs this client opened (best effort), then the connection.
+
+        During interpreter shutdown (a ``__del__`` or ``atexit`` closing a client) it
+        sends nothing and leaves the channel to the process's exit: grpc's channel
+        close can block forever once the interpreter is finalizing.
+        """
+        if self._closed:
+            return
+        if sys.is_finalizing():
+            self._closed = True
+            return
         for run_id in list(self._opened_runs):
             try:
                 self.close_run(run_id)
             except AleError:  # the evaluator may be gone; a restarted one keeps the run open
                 log.warning("could not close run %s on %s", run_id, self.endpoint)
+        self._closed = True
         self._channel.close()
 
     def __enter__(self) -> AleClient:
@@ -201,9 +215,19 @@ class AleClient:
         self.close()
 
     def _call(self, method: Callable[..., T], request: Any, retries: int = 0) -> T:
+        if self._closed:
+            raise FailedPreconditionError(
+                f"this AleClient ({self.endpoint}) is closed: make a new one"
+            )
         for attempt in range(retries + 1):
             try:
                 return method(request, metadata=self._metadata, timeout=self.timeout_s)
+            except ValueError as err:  # grpc: "Cannot invoke RPC on closed channel!"
+                if "closed channel" not in str(err):
+                    raise
+                raise FailedPreconditionError(
+                    f"this AleClient ({self.endpoint}) is closed: make a new one"
+                ) from None
             except grpc.RpcError as err:
                 exc = from_rpc_error(err)
                 if isinstance(exc, UnavailableError) and attempt < retries:

@@ -3,7 +3,10 @@
 Each listener is its own ``grpc.Server`` with its own token and a servicer fixed
 to its role, so no request can talk its way into the other role. Both serve the
 standard health and reflection services (unauthenticated, they reveal no data)
-so that ``grpcurl`` and load balancers work.
+so that ``grpcurl`` and load balancers work. Reflection is served as both
+``grpc.reflection.v1`` (what current tools ask for first) and ``v1alpha``:
+grpcio-reflection implements only v1alpha, whose messages are the v1 messages
+field for field, so the v1 method is the same servicer under the v1 name.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from ale_robotics.addresses import normalize_address
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
@@ -36,6 +39,22 @@ DEFAULT_MAX_STEP_STREAMS = 32
 """Open StepStream calls per listener; each holds a server thread while it is open."""
 _UNARY_THREADS = 16
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["AleEnv"].full_name
+REFLECTION_V1 = "grpc.reflection.v1.ServerReflection"
+
+
+def _add_reflection(server: grpc.Server, service_names: tuple[str, ...]) -> None:
+    """Reflection v1alpha and v1 (same messages on the wire) for ``service_names``."""
+    names = (*service_names, reflection.SERVICE_NAME, REFLECTION_V1)
+    servicer = reflection.ReflectionServicer(names)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)
+    v1 = grpc.stream_stream_rpc_method_handler(
+        servicer.ServerReflectionInfo,
+        request_deserializer=reflection_pb2.ServerReflectionRequest.FromString,
+        response_serializer=reflection_pb2.ServerReflectionResponse.SerializeToString,
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler(REFLECTION_V1, {"ServerReflectionInfo": v1}),)
+    )
 
 
 @dataclass
@@ -99,13 +118,8 @@ def _listener(
     servicer = make_servicer(evaluator, role, max_message_bytes, max_step_streams, auth)
     pb_grpc.add_AleEnvServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (
-            SERVICE_NAME,
-            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-            reflection.SERVICE_NAME,
-        ),
-        server,
+    _add_reflection(
+        server, (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name)
     )
     addr = normalize_address(address)
     if addr.startswith("unix://"):

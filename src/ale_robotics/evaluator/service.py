@@ -27,11 +27,18 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
     UnauthenticatedError,
 )
+from ale_robotics.evaluator import rendering
 from ale_robotics.evaluator.core import Evaluator
 from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, TRUSTED, Access, Scope, check_task
-from ale_robotics.evaluator.sessions import DEFAULT_MAX_SESSIONS_TOTAL, settings_for
+from ale_robotics.evaluator.sessions import DEFAULT_MAX_SESSIONS_TOTAL, Watch, settings_for
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
-from ale_robotics.evaluator.vector_session import AUTORESET_MODE, Batch, Session, SessionKind
+from ale_robotics.evaluator.vector_session import (
+    AUTORESET_MODE,
+    AUTORESET_MODES,
+    Batch,
+    Session,
+    SessionKind,
+)
 from ale_robotics.infos import encode_infos
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tensor
@@ -172,12 +179,24 @@ _KINDS = {pb.SESSION_KIND_PRACTICE: SessionKind.PRACTICE, pb.SESSION_KIND_EVAL: 
 
 
 def _capabilities(task: TaskSpec, shared: bool) -> list[str]:
-    """``open_run``: OpenRun/CloseRun are served (a shared evaluator); ``coarse_progress``:
-    agent-channel job status carries no per-episode progress (see ``Progress``)."""
+    """What a client may rely on, so that it can fall back (or refuse) on older evaluators.
+
+    ``open_run``: OpenRun/CloseRun are served (a shared evaluator); ``coarse_progress``:
+    agent-channel job status carries no per-episode progress (see ``Progress``);
+    ``autoreset:MODE`` per Gymnasium autoreset mode served (the first, ``next_step``, is
+    the default); ``watch_sessions``: WatchSessions frees a dead client's sessions;
+    ``float64_actions``: OpenSession may ask for float64 actions passed unrounded;
+    ``render``: the task offers render modes (OpenSessionResponse.render_modes).
+    """
     runs = ["open_run", "coarse_progress"] if shared else ["coarse_progress"]
     if task.mode is not TaskMode.INTERACTIVE:
         return [task.mode.value, *runs]
-    caps = ["interactive", "eval_sessions", f"autoreset:{AUTORESET_MODE}", "step_stream"]
+    autoreset = [f"autoreset:{AUTORESET_MODE}"]
+    autoreset += [f"autoreset:{m}" for m in AUTORESET_MODES if m != AUTORESET_MODE]
+    caps = ["interactive", "eval_sessions", *autoreset, "step_stream", "watch_sessions"]
+    caps.append("float64_actions")
+    if rendering.offered_modes(task):
+        caps.append("render")
     if settings_for(task).practice_allowed:
         caps.insert(1, "practice_sessions")
     return [*caps, *runs]
@@ -208,6 +227,10 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         # An open stream holds one server thread for its whole life: bounded here, and
         # the listener's pool is sized so that unary calls always find a thread.
         self._stream_slots = threading.BoundedSemaphore(max_step_streams)
+        # A WatchSessions stream holds a stream slot too, and watches hold at most half
+        # of them, so that a listener full of watching agents still has streams to step.
+        self._watch_slots = threading.BoundedSemaphore(max(1, max_step_streams // 2))
+        self._max_watches = max_step_streams // 2
         self._spaces: dict[str, tuple[pb.TensorSpec, pb.TensorSpec]] = {}
 
     def _scope(self, context: grpc.ServicerContext) -> Scope:
@@ -326,23 +349,51 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             run_id = self._ev.check_run(request.run_id, scope) if bound else ""
         if 0 < num_envs <= settings_for(task).max_envs_per_session:
             self._check_message_size(task, num_envs)
-        session = self._ev.sessions.open(task, kind, num_envs, run_id)
+        render_mode = request.render_mode or None
+        session = self._ev.sessions.open(
+            task,
+            kind,
+            num_envs,
+            run_id,
+            render_mode,
+            request.float64_actions,
+            request.autoreset_mode or AUTORESET_MODE,
+        )
         return pb.OpenSessionResponse(
             session_id=session.id,
             num_envs=session.num_envs,
             episode_budget=session.budget,
             seeds_ignored=kind is SessionKind.EVAL,
-            autoreset_mode=AUTORESET_MODE,
+            autoreset_mode=session.autoreset_mode,
             max_episode_steps=task.env.max_episode_steps,
+            render_modes=rendering.offered_modes(task),
+            render_fps=session.render_fps,
+            float64_actions=session.float64_actions,
         )
+
+    @_rpc
+    def Render(self, request: pb.RenderRequest, context: grpc.ServicerContext) -> pb.RenderResponse:
+        scope = self._scope(context)
+
+        def render(session: Session) -> pb.RenderResponse:
+            frames = session.render()
+            if frames.nbytes + 1024 > self._max_message_bytes:
+                raise ResourceExhaustedError(
+                    f"the frames of {session.num_envs} envs take {frames.nbytes} bytes, over "
+                    f"max_message_bytes = {self._max_message_bytes}: render fewer envs per session"
+                )
+            return pb.RenderResponse(frames=to_tensor(frames))
+
+        return self._ev.sessions.call(request.session_id, context.time_remaining(), render, scope)
 
     @_rpc
     def Reset(self, request: pb.ResetRequest, context: grpc.ServicerContext) -> pb.ResetResponse:
         scope = self._scope(context)
         seeds = list(request.seeds)
+        mask = list(request.reset_mask)
 
         def reset(session: Session) -> pb.ResetResponse:
-            batch = session.reset(seeds)
+            batch = session.reset(seeds, mask)
             columns, rest = encode_infos(batch.infos)
             return pb.ResetResponse(
                 observation=to_tensor(batch.obs),
@@ -377,6 +428,42 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             return  # the client cancelled or went away: the stream is over, nothing to answer
         finally:
             self._stream_slots.release()
+
+    def WatchSessions(
+        self, requests: Iterator[pb.WatchSessionsRequest], context: grpc.ServicerContext
+    ) -> Iterator[pb.WatchSessionsResponse]:
+        """Watch the caller's sessions while the stream lives (:meth:`SessionManager.unwatch`).
+
+        However the stream ends (a cancel, a lost connection, a dead process, or a
+        half-close: gRPC cannot reliably tell them apart on the server), the sessions
+        it still names are orphaned; a client never ends its watch while it holds one.
+        """
+        if self._max_watches == 0 or not self._watch_slots.acquire(blocking=False):
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"all {self._max_watches} watch streams of this listener are open (half of "
+                "max_step_streams): these sessions are reaped only when idle",
+            )
+        if not self._stream_slots.acquire(blocking=False):
+            self._watch_slots.release()
+            context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"all {self._max_step_streams} streams of this listener are open (limit "
+                "max_step_streams): these sessions are reaped only when idle",
+            )
+        sessions = self._ev.sessions
+        watch = Watch()
+        try:
+            scope = _answer(functools.partial(self._scope, context), context, "WatchSessions")
+            for request in requests:
+                missing = sessions.attach(watch, request.session_ids, scope)
+                yield pb.WatchSessionsResponse(not_found=missing, grace_s=sessions.orphan_grace_s)
+        except grpc.RpcError:
+            return  # the client went away
+        finally:
+            sessions.unwatch(watch)
+            self._stream_slots.release()
+            self._watch_slots.release()
 
     def _step(
         self, request: pb.StepRequest, context: grpc.ServicerContext, scope: Scope

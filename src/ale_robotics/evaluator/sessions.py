@@ -11,6 +11,12 @@ refusal naming the limit it hit:
 * ``max_envs_per_session`` (RESOURCE_EXHAUSTED);
 * ``idle_timeout_s``: a reaper thread closes sessions nobody called for that
   long (an eval session is then completed with the null action and recorded);
+* a watched session (WatchSessions) whose watch stream ended, i.e. whose client
+  process died or lost its connection, is closed the same way ``orphan_grace_s``
+  later unless a new watch names it or a call uses it (:meth:`attach`,
+  :meth:`unwatch`). gRPC tells a server that a peer went away only through the
+  calls it has open, so a liveness signal needs one open call: one stream per
+  client process (not per session) keeps that to one server thread per agent;
 * ``call_deadline_s``: calls on one session run one at a time, and a call that
   cannot get its session within the deadline (or the client's own, if
   shorter) is DEADLINE_EXCEEDED instead of queueing without bound. The work of
@@ -39,11 +45,13 @@ Practice sessions of a run charge the run's training budget
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ale_robotics.errors import (
@@ -53,15 +61,28 @@ from ale_robotics.errors import (
     NotFoundError,
     ResourceExhaustedError,
 )
+from ale_robotics.evaluator import rendering
 from ale_robotics.evaluator.eval_record import EvalRecorder
 from ale_robotics.evaluator.runs import TRUSTED, Scope
-from ale_robotics.evaluator.vector_session import Session, SessionKind, make_envs
+from ale_robotics.evaluator.vector_session import (
+    AUTORESET_MODE,
+    AUTORESET_MODES,
+    Session,
+    SessionKind,
+    make_envs,
+)
 from ale_robotics.tasks.spec import SessionSettings, TaskMode, TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.core import Evaluator
 
-__all__ = ["DEFAULT_MAX_SESSIONS_TOTAL", "SessionManager", "settings_for"]
+__all__ = [
+    "DEFAULT_MAX_SESSIONS_TOTAL",
+    "ORPHAN_GRACE_S",
+    "SessionManager",
+    "Watch",
+    "settings_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +92,20 @@ _DEFAULT_SETTINGS = SessionSettings()
 
 DEFAULT_MAX_SESSIONS_TOTAL = 64
 """Sessions of all runs together unless the operator says otherwise (--max-sessions-total)."""
+
+ORPHAN_GRACE_S = 2.0
+"""How long a watched session outlives its broken watch stream: time for a client that lost
+its connection (not its process) to reconnect and name it again."""
+
+_watch_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Watch:
+    """One WatchSessions stream: the sessions its client named on it."""
+
+    id: int = field(default_factory=lambda: next(_watch_ids))
+    sessions: set[str] = field(default_factory=set)
 
 
 def settings_for(task: TaskSpec) -> SessionSettings:
@@ -82,10 +117,18 @@ class SessionManager:
     """All open sessions of one evaluator, shared by its agent and harness listeners."""
 
     def __init__(
-        self, evaluator: Evaluator, reap_interval_s: float = 1.0, finish_grace_s: float = 30.0
+        self,
+        evaluator: Evaluator,
+        reap_interval_s: float = 1.0,
+        finish_grace_s: float = 30.0,
+        orphan_grace_s: float = ORPHAN_GRACE_S,
     ) -> None:
         self._ev = evaluator
         self._sessions: dict[str, Session] = {}
+        self.orphan_grace_s = orphan_grace_s
+        """How long a watched session outlives its broken watch (see :meth:`unwatch`)."""
+        self._watcher: dict[str, int] = {}  # session id -> the Watch.id that names it
+        self._orphans: dict[str, float] = {}  # session id -> monotonic time it is closed at
         self._opening: dict[str, int] = {}  # per run: slots reserved by opens building envs
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -133,6 +176,11 @@ class SessionManager:
         with self._lock:
             return len(self._sessions)
 
+    def watched(self, session_id: str) -> bool:
+        """Whether a live WatchSessions stream names this open session."""
+        with self._lock:
+            return session_id in self._watcher
+
     def count(self, run_id: str) -> int:
         """Open sessions of one run ("" for run-less practice sessions)."""
         with self._lock:
@@ -140,7 +188,16 @@ class SessionManager:
 
     # ----------------------------------------------------------------- calls --
 
-    def open(self, task: TaskSpec, kind: SessionKind, num_envs: int, run_id: str) -> Session:
+    def open(
+        self,
+        task: TaskSpec,
+        kind: SessionKind,
+        num_envs: int,
+        run_id: str,
+        render_mode: str | None = None,
+        float64_actions: bool = False,
+        autoreset_mode: str = AUTORESET_MODE,
+    ) -> Session:
         """A new session; ``run_id`` must already be checked (eval sessions are run-bound)."""
         if task.mode is not TaskMode.INTERACTIVE:
             raise FailedPreconditionError(
@@ -152,10 +209,21 @@ class SessionManager:
             raise FailedPreconditionError(f"task {task.id} allows no practice sessions")
         if num_envs < 1:
             raise InvalidArgumentError(f"num_envs must be at least 1, got {num_envs}")
+        if autoreset_mode not in AUTORESET_MODES:
+            raise InvalidArgumentError(
+                f"autoreset_mode {autoreset_mode!r}: one of {list(AUTORESET_MODES)} "
+                "(Gymnasium's AutoresetMode values)"
+            )
         if num_envs > limits.max_envs_per_session:
             raise ResourceExhaustedError(
                 f"num_envs {num_envs} is over the limit session.max_envs_per_session = "
                 f"{limits.max_envs_per_session} of task {task.id}"
+            )
+        if render_mode is not None and render_mode not in rendering.offered_modes(task):
+            offered = rendering.offered_modes(task)
+            raise FailedPreconditionError(
+                f"task {task.id} offers render modes {offered} on this evaluator, not "
+                f"{render_mode!r}" + ("" if offered else ": open the session without render_mode")
             )
         if kind is SessionKind.EVAL and num_envs > task.eval.episodes:
             raise InvalidArgumentError(
@@ -173,14 +241,25 @@ class SessionManager:
         try:
             # Envs first: the eval job row (the run's one eval session) is created only
             # once nothing else can fail.
-            envs = make_envs(task, num_envs)
+            envs = make_envs(task, num_envs, render_mode)
             recorder = None
             meter = None
             if kind is SessionKind.EVAL:
                 recorder = EvalRecorder(self._ev, task, run_id, sid, num_envs)
             elif run_id:
                 meter = self._ev.training.meter(run_id, self._ev.training_budget(task))
-            session = Session(sid, task, kind, envs, run_id, recorder, meter)
+            session = Session(
+                sid,
+                task,
+                kind,
+                envs,
+                run_id,
+                recorder,
+                meter,
+                render_mode,
+                float64_actions,
+                autoreset_mode,
+            )
         except BaseException:
             for env in envs:
                 env.close()
@@ -211,6 +290,9 @@ class SessionManager:
     ) -> T:
         """Run ``fn`` on the session, alone, within the per-call deadline."""
         session = self._get(session_id, scope)
+        if session_id in self._orphans:  # its client is evidently alive: not an orphan
+            with self._lock:
+                self._orphans.pop(session_id, None)
         deadline = settings_for(session.task).call_deadline_s
         if client_timeout_s is not None:
             deadline = min(deadline, max(client_timeout_s, 0.0))
@@ -242,32 +324,80 @@ class SessionManager:
         return len(ids)
 
     def reap(self) -> list[str]:
-        """Close sessions idle past their task's ``idle_timeout_s``; returns their ids.
+        """Close sessions idle past their task's ``idle_timeout_s``, and orphans whose
+        grace is over (:meth:`unwatch`); returns their ids.
 
         They leave the table at once (their ids are NOT_FOUND from now on and their
         slots free); each is closed on a thread of its own, since an eval one
         simulates the episodes its agent left (:meth:`wait_closed` waits for them).
         """
         now = time.monotonic()
+        reaped: list[tuple[Session, str]] = []
         with self._lock:
-            idle = [
-                s
-                for s in self._sessions.values()
-                if now - s.last_used > settings_for(s.task).idle_timeout_s and not s.lock.locked()
-            ]
-            for s in idle:
+            for s in self._sessions.values():
+                if s.lock.locked():
+                    continue  # a call in flight: looked at again next time
+                timeout = settings_for(s.task).idle_timeout_s
+                if now - s.last_used > timeout:
+                    reaped.append((s, f"idle for over {timeout:g}s"))
+                elif self._orphans.get(s.id, now + 1) <= now:
+                    reaped.append((s, "its client went away (its watch stream ended)"))
+            for s, _ in reaped:
                 del self._sessions[s.id]
+                self._forget(s.id)
                 self._closing += 1
-        for s in idle:
-            timeout = settings_for(s.task).idle_timeout_s
-            log.info("session %s idle for over %gs: closing it", s.id, timeout)
+        for s, why in reaped:
+            log.info("session %s %s: closing it", s.id, why)
             threading.Thread(
                 target=self._finish,
-                args=(s, f"idle for over {timeout:g}s", False),
+                args=(s, why, False),
                 name=f"ale-close-{s.id[:13]}",
                 daemon=True,
             ).start()
-        return [s.id for s in idle]
+        return [s.id for s, _ in reaped]
+
+    # --------------------------------------------------------------- watches --
+
+    def attach(self, watch: Watch, session_ids: Iterable[str], scope: Scope = TRUSTED) -> list[str]:
+        """Watch these sessions on ``watch`` (taking them from any other watch); returns the
+        ids that name no open session visible to ``scope`` (those are not watched)."""
+        missing: list[str] = []
+        with self._lock:
+            for sid in session_ids:
+                session = self._sessions.get(sid)
+                if session is None or not self._ev.visible(scope, session.run_id):
+                    missing.append(sid)
+                    continue
+                self._watcher[sid] = watch.id
+                self._orphans.pop(sid, None)
+                watch.sessions.add(sid)
+        return missing
+
+    def unwatch(self, watch: Watch) -> int:
+        """The watch stream ended; returns how many sessions it leaves orphaned.
+
+        Each session still watched by it is closed :attr:`orphan_grace_s` from now
+        by :meth:`reap`, unless a new watch names it or a call uses it first. Every
+        end counts: gRPC gives a server no reliable way to tell a client's
+        half-close from its death, and a client never ends a watch while it holds
+        sessions (it ends it after closing its last).
+        """
+        deadline = time.monotonic() + self.orphan_grace_s
+        orphaned = 0
+        with self._lock:
+            for sid in watch.sessions:
+                if self._watcher.get(sid) != watch.id:
+                    continue  # closed since, or named by a newer watch
+                del self._watcher[sid]
+                if sid in self._sessions:
+                    self._orphans[sid] = deadline
+                    orphaned += 1
+            watch.sessions.clear()
+        if orphaned:
+            log.info(
+                "a watch stream ended: %d session(s) close in %gs", orphaned, self.orphan_grace_s
+            )
+        return orphaned
 
     # --------------------------------------------------------------- private --
 
@@ -285,14 +415,20 @@ class SessionManager:
                 else "the limit session.max_sessions"
             )
             who = f"run {run_id!r}" if run_id else "no run (practice sessions of the shared token)"
-            shown = ", ".join(f"{s.id} ({s.kind.value})" for s in mine[:16])
+            now = time.monotonic()
+            shown = ", ".join(
+                f"{s.id} ({s.kind.value}, {s.num_envs} env(s), idle {now - s.last_used:.0f}s"
+                f"{'' if s.id in self._watcher else ', unwatched'})"
+                for s in mine[:16]
+            )
             if len(mine) > 16:
                 shown += f", and {len(mine) - 16} more"
             raise ResourceExhaustedError(
                 f"{count} sessions of {who} are open, {where} = {cap} per run "
-                f"(open: {shown or 'none yet, others are opening'}): close one with "
-                f"CloseSession (idle sessions close after session.idle_timeout_s = "
-                f"{limits.idle_timeout_s:g}s)"
+                f"(open: {shown or 'none yet, others are opening'}): close the envs you no "
+                f"longer use (env.close(), or CloseSession); sessions of a client that "
+                f"exited close within seconds if it watched them (the Python SDK does), "
+                f"others once idle for session.idle_timeout_s = {limits.idle_timeout_s:g}s"
             )
         total_cap = config.max_sessions_total or max(DEFAULT_MAX_SESSIONS_TOTAL, cap)
         total = len(self._sessions) + sum(self._opening.values())
@@ -328,8 +464,14 @@ class SessionManager:
             session = self._sessions.pop(session_id, None)
             if session is None:
                 return 0
+            self._forget(session_id)
             self._closing += 1
         return self._finish(session, why, infrastructure)
+
+    def _forget(self, session_id: str) -> None:
+        """Drop a session's watch bookkeeping (lock held; it has left the table)."""
+        self._watcher.pop(session_id, None)
+        self._orphans.pop(session_id, None)
 
     def _finish(self, session: Session, why: str, infrastructure: bool) -> int:
         """Close a session already out of the table (counted in ``_closing``)."""

@@ -1,12 +1,21 @@
 """One interactive session: ``num_envs`` Gymnasium envs stepped together, as a vector env.
 
-Autoreset follows Gymnasium 1.x's default, ``AutoresetMode.NEXT_STEP`` (what
-``SyncVectorEnv`` does): the Step that ends an env's episode returns its last
-observation with ``terminated``/``truncated`` set; the *next* Step ignores that
-env's action, resets it and returns its first observation with reward 0, both
-flags false and the reset's info. A session therefore behaves exactly like an
-in-process ``SyncVectorEnv`` (a test checks this step for step), so Gymnasium
-code needs no adaptation and no ``final_obs`` has to travel.
+Autoreset is one of Gymnasium 1.x's three modes, chosen at OpenSession, each
+exactly as ``SyncVectorEnv`` does it (a test checks this step for step):
+
+* ``next_step`` (the default): the Step that ends an env's episode returns its
+  last observation with ``terminated``/``truncated`` set; the *next* Step ignores
+  that env's action, resets it and returns its first observation with reward 0,
+  both flags false and the reset's info;
+* ``same_step``: the Step that ends an episode resets the env at once and returns
+  the new episode's first observation, the ended one's last observation and info
+  in the info's ``final_obs`` and ``final_info`` (what SB3's VecEnv needs);
+* ``disabled``: an ended env stays ended; Reset with a ``reset_mask`` restarts it,
+  and a Step while it has not been is FAILED_PRECONDITION.
+
+Reset takes a ``reset_mask`` in every mode (only those envs restart; the others
+keep their episode and observation, and get an empty info), and per-env seeds
+may leave an env unseeded (-1 on the wire, Gymnasium's ``None``).
 
 Eval sessions add the trusted bookkeeping: episode ``i`` of the budget runs on
 the run's ``i``-th hidden seed, client seeds are ignored, an env's
@@ -54,7 +63,9 @@ from ale_robotics.errors import (
     InvalidArgumentError,
     OutOfRangeError,
 )
+from ale_robotics.evaluator import rendering
 from ale_robotics.evaluator.result import EpisodeRecord
+from ale_robotics.evaluator.session_envs import make_envs, null_action
 from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
@@ -63,6 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AUTORESET_MODE",
+    "AUTORESET_MODES",
     "Batch",
     "CompletionAborted",
     "Session",
@@ -74,7 +86,10 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 AUTORESET_MODE = "next_step"
-"""Gymnasium's ``AutoresetMode.NEXT_STEP``, advertised in OpenSessionResponse."""
+"""Gymnasium's ``AutoresetMode.NEXT_STEP``: the default, advertised in GetSpec."""
+
+AUTORESET_MODES = ("next_step", "same_step", "disabled")
+"""Gymnasium's ``AutoresetMode`` values, as OpenSessionRequest.autoreset_mode names them."""
 
 
 class SessionKind(StrEnum):
@@ -84,25 +99,6 @@ class SessionKind(StrEnum):
 
 class CompletionAborted(Exception):
     """The evaluator is shutting down while it completes abandoned episodes."""
-
-
-def null_action(low: npt.ArrayLike, high: npt.ArrayLike, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
-    """The task's null action: zero where the bounds allow it, else the bounds' centre.
-
-    Per element: 0 when ``low <= 0 <= high``; otherwise the midpoint of a finite
-    interval, or its one finite bound when the other is infinite. Derived from
-    the action space alone, so an agent can compute the same action from
-    GetSpec's bounds and check that abandoning equals playing it.
-    """
-    lo = np.asarray(low, dtype=np.float64)
-    hi = np.asarray(high, dtype=np.float64)
-    with np.errstate(invalid="ignore"):  # -inf + inf: that element is 0 anyway
-        mid = (lo + hi) / 2
-    centre = np.where(np.isfinite(lo) & np.isfinite(hi), mid, np.where(np.isfinite(lo), lo, hi))
-    out = np.where((lo <= 0) & (hi >= 0), 0.0, centre)
-    if np.dtype(dtype).kind in "iu":
-        out = np.clip(np.round(out), lo, hi)
-    return np.asarray(out, dtype=dtype)
 
 
 @dataclass(frozen=True)
@@ -119,21 +115,6 @@ class Batch:
     seeds_ignored: bool = False
 
 
-def make_envs(task: TaskSpec, n: int) -> list[Any]:
-    """``n`` fresh envs with the task's server-side step limit (Gymnasium's TimeLimit)."""
-    import gymnasium as gym
-
-    return [
-        gym.make(
-            task.env.gym_id,
-            max_episode_steps=task.env.max_episode_steps,
-            disable_env_checker=True,
-            **task.env.kwargs,
-        )
-        for _ in range(n)
-    ]
-
-
 class Session:
     """State of one session. Not thread-safe: :class:`SessionManager` serializes calls."""
 
@@ -146,7 +127,15 @@ class Session:
         run_id: str = "",
         recorder: EvalRecorder | None = None,
         meter: PracticeMeter | None = None,
+        render_mode: str | None = None,
+        float64_actions: bool = False,
+        autoreset_mode: str = AUTORESET_MODE,
     ) -> None:
+        if autoreset_mode not in AUTORESET_MODES:
+            raise InvalidArgumentError(
+                f"autoreset_mode {autoreset_mode!r}: one of {list(AUTORESET_MODES)} (Gymnasium's "
+                "AutoresetMode values)"
+            )
         if (kind is SessionKind.EVAL) != (recorder is not None):
             raise ValueError("an eval session needs a recorder, a practice session none")
         if kind is SessionKind.EVAL and meter is not None:
@@ -159,11 +148,18 @@ class Session:
         self.lock = threading.Lock()
         self.last_used = time.monotonic()
         self.closed = False
+        self.autoreset_mode = autoreset_mode
+        self.render_mode = render_mode
+        """The envs' render mode (None: they render nothing, Render is refused)."""
+        self.render_fps = rendering.render_fps(envs[0])
         self._envs = envs
         self._recorder = recorder
         self._meter = meter
         act, obs = envs[0].action_space, envs[0].observation_space
         self.action_dtype: np.dtype[Any] = np.dtype(act.dtype)
+        self.float64_actions = float64_actions and self.action_dtype.kind == "f"
+        """Step also takes float64 actions, passed to the envs unrounded (OpenSession's
+        ``float64_actions``: what a local env does with the float64 arrays of numpy code)."""
         self.action_shape: tuple[int, ...] = (self.num_envs, *act.shape)
         self._low = np.broadcast_to(np.asarray(act.low, self.action_dtype), self.action_shape)
         self._high = np.broadcast_to(np.asarray(act.high, self.action_dtype), self.action_shape)
@@ -195,13 +191,15 @@ class Session:
     def episodes_completed(self) -> int:
         return len(self._records)
 
-    def reset(self, seeds: Sequence[int]) -> Batch:
-        """Start an episode in every env (eval: the next budget episodes).
+    def reset(self, seeds: Sequence[int], mask: Sequence[bool] = ()) -> Batch:
+        """Start an episode in every env, or in those ``mask`` selects (eval: the next
+        budget episodes); the others keep theirs and get an empty info.
 
         In an eval session a running episode is first played to its end with the
         null action (abandoned), so a Reset cannot cut a bad episode short.
         """
         self._check_not_complete()
+        which = self._reset_envs(mask)
         ignored = self.kind is SessionKind.EVAL and len(seeds) > 0
         per_env = self._practice_seeds(seeds) if self.kind is SessionKind.PRACTICE else None
         if self.kind is SessionKind.EVAL and self._next_episode >= self.budget:
@@ -211,12 +209,12 @@ class Session:
             )
         if self._meter is not None:
             self._meter.check_reset()
-        infos: list[dict[str, Any]] = []
-        for i in range(self.num_envs):
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i in which:
             if self.kind is SessionKind.EVAL and self._active[i] and not self._pending[i]:
                 self._play_out(i)
             self._pending[i] = False
-            infos.append(self._begin_episode(i, None if per_env is None else per_env[i]))
+            infos[i] = self._begin_episode(i, None if per_env is None else per_env[i])
         self._started = True
         return Batch(
             obs=self._obs,
@@ -233,6 +231,12 @@ class Session:
             )
         self._check_not_complete()
         self.check_action(action)
+        if self.autoreset_mode == "disabled" and any(self._pending):
+            ended = [i for i, p in enumerate(self._pending) if p]
+            raise FailedPreconditionError(
+                f"env(s) {ended} of session {self.id} ended their episode and autoreset is "
+                "disabled: Reset them first (reset_mask), then Step"
+            )
         if self._meter is not None:
             self._meter.charge(self.num_envs)  # before any env moves: refused means untouched
         n = self.num_envs
@@ -259,6 +263,10 @@ class Session:
                     self._pending[i] = True
                     if self.kind is SessionKind.EVAL:
                         self._end_episode(i, terminated=bool(term))
+                    if self.autoreset_mode == "same_step":
+                        self._pending[i] = False
+                        final = {"final_obs": np.array(obs), "final_info": info}
+                        infos[-1] = {**final, **self._begin_episode(i, None)}
             else:
                 infos.append({})
         if self._recorder is not None:
@@ -299,13 +307,27 @@ class Session:
         finally:
             if self._meter is not None:
                 self._meter.flush()
-            for env in self._envs:
-                env.close()
+            if self.render_mode is not None:
+                rendering.close_envs(self._envs)
+            else:
+                for env in self._envs:
+                    env.close()
         return self.episodes_completed
 
+    def render(self) -> npt.NDArray[np.uint8]:
+        """Every env's current frame, ``[num_envs, height, width, 3]`` uint8."""
+        if self.render_mode is None:
+            raise FailedPreconditionError(
+                f"session {self.id} was opened without render_mode: open one with "
+                f"render_mode in {list(rendering.offered_modes(self.task))} to get frames"
+            )
+        return rendering.render(self.task, self._envs)
+
     def check_action(self, action: npt.NDArray[Any]) -> None:
-        """INVALID_ARGUMENT unless ``action`` has the spec's dtype, [num_envs, *shape], bounds."""
-        if action.dtype != self.action_dtype:
+        """INVALID_ARGUMENT unless ``action`` has the spec's dtype (or float64, see
+        :attr:`float64_actions`), [num_envs, *shape] and is within the bounds."""
+        wide = self.float64_actions and action.dtype == np.float64
+        if action.dtype != self.action_dtype and not wide:
             raise InvalidArgumentError(
                 f"action dtype is {action.dtype.name}; the action spec is "
                 f"{self.action_dtype.name}: cast the action before sending it"
@@ -335,16 +357,35 @@ class Session:
                 "recorded; close the session"
             )
 
+    def _reset_envs(self, mask: Sequence[bool]) -> list[int]:
+        """The envs a Reset restarts: all, or those ``mask`` selects (checked)."""
+        if not mask:
+            return list(range(self.num_envs))
+        if len(mask) != self.num_envs or not any(mask):
+            raise InvalidArgumentError(
+                f"reset_mask has {len(mask)} entries ({sum(mask)} true) for {self.num_envs} "
+                "envs: send one per env, at least one true (or none to reset all)"
+            )
+        if not self._started:
+            raise FailedPreconditionError(
+                f"session {self.id}: the first Reset starts every env; reset_mask only after it"
+            )
+        return [i for i, m in enumerate(mask) if m]
+
     def _practice_seeds(self, seeds: Sequence[int]) -> list[int | None]:
-        """Gymnasium's vector convention: one seed s gives env i seed s+i; or one per env."""
-        if any(s < 0 for s in seeds):
-            raise InvalidArgumentError("seeds must be non-negative integers")
+        """Gymnasium's vector convention: one seed s gives env i seed s+i; or one per env,
+        -1 for an env left unseeded (Gymnasium's ``seed=[1, None, ...]``)."""
+        if any(s < 0 for s in seeds) and (len(seeds) != self.num_envs or min(seeds) < -1):
+            raise InvalidArgumentError(
+                "seeds must be non-negative integers (-1, in a list of one seed per env, "
+                "leaves that env unseeded)"
+            )
         if not seeds:
             return [None] * self.num_envs
+        if len(seeds) == self.num_envs:
+            return [None if s == -1 else s for s in seeds]
         if len(seeds) == 1:
             return [seeds[0] + i for i in range(self.num_envs)]
-        if len(seeds) == self.num_envs:
-            return list(seeds)
         raise InvalidArgumentError(
             f"{len(seeds)} seeds for {self.num_envs} envs: send none, one (env i gets "
             "seed+i) or exactly one per env"

@@ -154,32 +154,44 @@ class Limits(_message.Message):
     def __init__(self, max_message_bytes: _Optional[int] = ..., wall_clock_budget_s: _Optional[float] = ..., max_submissions_per_run: _Optional[int] = ..., max_sessions: _Optional[int] = ..., max_envs_per_session: _Optional[int] = ..., session_idle_timeout_s: _Optional[float] = ..., call_deadline_s: _Optional[float] = ..., eval_episodes: _Optional[int] = ..., max_episode_steps: _Optional[int] = ..., max_step_streams: _Optional[int] = ..., max_sessions_total: _Optional[int] = ..., training_steps: _Optional[int] = ..., training_steps_unit: _Optional[str] = ..., training_agent_steps: _Optional[int] = ..., training_agent_steps_used: _Optional[int] = ..., training_steps_enforced: _Optional[bool] = ..., training_budget: _Optional[str] = ...) -> None: ...
 
 class OpenSessionRequest(_message.Message):
-    __slots__ = ("task_id", "kind", "num_envs", "run_id")
+    __slots__ = ("task_id", "kind", "num_envs", "run_id", "render_mode", "float64_actions", "autoreset_mode")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    RENDER_MODE_FIELD_NUMBER: _ClassVar[int]
+    FLOAT64_ACTIONS_FIELD_NUMBER: _ClassVar[int]
+    AUTORESET_MODE_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     kind: SessionKind
     num_envs: int
     run_id: str
-    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[_Union[SessionKind, str]] = ..., num_envs: _Optional[int] = ..., run_id: _Optional[str] = ...) -> None: ...
+    render_mode: str
+    float64_actions: bool
+    autoreset_mode: str
+    def __init__(self, task_id: _Optional[str] = ..., kind: _Optional[_Union[SessionKind, str]] = ..., num_envs: _Optional[int] = ..., run_id: _Optional[str] = ..., render_mode: _Optional[str] = ..., float64_actions: _Optional[bool] = ..., autoreset_mode: _Optional[str] = ...) -> None: ...
 
 class OpenSessionResponse(_message.Message):
-    __slots__ = ("session_id", "num_envs", "episode_budget", "seeds_ignored", "autoreset_mode", "max_episode_steps")
+    __slots__ = ("session_id", "num_envs", "episode_budget", "seeds_ignored", "autoreset_mode", "max_episode_steps", "render_modes", "render_fps", "float64_actions")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     NUM_ENVS_FIELD_NUMBER: _ClassVar[int]
     EPISODE_BUDGET_FIELD_NUMBER: _ClassVar[int]
     SEEDS_IGNORED_FIELD_NUMBER: _ClassVar[int]
     AUTORESET_MODE_FIELD_NUMBER: _ClassVar[int]
     MAX_EPISODE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    RENDER_MODES_FIELD_NUMBER: _ClassVar[int]
+    RENDER_FPS_FIELD_NUMBER: _ClassVar[int]
+    FLOAT64_ACTIONS_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     num_envs: int
     episode_budget: int
     seeds_ignored: bool
     autoreset_mode: str
     max_episode_steps: int
-    def __init__(self, session_id: _Optional[str] = ..., num_envs: _Optional[int] = ..., episode_budget: _Optional[int] = ..., seeds_ignored: _Optional[bool] = ..., autoreset_mode: _Optional[str] = ..., max_episode_steps: _Optional[int] = ...) -> None: ...
+    render_modes: _containers.RepeatedScalarFieldContainer[str]
+    render_fps: int
+    float64_actions: bool
+    def __init__(self, session_id: _Optional[str] = ..., num_envs: _Optional[int] = ..., episode_budget: _Optional[int] = ..., seeds_ignored: _Optional[bool] = ..., autoreset_mode: _Optional[str] = ..., max_episode_steps: _Optional[int] = ..., render_modes: _Optional[_Iterable[str]] = ..., render_fps: _Optional[int] = ..., float64_actions: _Optional[bool] = ...) -> None: ...
 
 class InfoColumn(_message.Message):
     __slots__ = ("key", "values", "mask", "python_scalars")
@@ -194,12 +206,14 @@ class InfoColumn(_message.Message):
     def __init__(self, key: _Optional[str] = ..., values: _Optional[_Union[Tensor, _Mapping]] = ..., mask: _Optional[_Union[Tensor, _Mapping]] = ..., python_scalars: _Optional[bool] = ...) -> None: ...
 
 class ResetRequest(_message.Message):
-    __slots__ = ("session_id", "seeds")
+    __slots__ = ("session_id", "seeds", "reset_mask")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     SEEDS_FIELD_NUMBER: _ClassVar[int]
+    RESET_MASK_FIELD_NUMBER: _ClassVar[int]
     session_id: str
     seeds: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, session_id: _Optional[str] = ..., seeds: _Optional[_Iterable[int]] = ...) -> None: ...
+    reset_mask: _containers.RepeatedScalarFieldContainer[bool]
+    def __init__(self, session_id: _Optional[str] = ..., seeds: _Optional[_Iterable[int]] = ..., reset_mask: _Optional[_Iterable[bool]] = ...) -> None: ...
 
 class ResetResponse(_message.Message):
     __slots__ = ("observation", "seeds_ignored", "info_json", "episodes_completed", "info_columns")
@@ -243,6 +257,18 @@ class StepResponse(_message.Message):
     info_columns: _containers.RepeatedCompositeFieldContainer[InfoColumn]
     def __init__(self, observation: _Optional[_Union[Tensor, _Mapping]] = ..., reward: _Optional[_Union[Tensor, _Mapping]] = ..., terminated: _Optional[_Union[Tensor, _Mapping]] = ..., truncated: _Optional[_Union[Tensor, _Mapping]] = ..., info_json: _Optional[_Iterable[str]] = ..., episodes_completed: _Optional[int] = ..., eval_complete: _Optional[bool] = ..., info_columns: _Optional[_Iterable[_Union[InfoColumn, _Mapping]]] = ...) -> None: ...
 
+class RenderRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class RenderResponse(_message.Message):
+    __slots__ = ("frames",)
+    FRAMES_FIELD_NUMBER: _ClassVar[int]
+    frames: Tensor
+    def __init__(self, frames: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+
 class CloseSessionRequest(_message.Message):
     __slots__ = ("session_id", "run_id")
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -258,6 +284,20 @@ class CloseSessionResponse(_message.Message):
     episodes_completed: int
     sessions_closed: int
     def __init__(self, episodes_completed: _Optional[int] = ..., sessions_closed: _Optional[int] = ...) -> None: ...
+
+class WatchSessionsRequest(_message.Message):
+    __slots__ = ("session_ids",)
+    SESSION_IDS_FIELD_NUMBER: _ClassVar[int]
+    session_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, session_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class WatchSessionsResponse(_message.Message):
+    __slots__ = ("not_found", "grace_s")
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    GRACE_S_FIELD_NUMBER: _ClassVar[int]
+    not_found: _containers.RepeatedScalarFieldContainer[str]
+    grace_s: float
+    def __init__(self, not_found: _Optional[_Iterable[str]] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
 class SubmitBatchEvalRequest(_message.Message):
     __slots__ = ("task_id", "run_id", "submission_path", "client_token")

@@ -61,10 +61,20 @@ class AleEnvStub:
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.StepRequest.SerializeToString,
                 response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.StepResponse.FromString,
                 _registered_method=True)
+        self.Render = channel.unary_unary(
+                '/ale_robotics.v1.AleEnv/Render',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.RenderRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.RenderResponse.FromString,
+                _registered_method=True)
         self.CloseSession = channel.unary_unary(
                 '/ale_robotics.v1.AleEnv/CloseSession',
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseSessionRequest.SerializeToString,
                 response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseSessionResponse.FromString,
+                _registered_method=True)
+        self.WatchSessions = channel.stream_stream(
+                '/ale_robotics.v1.AleEnv/WatchSessions',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsResponse.FromString,
                 _registered_method=True)
         self.SubmitBatchEval = channel.unary_unary(
                 '/ale_robotics.v1.AleEnv/SubmitBatchEval',
@@ -138,8 +148,24 @@ class AleEnvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Render(self, request, context):
+        """Every env's current frame (sessions opened with a render_mode).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CloseSession(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchSessions(self, request_iterator, context):
+        """One stream per client process: each request is answered by one response;
+        see WatchSessionsRequest. Counts against the listener's stream cap
+        (max_step_streams; RESOURCE_EXHAUSTED before any request is read).
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -205,10 +231,20 @@ def add_AleEnvServicer_to_server(servicer, server):
                     request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.StepRequest.FromString,
                     response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.StepResponse.SerializeToString,
             ),
+            'Render': grpc.unary_unary_rpc_method_handler(
+                    servicer.Render,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.RenderRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.RenderResponse.SerializeToString,
+            ),
             'CloseSession': grpc.unary_unary_rpc_method_handler(
                     servicer.CloseSession,
                     request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseSessionRequest.FromString,
                     response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseSessionResponse.SerializeToString,
+            ),
+            'WatchSessions': grpc.stream_stream_rpc_method_handler(
+                    servicer.WatchSessions,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsResponse.SerializeToString,
             ),
             'SubmitBatchEval': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitBatchEval,
@@ -384,6 +420,33 @@ class AleEnv:
             _registered_method=True)
 
     @staticmethod
+    def Render(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ale_robotics.v1.AleEnv/Render',
+            ale__robotics_dot_v1_dot_ale__env__pb2.RenderRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.RenderResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
     def CloseSession(request,
             target,
             options=(),
@@ -400,6 +463,33 @@ class AleEnv:
             '/ale_robotics.v1.AleEnv/CloseSession',
             ale__robotics_dot_v1_dot_ale__env__pb2.CloseSessionRequest.SerializeToString,
             ale__robotics_dot_v1_dot_ale__env__pb2.CloseSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchSessions(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/ale_robotics.v1.AleEnv/WatchSessions',
+            ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
