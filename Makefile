@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
-.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps
+.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps postgres-deps
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,15 @@ sandbox-deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; \
 		else echo "bubblewrap missing: install it (apt-get install bubblewrap) to sandbox agents"; fi; }
 
+# PostgreSQL server binaries (initdb, pg_ctl, postgres) for the tests of the PostgreSQL job
+# store: they start a throwaway cluster in a temp dir (tests/pg.py), never a system one.
+# Installed from Debian when missing and we are root; otherwise those tests are skipped.
+postgres-deps:
+	@{ command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+		else echo "PostgreSQL missing: install it (apt-get install postgresql) to test the PostgreSQL job store"; fi; }
+
 demo: venv sandbox-deps
 	$(BIN)/ale-robotics run td3-inverted-pendulum-v1 \
 		--agent "$(BIN)/python examples/agents/submit_checkpoint.py"
@@ -34,7 +43,7 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-unit: venv
+unit: venv sandbox-deps postgres-deps
 	$(BIN)/pytest -q
 
 test: lint typecheck unit

@@ -27,7 +27,7 @@ from ale_robotics.evaluator.pipeline import (
     rollout_episodes,
 )
 from ale_robotics.evaluator.pool import RolloutPool
-from ale_robotics.evaluator.store import FailureSource, JobState, JobStore
+from ale_robotics.evaluator.store import FailureSource, JobState, SqliteJobStore
 from ale_robotics.evaluator.vector_backend import rollout_vectorized
 from ale_robotics.tasks import Registry, TaskSpec
 
@@ -138,7 +138,7 @@ def test_non_finite_metric_names_the_metric() -> None:
 
 
 def test_quota_counts_infrastructure_failures_beyond_the_allowance(tmp_path: Path) -> None:
-    store = JobStore(tmp_path / "jobs.sqlite3")
+    store = SqliteJobStore(tmp_path / "jobs.sqlite3")
     try:
         ids = []
         for token in ("a", "b", "c", "d"):
@@ -158,7 +158,7 @@ def test_quota_counts_infrastructure_failures_beyond_the_allowance(tmp_path: Pat
 
 
 def test_retries_used_sums_every_attempt_after_the_first(tmp_path: Path) -> None:
-    store = JobStore(tmp_path / "jobs.sqlite3")
+    store = SqliteJobStore(tmp_path / "jobs.sqlite3")
     try:
         for token in ("a", "b"):
             store.create(run_id="r1", task_id="t", client_token=token, episodes_total=1, files={})

@@ -15,7 +15,7 @@ from helpers import random_weights
 from safetensors.numpy import save_file
 
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.store import FailureSource, JobState, JobStore
+from ale_robotics.evaluator.store import FailureSource, JobState, SqliteJobStore
 from ale_robotics.tasks import Registry, TaskSpec
 
 TASK_ID = "td3-inverted-pendulum-v1"
@@ -48,7 +48,7 @@ def test_terminal_snapshots_and_stale_staging_are_reclaimed(
     (snapshots / "staging-0123").mkdir()
     (snapshots / "staging-0123" / "policy.safetensors").write_bytes(b"half a copy")
     (snapshots / "job-unknown").mkdir()
-    store = JobStore(tmp_path / "state" / "jobs.sqlite3")
+    store = SqliteJobStore(tmp_path / "state" / "jobs.sqlite3")
     done, _ = store.create(
         run_id=RUN, task_id=TASK_ID, client_token="done", episodes_total=1, files={}
     )

@@ -5,6 +5,13 @@ embedded evaluators (``STATE_HOME/evaluator``, :func:`ale_robotics.paths.state_h
 so ``public-key`` prints the key that signed a default run's trajectory, and a
 shared ``serve`` beside such runs uses their job store (each process holds only
 the jobs it runs; see :mod:`ale_robotics.evaluator.store`).
+
+``serve --store postgresql://...`` puts the job store in PostgreSQL instead of the
+state dir's SQLite file, so several ``serve`` replicas (on several hosts) share
+one queue: each job runs on one of them, and one that dies has its jobs taken
+over by another once their leases run out. The replicas need the same secret and
+signing key, and the same snapshots dir and submission volume: give them one
+state dir on a shared volume.
 """
 
 from __future__ import annotations
@@ -106,6 +113,17 @@ def evaluator_serve(
             show_default=False,
         ),
     ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            metavar="URL",
+            help="The job store (default: STATE_DIR/jobs.sqlite3): a SQLite file path, or "
+            "postgresql://USER@HOST/DATABASE for evaluator replicas sharing one database "
+            "(start each with the same --store, state dir and submission dir).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Serve AleEnv on two listeners until interrupted (Ctrl-C or SIGTERM).
 
@@ -121,14 +139,18 @@ def evaluator_serve(
         signal.signal(sig, lambda *_: stop.set())
 
     from ale_robotics.evaluator import EvaluatorConfig, serve
+    from ale_robotics.evaluator.store import DEFAULT_LEASE_S, redacted
+    from ale_robotics.evaluator.store.factory import StoreKind, parse_store_url
 
+    store_url = None
+    if store is not None:  # a mistyped URL is refused before anything starts
+        where = parse_store_url(store)
+        store_url = str(Path(where.target).absolute()) if where.kind is StoreKind.SQLITE else store
     if submission_dir is None:
         volume = root / "submissions"
         volume.mkdir(exist_ok=True)
     else:
         volume = submission_dir.absolute()
-    from ale_robotics.evaluator.store import DEFAULT_LEASE_S
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     running = serve(
         EvaluatorConfig(
@@ -142,6 +164,7 @@ def evaluator_serve(
             # shared: each run's agent uses the token OpenRun issued for it
             per_run_tokens=run_id is None,
             job_lease_s=DEFAULT_LEASE_S if job_lease_s is None else job_lease_s,
+            store_url=store_url,
         ),
         agent_listen=agent_listen,
         harness_listen=harness_listen,
@@ -162,7 +185,9 @@ def evaluator_serve(
     console.print(
         f"evaluator {__version__} serving\n  state dir:       {root}\n"
         f"  agent channel:   {running.agent_address}\n"
-        f"  harness channel: {running.harness_address}\n{tokens}",
+        f"  harness channel: {running.harness_address}\n"
+        f"  job store:       {redacted(store_url) if store_url else root / 'jobs.sqlite3'}\n"
+        f"{tokens}",
         highlight=False,
     )
     while not stop.wait(1.0):

@@ -52,7 +52,7 @@ from ale_robotics.evaluator.sessions import SessionManager
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
 from ale_robotics.evaluator.state import StateDir
-from ale_robotics.evaluator.store import DEFAULT_LEASE_S, JobRecord, JobState, JobStore
+from ale_robotics.evaluator.store import DEFAULT_LEASE_S, JobRecord, JobState, open_store
 from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.seeds import HiddenSeed, derive_seeds, secret_commitment
 from ale_robotics.tasks.registry import Registry, TrainingBudget
@@ -92,6 +92,7 @@ class EvaluatorConfig:
         max_infra_retries_per_run: int = 3,
         free_infra_failures_per_run: int = 1,
         job_lease_s: float = DEFAULT_LEASE_S,
+        store_url: str | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.submission_volume = submission_volume
@@ -115,6 +116,10 @@ class EvaluatorConfig:
         """How long this process's hold on a running job lasts unrenewed (renewed every
         third of it): a job of a process that died is taken over this long after its
         last renewal, by an evaluator on the same state dir that may run it."""
+        self.store_url = store_url
+        """The job store (:func:`.store.open_store`): a path, ``sqlite:///PATH`` or
+        ``postgresql://...`` (replicas on several hosts share one database). None: the
+        SQLite file in the state dir."""
         self.worker_limits = worker_limits
         """Resource limits of rollout workers (None: :class:`WorkerLimits` defaults)."""
         if smoke_episodes is not None and smoke_episodes < 1:
@@ -148,7 +153,7 @@ class Evaluator:
         self._secret = self.state.secret()
         self.secret_sha256 = secret_commitment(self._secret)
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
-        self.store = JobStore(self.state.db_path, lease_s=config.job_lease_s)
+        self.store = open_store(config.store_url or self.state.db_path, lease_s=config.job_lease_s)
         self.pool = RolloutPool(config.workers, config.worker_limits)
         self.runs = RunRegistry(self.state.runs_path)
         # Practice steps per run, against the manifest's training budgets; kept in the

@@ -78,7 +78,7 @@ from ale_robotics.evaluator.result import (
     simulator_versions,
 )
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState, StoreUnavailable
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks.spec import TaskSpec
 
@@ -221,7 +221,8 @@ class JobRunner:
         while not self._stop.wait(every):
             try:
                 held = self._ev.store.renew()
-            except sqlite3.Error as exc:  # busy past the timeout: the next renewal retries
+            # SQLite busy past its timeout, or the database unreachable: the next one retries
+            except (sqlite3.Error, StoreUnavailable) as exc:
                 log.warning("cannot renew the job leases: %s", exc)
                 continue
             with self._lock:
@@ -236,11 +237,12 @@ class JobRunner:
                 next_reap = time.monotonic() + self._ev.store.lease_s / 3
                 try:
                     self._ev.reap_expired()
-                except sqlite3.Error as exc:
+                except (sqlite3.Error, StoreUnavailable) as exc:
                     log.warning("cannot requeue jobs with expired leases: %s", exc)
             try:
                 job = self._ev.store.claim_next(run_id=self._ev.config.run_id)
-            except sqlite3.Error as exc:  # another process held the write lock too long
+            # another process held the write lock too long, or the database is unreachable
+            except (sqlite3.Error, StoreUnavailable) as exc:
                 log.warning("cannot claim a job: %s", exc)
                 job = None
             if job is None:
