@@ -91,6 +91,23 @@ def evaluator_serve(
         ),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            metavar="local|ray",
+            help="Where rollouts run: 'local' (worker processes on this host) or 'ray' (Ray "
+            "tasks: a local Ray instance, or the cluster at --ray-address). Results are "
+            "identical.",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDR",
+            help="With --executor ray: the Ray cluster, e.g. HEAD_IP:6379 or 'auto' (this host "
+            "must be one of its nodes, see 'ray start'; default: start a local Ray instance).",
+        ),
+    ] = None,
     max_sessions: Annotated[
         int | None,
         typer.Option(help="Concurrent interactive sessions per run (overrides the tasks' limit)."),
@@ -139,9 +156,11 @@ def evaluator_serve(
         signal.signal(sig, lambda *_: stop.set())
 
     from ale_robotics.evaluator import EvaluatorConfig, serve
+    from ale_robotics.evaluator.execution import check_executor
     from ale_robotics.evaluator.store import DEFAULT_LEASE_S, redacted
     from ale_robotics.evaluator.store.factory import StoreKind, parse_store_url
 
+    check_executor(executor, ray_address)  # refused before anything starts, as the store
     store_url = None
     if store is not None:  # a mistyped URL is refused before anything starts
         where = parse_store_url(store)
@@ -165,6 +184,8 @@ def evaluator_serve(
             per_run_tokens=run_id is None,
             job_lease_s=DEFAULT_LEASE_S if job_lease_s is None else job_lease_s,
             store_url=store_url,
+            executor=executor,
+            ray_address=ray_address,
         ),
         agent_listen=agent_listen,
         harness_listen=harness_listen,
@@ -187,6 +208,8 @@ def evaluator_serve(
         f"  agent channel:   {running.agent_address}\n"
         f"  harness channel: {running.harness_address}\n"
         f"  job store:       {redacted(store_url) if store_url else root / 'jobs.sqlite3'}\n"
+        f"  executor:        {running.evaluator.pool.kind} ({running.evaluator.pool.workers} "
+        f"workers{', Ray at ' + ray_address if ray_address else ''})\n"
         f"{tokens}",
         highlight=False,
     )

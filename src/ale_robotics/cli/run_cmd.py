@@ -22,6 +22,9 @@ _EXAMPLE = """Examples:
   ale-robotics run td3-inverted-pendulum-v1 --agent "python train.py"
   --episodes 2 --budget 600
 
+  ale-robotics run td3-halfcheetah-vec-v1 --agent "python train.py"
+  --executor ray --ray-address HEAD_IP:6379
+
 The run directory (runs/<run_id>/ with agent.log, trajectory.jsonl and result.json) is \
 printed when the run starts. Exit codes: 0 scored (even 0.0), 1 the run failed \
 (infrastructure), 2 a usage error, 130 or 143 interrupted by Ctrl-C or SIGTERM \
@@ -79,6 +82,23 @@ def run(
         ),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            metavar="local|ray",
+            help="Where the embedded evaluator runs the rollouts: 'local' (worker processes "
+            "on this host) or 'ray' (Ray tasks: a local Ray instance, or the cluster at "
+            "--ray-address). Results are identical.",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ADDR",
+            help="With --executor ray: the Ray cluster to use, e.g. HEAD_IP:6379 or 'auto' "
+            "(this host must be one of its nodes; default: start a local Ray instance).",
+        ),
+    ] = None,
     episodes: Annotated[
         int | None,
         typer.Option(
@@ -129,6 +149,16 @@ def run(
     default_registry().get(task_id)  # an unknown id fails here, before any progress display
     if sandbox not in ("auto", "bwrap", "none"):
         raise typer.BadParameter("use 'auto', 'bwrap' or 'none'", param_hint="--sandbox")
+    if executor not in ("local", "ray"):
+        raise typer.BadParameter("use 'local' or 'ray'", param_hint="--executor")
+    if ray_address is not None and executor != "ray":
+        raise typer.BadParameter("goes with --executor ray", param_hint="--ray-address")
+    if evaluator is not None and (executor != "local" or ray_address is not None):
+        raise typer.BadParameter(
+            "a running evaluator (--evaluator) has its own executor: start it with "
+            "'ale-robotics evaluator serve --executor ray'",
+            param_hint="--executor",
+        )
     from ale_robotics.harness.sandbox import sandbox_available
 
     if sandbox == "none" or (sandbox == "auto" and not sandbox_available()):
@@ -165,6 +195,8 @@ def run(
         cpus=cpus,
         memory_bytes=None if memory_mib is None else memory_mib * 1024**2,
         pids_max=pids_max,
+        executor=executor,
+        ray_address=ray_address,
     )
     harden_harness_process()
 

@@ -31,7 +31,7 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
 )
 from ale_robotics.evaluator.eval_record import EVAL_SESSION_TOKEN, fail_interrupted
-from ale_robotics.evaluator.pool import RolloutPool, WorkerLimits
+from ale_robotics.evaluator.execution import WorkerLimits, check_executor, make_executor
 from ale_robotics.evaluator.result import (
     EvalResult,
     SmokeRun,
@@ -93,6 +93,8 @@ class EvaluatorConfig:
         free_infra_failures_per_run: int = 1,
         job_lease_s: float = DEFAULT_LEASE_S,
         store_url: str | None = None,
+        executor: str = "local",
+        ray_address: str | None = None,
     ) -> None:
         self.state_dir = state_dir
         self.submission_volume = submission_volume
@@ -122,6 +124,11 @@ class EvaluatorConfig:
         SQLite file in the state dir."""
         self.worker_limits = worker_limits
         """Resource limits of rollout workers (None: :class:`WorkerLimits` defaults)."""
+        check_executor(executor, ray_address)
+        self.executor = executor
+        """Where the shards run (:func:`.execution.make_executor`): 'local' worker
+        processes, or 'ray' (a local Ray instance, or the cluster at ``ray_address``)."""
+        self.ray_address = ray_address
         if smoke_episodes is not None and smoke_episodes < 1:
             raise ValueError(f"smoke_episodes must be at least 1, got {smoke_episodes}")
         self.smoke_episodes = smoke_episodes
@@ -154,7 +161,12 @@ class Evaluator:
         self.secret_sha256 = secret_commitment(self._secret)
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
         self.store = open_store(config.store_url or self.state.db_path, lease_s=config.job_lease_s)
-        self.pool = RolloutPool(config.workers, config.worker_limits)
+        self.pool = make_executor(
+            config.executor,
+            workers=config.workers,
+            limits=config.worker_limits,
+            ray_address=config.ray_address,
+        )
         self.runs = RunRegistry(self.state.runs_path)
         # Practice steps per run, against the manifest's training budgets; kept in the
         # state dir so that a restart does not hand a run its budget again.

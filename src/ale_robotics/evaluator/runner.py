@@ -1,8 +1,9 @@
 """The batch job runner: one thread taking queued jobs one at a time.
 
 For each job: re-read the frozen snapshot (checking its SHA-256), validate it
-without running agent code, run the native pipeline on the hidden seeds in the
-worker pool, then store the ``EvalResult`` and the signed events.
+without running agent code, run the native pipeline on the hidden seeds on the
+executor (:mod:`.execution`: local worker processes or Ray), then store the
+``EvalResult`` and the signed events.
 
 Whose failure, and what it costs:
 
@@ -39,7 +40,7 @@ process holds every third of ``config.job_lease_s``, however long a shard
 runs; the loop requeues jobs whose lease expired (another process died with
 them) as often. Every event and transition of a job is conditional on still
 holding it. A job can stop being this runner's three ways, and each stops its
-rollouts at once (:class:`.pool.RolloutAborted`), quietly, recording nothing:
+rollouts at once (:class:`.execution.RolloutAborted`), quietly, recording nothing:
 
 * cancelled (:meth:`JobRunner.cancel`, from ``Evaluator.cancel_run``): the job is
   CANCELLED already; its snapshot is deleted.
@@ -65,10 +66,10 @@ from typing import TYPE_CHECKING, Any
 
 from ale_robotics import __version__
 from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_formats
+from ale_robotics.evaluator.execution import RolloutAborted, WorkerCrashed
 from ale_robotics.evaluator.metrics import NonFiniteMetric
 from ale_robotics.evaluator.pipeline import PolicyFault, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
-from ale_robotics.evaluator.pool import RolloutAborted, WorkerCrashed
 from ale_robotics.evaluator.result import (
     EpisodeRecord,
     EvalResult,
@@ -357,6 +358,7 @@ class JobRunner:
                 "attempt": job.attempts,
                 "episodes": len(runs),
                 "workers": self._ev.pool.workers,
+                "executor": self._ev.pool.kind,
             },
         )
         t0 = time.monotonic()

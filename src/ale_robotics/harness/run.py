@@ -149,6 +149,10 @@ class RunOptions:
     task's budget, else all."""
     pids_max: int | None = 4096
     """Most processes and threads the agent may have at once (its cgroup's pids.max)."""
+    executor: str = "local"
+    """Where the embedded evaluator runs the shards: 'local' worker processes or 'ray'."""
+    ray_address: str | None = None
+    """With executor 'ray': the cluster to connect to (None: a local Ray instance)."""
 
 
 @dataclass
@@ -322,6 +326,8 @@ def _connect_and_drive(
                     workers=opts.workers,
                     job_deadline_s=opts.job_timeout_s,
                     smoke_episodes=opts.episodes,
+                    executor=opts.executor,
+                    ray_address=opts.ray_address,
                 ),
                 # The agent socket gets a directory of its own: the sandbox binds
                 # that whole directory, which must not hold the harness socket.

@@ -1,0 +1,150 @@
+"""The Ray executor: results bit-identical to the local executor's, and Ray's own cases
+(a shard's time limit, a node with other package versions, an address, Ray missing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from dataclasses import asdict
+
+import pytest
+from execution_helpers import stable_weights, with_layout
+from helpers import random_weights
+
+from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.evaluator import EvaluatorConfig
+from ale_robotics.evaluator.execution import (
+    Executor,
+    ExecutorUnavailable,
+    WorkerCrashed,
+    make_executor,
+)
+from ale_robotics.evaluator.plan import episode_plan
+from ale_robotics.seeds import derive_seeds
+from ale_robotics.tasks import Registry
+
+SECRET = b"\x07" * 32
+
+
+@pytest.mark.parametrize(
+    ("task_id", "scale"),
+    [("td3-inverted-pendulum-v1", 0.3), ("td3-halfcheetah-vec-v1", 0.2)],
+)
+def test_bit_identical_to_the_local_executor(
+    task_id: str,
+    scale: float,
+    registry: Registry,
+    local_executor: Executor,
+    ray_executor: Executor,
+) -> None:
+    """A job's episodes (its hidden seeds, the task's own layout) on both executors."""
+    task = registry.get(task_id)
+    weights = random_weights(task, seed=11, scale=scale)
+    runs = episode_plan(task, derive_seeds(task.eval.base_seeds, "run-ray-1", SECRET))
+    seeds, indices = [s for _, s in runs], [i for i, _ in runs]
+    local = local_executor.run(task, weights, seeds, indices=indices)
+    ray = ray_executor.run(task, weights, seeds, indices=indices)
+    assert len(local) == task.eval.episodes
+    # dataclass equality: every return, length and flag exactly equal (floats bit for bit)
+    assert ray == local
+    assert [o.ret.hex() for o in ray] == [o.ret.hex() for o in local]
+
+
+def test_a_shard_past_its_time_limit_is_worker_crashed(task, ray_executor: Executor) -> None:
+    from ale_robotics.evaluator.execution.ray import RayExecutor
+
+    assert isinstance(ray_executor, RayExecutor)
+    strict = RayExecutor(2, shard_timeout_s=0.2)  # shares this process's Ray connection
+    try:
+        with pytest.raises(WorkerCrashed, match=r"time limit of 0\.2s"):
+            # one shard of 60 full-length episodes: about 2 s
+            strict.run(with_layout(task, 60), stable_weights(task), list(range(60)))
+    finally:
+        strict.shutdown()
+    assert ray_executor.run(task, random_weights(task), [1, 2]) != []  # Ray still up
+
+
+def test_a_worker_with_other_package_versions_is_worker_crashed(
+    task, ray_executor: Executor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack = {**ray_executor._stack, "mujoco": "0.0.1"}  # type: ignore[attr-defined]
+    monkeypatch.setattr(ray_executor, "_stack", stack)
+    with pytest.raises(WorkerCrashed, match=r"different software stack: mujoco \S+ \(evaluator: "):
+        ray_executor.run(task, random_weights(task), [1, 2, 3])
+
+
+def test_connects_to_a_running_cluster_by_address(task, ray_executor: Executor) -> None:
+    """Another process joins this module's Ray instance by its address (as an evaluator
+    joins a cluster with --ray-address) and computes the same episodes; its own SIGTERM
+    handler (the harness's, ``evaluator serve``'s) survives ``ray.init``."""
+    import ray
+
+    address = ray.get_runtime_context().gcs_address
+    weights = random_weights(task, seed=4, scale=0.3)
+    script = textwrap.dedent(
+        f"""
+        import json
+        from dataclasses import asdict
+        import numpy as np
+        from ale_robotics.evaluator.execution import make_executor
+        from ale_robotics.tasks import default_registry
+        task = default_registry().get({task.id!r})
+        rng = np.random.default_rng(4)
+        w = {{r.key: (rng.standard_normal(r.shape) * 0.3).astype(r.dtype)
+             for r in task.contract.tensors}}
+        import signal
+        def mine(*_):
+            pass
+        signal.signal(signal.SIGTERM, mine)
+        ex = make_executor("ray", ray_address={address!r})
+        assert signal.getsignal(signal.SIGTERM) is mine, "ray.init took over SIGTERM"
+        try:
+            out = ex.run(task, w, list(range(100, 110)))
+            print(json.dumps({{"workers": ex.workers, "out": [asdict(o) for o in out]}}))
+        finally:
+            ex.shutdown()
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["workers"] == 2  # the cluster's CPUs
+    mine = ray_executor.run(task, weights, list(range(100, 110)))
+    assert doc["out"] == [asdict(o) for o in mine]
+
+
+def test_an_unreachable_address_fails_fast() -> None:
+    from ale_robotics.evaluator.execution.ray import _check_reachable
+
+    with pytest.raises(ExecutorUnavailable, match=r"cannot reach the Ray cluster at 127.0.0.1:1"):
+        _check_reachable("127.0.0.1:1")
+
+
+def test_one_ray_connection_per_process(ray_executor: Executor) -> None:
+    with pytest.raises(ExecutorUnavailable, match="one Ray connection per process"):
+        make_executor("ray", ray_address="127.0.0.1:1")
+
+
+def test_without_ray_installed_the_error_names_the_package(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" raises ImportError
+    monkeypatch.delitem(sys.modules, "ale_robotics.evaluator.execution.ray")
+    with pytest.raises(ExecutorUnavailable, match=r"needs Ray: pip install 'ray==2\.60\.0'"):
+        make_executor("ray")
+    assert make_executor("local", workers=1).kind == "local"  # the local one needs no Ray
+
+
+def test_executor_names_are_checked(tmp_path) -> None:
+    with pytest.raises(InvalidArgumentError, match="unknown executor 'spark'"):
+        make_executor("spark")
+    with pytest.raises(InvalidArgumentError, match="goes with the ray executor"):
+        make_executor("local", ray_address="10.0.0.1:6379")
+    with pytest.raises(InvalidArgumentError, match="unknown executor"):
+        EvaluatorConfig(tmp_path, None, executor="spark")
+    cfg = EvaluatorConfig(tmp_path, None, executor="ray", ray_address="10.0.0.1:6379")
+    assert (cfg.executor, cfg.ray_address) == ("ray", "10.0.0.1:6379")
