@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
 import numpy as np
 
-from ale_robotics.tasks import TaskSpec
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.tasks import Registry, TaskSpec
 
 TASK_ID = "td3-inverted-pendulum-v1"
 
@@ -16,3 +22,22 @@ def random_weights(task: TaskSpec, seed: int = 0, scale: float = 0.1) -> dict[st
     return {
         r.key: (rng.standard_normal(r.shape) * scale).astype(r.dtype) for r in task.contract.tensors
     }
+
+
+@contextlib.contextmanager
+def run_bound_evaluator(
+    registry: Registry, task_id: str, run_id: str
+) -> Iterator[RunningEvaluator]:
+    """A real evaluator serving one task for one run on Unix sockets in a temp dir (short
+    enough for the 108-byte socket path limit), as the harness starts one; stopped after."""
+    with tempfile.TemporaryDirectory(prefix="ale-") as d:
+        running = serve(
+            EvaluatorConfig(Path(d) / "state", None, task_id=task_id, run_id=run_id, workers=1),
+            agent_listen=f"unix://{d}/a.sock",
+            harness_listen=f"unix://{d}/h.sock",
+            registry=registry,
+        )
+        try:
+            yield running
+        finally:
+            running.stop(grace=0.5)

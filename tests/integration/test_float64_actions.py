@@ -9,16 +9,15 @@ local Gymnasium on the same seeds; equality is exact.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import run_bound_evaluator
 
 from ale_robotics.client import AleClient, RemoteEnv, RemoteVectorEnv
-from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import RunningEvaluator
 from ale_robotics.tasks import Registry
 
 TASK = "td3-hopper-v1"
@@ -28,17 +27,8 @@ RUN = "run-f64-1"
 
 @pytest.fixture(scope="module")
 def hevaluator(registry: Registry) -> Iterator[RunningEvaluator]:
-    with tempfile.TemporaryDirectory(prefix="ale-f-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, task_id=TASK, run_id=RUN, workers=1),
-            agent_listen=f"unix://{d}/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-            registry=registry,
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
+    with run_bound_evaluator(registry, TASK, RUN) as running:
+        yield running
 
 
 def _agent(ev: RunningEvaluator) -> AleClient:

@@ -14,7 +14,6 @@ import os
 import pickle
 import subprocess
 import sys
-import tempfile
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
+from helpers import run_bound_evaluator
 
 from ale_robotics.client import AleClient, RemoteEnv, RemoteVectorEnv
 from ale_robotics.errors import AleError, FailedPreconditionError, InvalidArgumentError
@@ -36,17 +36,8 @@ RUN = "run-gym-1"
 
 @pytest.fixture(scope="module")
 def gevaluator(registry: Registry) -> Iterator[RunningEvaluator]:
-    with tempfile.TemporaryDirectory(prefix="ale-g-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, task_id=TASK, run_id=RUN, workers=1),
-            agent_listen=f"unix://{d}/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-            registry=registry,
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
+    with run_bound_evaluator(registry, TASK, RUN) as running:
+        yield running
 
 
 def _agent(ev: RunningEvaluator, task: str = TASK) -> AleClient:

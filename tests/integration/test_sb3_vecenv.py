@@ -9,22 +9,21 @@ Real gRPC on real Unix sockets; training runs are kept to a few thousand steps.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from helpers import run_bound_evaluator
 from stable_baselines3 import PPO
 from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor, VecNormalize
 
 from ale_robotics.client import AleClient
 from ale_robotics.client.sb3 import RemoteVecEnv
-from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import RunningEvaluator
 from ale_robotics.tasks import Registry
 
 TASK = "td3-inverted-double-pendulum-v1"
@@ -34,17 +33,8 @@ RUN = "run-sb3-1"
 
 @pytest.fixture(scope="module")
 def bevaluator(registry: Registry) -> Iterator[RunningEvaluator]:
-    with tempfile.TemporaryDirectory(prefix="ale-b-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, task_id=TASK, run_id=RUN, workers=1),
-            agent_listen=f"unix://{d}/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-            registry=registry,
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
+    with run_bound_evaluator(registry, TASK, RUN) as running:
+        yield running
 
 
 def _venv(ev: RunningEvaluator, n: int) -> RemoteVecEnv:

@@ -8,19 +8,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 from grpc_reflection.v1alpha import reflection_pb2
+from helpers import run_bound_evaluator
 
 from ale_robotics.client import AleClient, RemoteSession
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import RunningEvaluator
 from ale_robotics.tasks import Registry
 
 TASK = "td3-inverted-double-pendulum-v1"
@@ -29,17 +28,8 @@ RUN = "run-edge-1"
 
 @pytest.fixture(scope="module")
 def eevaluator(registry: Registry) -> Iterator[RunningEvaluator]:
-    with tempfile.TemporaryDirectory(prefix="ale-e-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, task_id=TASK, run_id=RUN, workers=1),
-            agent_listen=f"unix://{d}/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-            registry=registry,
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
+    with run_bound_evaluator(registry, TASK, RUN) as running:
+        yield running
 
 
 def _reflect(address: str, version: str, request: reflection_pb2.ServerReflectionRequest) -> Any:

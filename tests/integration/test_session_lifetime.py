@@ -15,19 +15,18 @@ import queue
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import grpc
 import pytest
+from helpers import run_bound_evaluator
 
 from ale_robotics.client import AleClient, RemoteEnv, RemoteVectorEnv
 from ale_robotics.errors import ResourceExhaustedError
-from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import RunningEvaluator
 from ale_robotics.tasks import Registry
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
@@ -39,17 +38,8 @@ RUN = "run-life-1"
 @pytest.fixture(scope="module")
 def levaluator(registry: Registry) -> Iterator[RunningEvaluator]:
     """A real evaluator bound to one run, as the harness starts it (max_sessions = 8)."""
-    with tempfile.TemporaryDirectory(prefix="ale-l-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, task_id=TASK, run_id=RUN, workers=1),
-            agent_listen=f"unix://{d}/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-            registry=registry,
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
+    with run_bound_evaluator(registry, TASK, RUN) as running:
+        yield running
 
 
 def _agent(ev: RunningEvaluator) -> AleClient:

@@ -9,19 +9,18 @@ Unix sockets.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from helpers import run_bound_evaluator
 
 from ale_robotics.client import AleClient, RemoteVectorEnv
 from ale_robotics.errors import FailedPreconditionError
-from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import RunningEvaluator
 from ale_robotics.tasks import Registry
 
 TASK = "td3-inverted-double-pendulum-v1"
@@ -32,17 +31,8 @@ N = 3
 
 @pytest.fixture(scope="module")
 def vevaluator(registry: Registry) -> Iterator[RunningEvaluator]:
-    with tempfile.TemporaryDirectory(prefix="ale-v-") as d:
-        running = serve(
-            EvaluatorConfig(Path(d) / "state", None, task_id=TASK, run_id=RUN, workers=1),
-            agent_listen=f"unix://{d}/a.sock",
-            harness_listen=f"unix://{d}/h.sock",
-            registry=registry,
-        )
-        try:
-            yield running
-        finally:
-            running.stop(grace=0.5)
+    with run_bound_evaluator(registry, TASK, RUN) as running:
+        yield running
 
 
 def _pair(
