@@ -21,7 +21,7 @@ import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,6 +32,8 @@ from ale_robotics.errors import AleError
 
 __all__ = [
     "AleTyper",
+    "ExecutorOpt",
+    "RayAddressOpt",
     "absolute",
     "app",
     "console",
@@ -128,3 +130,25 @@ def emit_json(doc: object, *, indent: int | None = None) -> None:
 def absolute(path: Path | None) -> Path | None:
     """``path`` against the caller's directory (the harness later leaves it)."""
     return None if path is None else path.absolute()
+
+
+ExecutorOpt = Annotated[
+    str,
+    typer.Option(
+        metavar="local|ray",
+        help="Where the evaluator runs the rollouts: 'local' (worker processes on this host) "
+        "or 'ray' (Ray tasks: a local Ray instance, or the cluster at --ray-address). "
+        "Results are identical.",
+    ),
+]
+"""``--executor``, shared by ``run`` (its embedded evaluator) and ``evaluator serve``."""
+
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="ADDR",
+        help="With --executor ray: the Ray cluster, e.g. HEAD_IP:6379 or 'auto' (this host "
+        "must be one of its nodes, see 'ray start'; default: start a local Ray instance).",
+    ),
+]
+"""``--ray-address``, shared by ``run`` and ``evaluator serve``."""

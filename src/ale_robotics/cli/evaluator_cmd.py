@@ -27,7 +27,7 @@ from typing import Annotated
 import typer
 
 from ale_robotics import __version__
-from ale_robotics.cli.app import console, evaluator_app, friendly
+from ale_robotics.cli.app import ExecutorOpt, RayAddressOpt, console, evaluator_app, friendly
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.paths import state_home
 
@@ -91,23 +91,8 @@ def evaluator_serve(
         ),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
-    executor: Annotated[
-        str,
-        typer.Option(
-            metavar="local|ray",
-            help="Where rollouts run: 'local' (worker processes on this host) or 'ray' (Ray "
-            "tasks: a local Ray instance, or the cluster at --ray-address). Results are "
-            "identical.",
-        ),
-    ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            metavar="ADDR",
-            help="With --executor ray: the Ray cluster, e.g. HEAD_IP:6379 or 'auto' (this host "
-            "must be one of its nodes, see 'ray start'; default: start a local Ray instance).",
-        ),
-    ] = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     max_sessions: Annotated[
         int | None,
         typer.Option(help="Concurrent interactive sessions per run (overrides the tasks' limit)."),

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from ale_robotics.cli.app import absolute, app, console, friendly
+from ale_robotics.cli.app import ExecutorOpt, RayAddressOpt, absolute, app, console, friendly
 
 __all__: list[str] = []
 
@@ -82,23 +82,8 @@ def run(
         ),
     ] = None,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
-    executor: Annotated[
-        str,
-        typer.Option(
-            metavar="local|ray",
-            help="Where the embedded evaluator runs the rollouts: 'local' (worker processes "
-            "on this host) or 'ray' (Ray tasks: a local Ray instance, or the cluster at "
-            "--ray-address). Results are identical.",
-        ),
-    ] = "local",
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            metavar="ADDR",
-            help="With --executor ray: the Ray cluster to use, e.g. HEAD_IP:6379 or 'auto' "
-            "(this host must be one of its nodes; default: start a local Ray instance).",
-        ),
-    ] = None,
+    executor: ExecutorOpt = "local",
+    ray_address: RayAddressOpt = None,
     episodes: Annotated[
         int | None,
         typer.Option(
