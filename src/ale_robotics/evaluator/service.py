@@ -535,7 +535,10 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             progress=pb.Progress(
                 episodes_done=done, episodes_total=job.episodes_total, coarse=coarse
             ),
-            queue_position=self._ev.store.queue_position(job.job_id),
+            # an embedded evaluator runs only its run's jobs: other runs' are not ahead
+            queue_position=self._ev.store.queue_position(
+                job.job_id, same_run=self._ev.config.run_id is not None
+            ),
             failure_source=_FAILURE[job.failure_source],
             failure_reason=job.failure_reason,
             heartbeat_unix=heartbeat,

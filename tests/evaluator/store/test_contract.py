@@ -546,6 +546,20 @@ def test_queue_position_counts_queued_jobs_of_every_run_ahead(backend: Backend) 
     assert [store.queue_position(j) for j in (a, b, c)] == [0, 0, 1]
 
 
+def test_queue_position_of_a_run_counts_only_its_own_jobs(backend: Backend) -> None:
+    """An embedded evaluator runs only its run's jobs: another run's queued jobs on the
+    shared state dir are not ahead of them there."""
+    store = backend.open()
+    other1, other2 = _new(store, "o1", run="other"), _new(store, "o2", run="other")
+    mine1, mine2 = _new(store, "m1", run="mine"), _new(store, "m2", run="mine")
+    assert [store.queue_position(j) for j in (mine1, mine2)] == [3, 4]
+    assert [store.queue_position(j, same_run=True) for j in (mine1, mine2)] == [1, 2]
+    assert [store.queue_position(j, same_run=True) for j in (other1, other2)] == [1, 2]
+    store.claim_next(run_id="mine")
+    assert store.queue_position(mine2, same_run=True) == 1
+    assert store.queue_position(mine1, same_run=True) == 0
+
+
 # ------------------------------------------------------------------ events --
 
 

@@ -276,8 +276,13 @@ class JobStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    def queue_position(self, job_id: str) -> int:
-        """0 when running or done; otherwise 1 + the number of queued jobs ahead of it."""
+    def queue_position(self, job_id: str, *, same_run: bool = False) -> int:
+        """0 when running or done; otherwise 1 + the number of queued jobs ahead of it.
+
+        ``same_run``: count only the job's own run's jobs ahead, for an evaluator that
+        runs only that run's jobs (an embedded one): other runs' queued jobs on a shared
+        state dir are not ahead of it there.
+        """
 
     @abc.abstractmethod
     def holds(self, job_id: str) -> bool:

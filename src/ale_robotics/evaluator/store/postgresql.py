@@ -256,11 +256,14 @@ class PostgresJobStore(JobStore):
         )
         return int(n)
 
-    def queue_position(self, job_id: str) -> int:
+    def queue_position(self, job_id: str, *, same_run: bool = False) -> int:
+        scope = " AND q.run_id = j.run_id" if same_run else ""
+
         def read(cur: Cursor) -> int:
             cur.execute(
                 "SELECT CASE WHEN j.state = %s THEN 1 + (SELECT COUNT(*) FROM jobs q "
-                "WHERE q.state = %s AND q.seq < j.seq) ELSE 0 END FROM jobs j WHERE job_id = %s",
+                f"WHERE q.state = %s AND q.seq < j.seq{scope}) ELSE 0 END FROM jobs j "
+                "WHERE job_id = %s",
                 (_QUEUED, _QUEUED, job_id),
             )
             row = cur.fetchone()

@@ -242,16 +242,17 @@ class SqliteJobStore(JobStore):
             ).fetchone()
         return int(n)
 
-    def queue_position(self, job_id: str) -> int:
+    def queue_position(self, job_id: str, *, same_run: bool = False) -> int:
         with self._lock:
             row = self._db.execute(
-                "SELECT seq, state FROM jobs WHERE job_id = ?", (job_id,)
+                "SELECT seq, state, run_id FROM jobs WHERE job_id = ?", (job_id,)
             ).fetchone()
             if row is None or row[1] != JobState.QUEUED.value:
                 return 0
+            scope, args = (" AND run_id = ?", (row[2],)) if same_run else ("", ())
             (ahead,) = self._db.execute(
-                "SELECT COUNT(*) FROM jobs WHERE state = ? AND seq < ?",
-                (JobState.QUEUED.value, row[0]),
+                f"SELECT COUNT(*) FROM jobs WHERE state = ? AND seq < ?{scope}",
+                (JobState.QUEUED.value, row[0], *args),
             ).fetchone()
         return int(ahead) + 1
 
