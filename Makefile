@@ -39,6 +39,7 @@ demo: venv sandbox-deps
 lint: venv
 	$(BIN)/ruff check $(SRC_DIRS)
 	$(BIN)/ruff format --check $(SRC_DIRS)
+	$(BIN)/lint-imports
 
 typecheck: venv
 	$(BIN)/mypy
@@ -55,4 +56,4 @@ proto: venv
 	$(BIN)/python scripts/gen_proto.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache

@@ -11,13 +11,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ale_robotics.client.sdk import AleClient
 from ale_robotics.client.session import RemoteSession, SessionKindName, StepTransport
 from ale_robotics.errors import InvalidArgumentError
 
-__all__ = ["Connector", "Endpoint", "SessionProps", "connector", "render_metadata"]
+if TYPE_CHECKING:
+    from gymnasium.envs.registration import EnvSpec
+
+__all__ = [
+    "ENTRY_POINT",
+    "Connector",
+    "Endpoint",
+    "SessionProps",
+    "connector",
+    "env_spec",
+    "render_metadata",
+]
+
+ENTRY_POINT = "ale_robotics.client:RemoteEnv"
+"""What ``gym.register(..., entry_point=ENTRY_POINT, kwargs={"task_id": ...})`` takes."""
+
+
+def env_spec(session: RemoteSession, entry_point: str, **kwargs: Any) -> EnvSpec:
+    """The ``EnvSpec`` of a remote env: its task, entry point and the server's step limit."""
+    from gymnasium.envs.registration import EnvSpec
+
+    return EnvSpec(
+        id=f"ale-robotics/{session.view.task.id}",
+        entry_point=entry_point,
+        max_episode_steps=session.max_episode_steps,
+        kwargs={"task_id": session.view.task.id, "kind": session.kind, **kwargs},
+    )
 
 
 def render_metadata(session: RemoteSession) -> dict[str, Any]:

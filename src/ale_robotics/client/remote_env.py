@@ -60,9 +60,16 @@ import gymnasium as gym
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.client._envbase import Endpoint, SessionProps, connector, render_metadata
+from ale_robotics.client._envbase import (
+    ENTRY_POINT,
+    Endpoint,
+    SessionProps,
+    connector,
+    env_spec,
+    render_metadata,
+)
 from ale_robotics.client.sdk import AleClient
-from ale_robotics.client.session import RemoteSession, SessionKindName, StepTransport
+from ale_robotics.client.session import SessionKindName, StepTransport
 
 if TYPE_CHECKING:
     from gymnasium.envs.registration import EnvSpec
@@ -72,21 +79,6 @@ if TYPE_CHECKING:
 __all__ = ["ENTRY_POINT", "RemoteEnv", "RemoteVectorEnv"]
 
 Obs = npt.NDArray[Any]
-
-ENTRY_POINT = "ale_robotics.client:RemoteEnv"
-"""What ``gym.register(..., entry_point=ENTRY_POINT, kwargs={"task_id": ...})`` takes."""
-
-
-def env_spec(session: RemoteSession, entry_point: str, **kwargs: Any) -> EnvSpec:
-    """The ``EnvSpec`` of a remote env: its task, entry point and the server's step limit."""
-    from gymnasium.envs.registration import EnvSpec
-
-    return EnvSpec(
-        id=f"ale-robotics/{session.view.task.id}",
-        entry_point=entry_point,
-        max_episode_steps=session.max_episode_steps,
-        kwargs={"task_id": session.view.task.id, "kind": session.kind, **kwargs},
-    )
 
 
 class RemoteEnv(SessionProps, gym.Env[Obs, Obs]):
@@ -205,7 +197,10 @@ class RemoteEnv(SessionProps, gym.Env[Obs, Obs]):
 
 
 def __getattr__(name: str) -> Any:
-    if name == "RemoteVectorEnv":  # its home is .vector_env (Gymnasium >= 1.0 only)
+    """``RemoteVectorEnv`` on first use: its module needs Gymnasium >= 1.0, and under 0.29
+    (CleanRL's pin) importing ``RemoteEnv`` must still work. Not a cycle: vector_env does
+    not import this module (an import-linter contract)."""
+    if name == "RemoteVectorEnv":
         from ale_robotics.client.vector_env import RemoteVectorEnv
 
         return RemoteVectorEnv

@@ -39,8 +39,14 @@ except ImportError as exc:  # Gymnasium 0.x: another vector API (CleanRL pins 0.
         "gymnasium.vector.SyncVectorEnv there (one session per env)"
     ) from exc
 
-from ale_robotics.client._envbase import Endpoint, SessionProps, connector, render_metadata
-from ale_robotics.client.remote_env import ENTRY_POINT, env_spec
+from ale_robotics.client._envbase import (
+    ENTRY_POINT,
+    Endpoint,
+    SessionProps,
+    connector,
+    env_spec,
+    render_metadata,
+)
 from ale_robotics.client.sdk import AleClient
 from ale_robotics.client.session import SessionKindName, StepTransport
 from ale_robotics.errors import InvalidArgumentError

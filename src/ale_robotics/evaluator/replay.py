@@ -46,7 +46,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib import format as npy_format
 
-from ale_robotics.evaluator.pipeline import EpisodeOutcome
+from ale_robotics.evaluator.episode import EpisodeOutcome
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.spec import FileFormat, TaskSpec, TensorRule

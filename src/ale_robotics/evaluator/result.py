@@ -20,12 +20,11 @@ import platform
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-if TYPE_CHECKING:
-    from ale_robotics.evaluator.pipeline import EpisodeOutcome
+from ale_robotics.evaluator.episode import EpisodeOutcome
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -286,8 +285,6 @@ def episode_outcomes(
 ) -> list[EpisodeOutcome]:
     """Back to the pipeline's outcomes, from which :func:`.metrics.compute` gives the metrics
     (bit for bit the evaluator's: the same values in the same order)."""
-    from ale_robotics.evaluator.pipeline import EpisodeOutcome
-
     if isinstance(outcomes, PlanningOutcomes):
         return [
             EpisodeOutcome(

@@ -23,6 +23,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import FileFormat, SubmissionContract
 
 __all__ = ["MAX_PATH_BYTES", "SnapshotFile", "SubmissionRejected", "snapshot_submission"]
@@ -31,16 +32,6 @@ _CHUNK = 1 << 20
 MAX_PATH_BYTES = 1024
 """Longest submission path accepted (UTF-8 bytes); longer ones are rejected, not echoed."""
 _SHOWN_CHARS = 120
-
-
-class SubmissionRejected(Exception):
-    """The submission breaks a rule; ends the job as REJECTED with this message."""
-
-    def __init__(self, file: str, rule: str, detail: str) -> None:
-        self.file = file
-        self.rule = rule
-        self.detail = detail
-        super().__init__(f"{file}: {detail} (rule: {rule})")
 
 
 class SnapshotFile:

@@ -22,13 +22,20 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import yaml
 
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
+from ale_robotics.evaluator.snapshot import SnapshotFile
+from ale_robotics.submission.rejected import SubmissionRejected
+from ale_robotics.submission.rejected import first_line as _first_line
+from ale_robotics.submission.rejected import quote_key as _key
+from ale_robotics.submission.yaml_strict import (
+    YAML_MAX_ALIASES,
+    YAML_MAX_DEPTH,
+    YAML_MAX_NODES,
+    load_yaml_strict,
+)
 from ale_robotics.tasks.spec import FileFormat, SubmissionContract, TensorRule
 
 __all__ = [
@@ -45,26 +52,6 @@ Weights = dict[str, npt.NDArray[np.floating]]
 
 _MAX_KEYS = 4096
 """More tensors than any contract could name; refused before looking at them."""
-_DETAIL_CHARS = 300
-
-YAML_MAX_DEPTH = 32
-"""Deepest nesting of collections a YAML submission may have."""
-YAML_MAX_ALIASES = 64
-"""Most ``*alias`` references in one YAML document."""
-YAML_MAX_NODES = 100_000
-"""Most nodes after expanding every alias (a billion-laughs document has ~10^9)."""
-
-
-def _key(key: object) -> str:
-    """An agent-chosen key as shown in messages: ``repr``, at most 80 characters."""
-    text = repr(key)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return first[:_DETAIL_CHARS]
 
 
 def _load_safetensors(path: Path, shown: str) -> dict[str, npt.NDArray[np.generic]]:
@@ -222,151 +209,3 @@ def load_weights(files: list[SnapshotFile], contract: SubmissionContract) -> Wei
     else:
         raise SubmissionRejected(policy.name, "format", f"{policy.format} is not a weights format")
     return validate_tensors(tensors, contract.tensors, policy.name)
-
-
-# ------------------------------------------------------------------- YAML --
-
-
-class _YamlLimit(Exception):
-    def __init__(self, rule: str, detail: str) -> None:
-        super().__init__(detail)
-        self.rule = rule
-        self.detail = detail
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """The safe loader (no Python tags) that counts while it composes.
-
-    Depth and alias counts are enforced during composition, before the document
-    is built, so a deeply nested or alias-heavy input stops early instead of
-    recursing past the interpreter's limit or expanding in memory.
-    """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.depth = 0
-        self.aliases = 0
-        self.nodes = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > YAML_MAX_ALIASES:
-                raise _YamlLimit(
-                    "yaml aliases", f"uses more than {YAML_MAX_ALIASES} aliases (*name)"
-                )
-            return super().compose_node(parent, index)
-        self.nodes += 1
-        if self.nodes > YAML_MAX_NODES:
-            raise _YamlLimit("yaml size", f"has more than {YAML_MAX_NODES} nodes")
-        self.depth += 1
-        try:
-            if self.depth > YAML_MAX_DEPTH:
-                raise _YamlLimit("yaml depth", f"nests deeper than {YAML_MAX_DEPTH} levels")
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        if isinstance(node, yaml.MappingNode):
-            seen: set[tuple[str, str]] = set()
-            for key_node, _ in node.value:
-                if isinstance(key_node, yaml.ScalarNode):
-                    ident = (key_node.tag, key_node.value)
-                    if ident in seen:
-                        raise _YamlLimit(
-                            "yaml duplicate keys",
-                            f"mapping key {_key(key_node.value)} appears twice",
-                        )
-                    seen.add(ident)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    if isinstance(node, yaml.MappingNode):
-        return [n for pair in node.value for n in pair]
-    return []
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """Nodes the document would have with every alias expanded; rejects cycles.
-
-    Iterative and memoized over the node graph (aliases share node objects), so
-    it costs one visit per node however large the expansion.
-    """
-    size: dict[int, int] = {}
-    active: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        ident = id(node)
-        if children_done:
-            active.discard(ident)
-            total = 1 + sum(size[id(c)] for c in _children(node))
-            size[ident] = min(total, YAML_MAX_NODES + 1)
-            continue
-        if ident in size:
-            continue
-        if ident in active:
-            raise _YamlLimit("yaml aliases", "an alias refers to a node that contains it")
-        active.add(ident)
-        stack.append((node, True))
-        for child in _children(node):
-            cid = id(child)
-            if cid in active:
-                raise _YamlLimit("yaml aliases", "an alias refers to a node that contains it")
-            if cid not in size:
-                stack.append((child, False))
-    return size[id(root)]
-
-
-def load_yaml_strict(path: Path, shown: str, max_bytes: int) -> object:
-    """Parse one YAML document safely, or raise :class:`SubmissionRejected`.
-
-    Rules (each names itself in the message): at most ``max_bytes`` bytes
-    (``size limit``), UTF-8 (``utf-8``), well-formed YAML with only the safe
-    tags, one document (``yaml format``), at most :data:`YAML_MAX_DEPTH` levels
-    (``yaml depth``), :data:`YAML_MAX_ALIASES` aliases and no self-referencing
-    alias (``yaml aliases``), :data:`YAML_MAX_NODES` nodes once aliases are
-    expanded (``yaml expansion``), no repeated mapping key (``yaml duplicate
-    keys``). Returns plain Python data for a strict schema to check next.
-    """
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(max_bytes + 1)
-    except OSError as exc:
-        raise SubmissionRejected(shown, "readable", f"cannot read: {exc.strerror}") from None
-    if len(data) > max_bytes:
-        raise SubmissionRejected(shown, "size limit", f"is over {max_bytes} bytes")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SubmissionRejected(
-            shown, "utf-8", f"is not UTF-8 text (bad byte at offset {exc.start})"
-        ) from None
-    loader: _StrictLoader | None = None
-    try:
-        loader = _StrictLoader(text)  # the reader already refuses control characters
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        expanded = _expanded_size(node)
-        if expanded > YAML_MAX_NODES:
-            raise _YamlLimit(
-                "yaml expansion",
-                f"expands to more than {YAML_MAX_NODES} nodes through its aliases",
-            )
-        return loader.construct_document(node)
-    except _YamlLimit as exc:
-        raise SubmissionRejected(shown, exc.rule, exc.detail) from None
-    except yaml.YAMLError as exc:
-        raise SubmissionRejected(shown, "yaml format", _first_line(exc)) from None
-    except RecursionError:
-        raise SubmissionRejected(
-            shown, "yaml depth", f"nests deeper than {YAML_MAX_DEPTH} levels"
-        ) from None
-    finally:
-        if loader is not None:
-            loader.dispose()

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.evaluator.pipeline import check_finite
+from ale_robotics.evaluator.episode import check_finite
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["FAMILIES", "Family", "rollout_vectorized"]

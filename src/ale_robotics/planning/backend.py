@@ -20,8 +20,10 @@ carries policy weights, so the pipeline needs no second artifact type. Each
 problem is generated from its hidden seed, planned, timed (``planning_time``,
 seconds, by the evaluator) and validated densely by
 :func:`~ale_robotics.planning.validate.validate_path`. Problems run one at a
-time in one shard (``eval.envs_per_shard >= eval.episodes``, checked here), so
+time in one shard (``eval.envs_per_shard >= eval.episodes``), so
 that measured times are not shared with another problem of the same job.
+The task's shape (mode, contract, metrics, one shard) is checked when the task
+config is parsed, by :class:`~ale_robotics.tasks.spec.TaskSpec`.
 """
 
 from __future__ import annotations
@@ -35,61 +37,27 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.planning.edmp_config import FILE_NAME as EDMP_FILE
-from ale_robotics.planning.planner_config import FILE_NAME as PLANNER_FILE
+from ale_robotics.evaluator.episode import EpisodeOutcome
+from ale_robotics.planning.edmp_config import load_edmp_config
+from ale_robotics.planning.planner_config import load_planner_config
+from ale_robotics.submission.rejected import SubmissionRejected
 
 if TYPE_CHECKING:
-    from ale_robotics.evaluator.pipeline import EpisodeOutcome
     from ale_robotics.evaluator.snapshot import SnapshotFile
     from ale_robotics.planning.scenes import Problem
     from ale_robotics.planning.validate import PathVerdict
     from ale_robotics.planning.world import CollisionWorld
     from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["CONFIG_KEY", "check_planning_task", "load_planning_artifact", "planning_episodes"]
+__all__ = ["CONFIG_KEY", "load_planning_artifact", "planning_episodes"]
 
 CONFIG_KEY = "planning_config"
-_REQUIRED_METRICS = {"success_rate", "collision_rate", "planning_time"}
-
-
-def check_planning_task(task: TaskSpec) -> None:
-    """Raise ValueError unless ``task`` is shaped the way this module reads it."""
-    from ale_robotics.tasks.spec import FileFormat, TaskMode
-
-    ev, planning = task.eval, task.planning
-    assert planning is not None
-    expected = {
-        "planner": (TaskMode.BATCH, PLANNER_FILE),
-        "edmp": (TaskMode.TASK_CONFIG, EDMP_FILE),
-    }
-    if ev.backend not in expected:
-        raise ValueError(f"task {task.id}: 'planning' needs eval.backend 'planner' or 'edmp'")
-    mode, name = expected[ev.backend]
-    where = f"task {task.id} (eval.backend {ev.backend})"
-    if task.mode is not mode or task.genre != "planning" or task.policy is not None:
-        raise ValueError(f"{where}: must be a {mode} task of genre 'planning' with no policy")
-    files = task.contract.files if task.contract is not None else []
-    if len(files) != 1 or files[0].names != {name: FileFormat.YAML}:
-        raise ValueError(f"{where}: the contract is exactly one YAML file, {name}")
-    if (ev.backend == "planner") != (planning.planner is not None) or (ev.backend == "edmp") != (
-        planning.edmp is not None
-    ):
-        raise ValueError(f"{where}: set planning.{ev.backend} (and only that)")
-    missing = _REQUIRED_METRICS - {m.name for m in task.metrics}
-    if missing:
-        raise ValueError(f"{where}: metrics {sorted(missing)} are missing")
-    if ev.envs_per_shard < ev.episodes:
-        raise ValueError(f"{where}: eval.envs_per_shard must cover all episodes (one shard)")
 
 
 def load_planning_artifact(
     files: list[SnapshotFile], task: TaskSpec
 ) -> dict[str, npt.NDArray[np.uint8]]:
     """Validate the planning task's YAML file; raises ``SubmissionRejected`` naming the key."""
-    from ale_robotics.evaluator.snapshot import SubmissionRejected
-    from ale_robotics.planning.edmp_config import load_edmp_config
-    from ale_robotics.planning.planner_config import load_planner_config
-
     assert task.contract is not None and task.planning is not None
     contract_file = task.contract.files[0]
     name = next(iter(contract_file.names))
@@ -115,8 +83,6 @@ def _world() -> CollisionWorld:
 
 
 def _outcome(index: int, verdict: PathVerdict, elapsed: float) -> EpisodeOutcome:
-    from ale_robotics.evaluator.pipeline import EpisodeOutcome
-
     return EpisodeOutcome(
         index,
         1.0 if verdict.success else 0.0,

@@ -20,6 +20,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ale_robotics.submission.rejected import SubmissionRejected
+from ale_robotics.submission.yaml_strict import load_yaml_strict
+
 __all__ = [
     "COST_TERMS",
     "EdmpConfig",
@@ -125,9 +128,6 @@ def _describe(err: dict[str, Any]) -> str:
 
 def load_edmp_config(path: Path, shown: str, max_bytes: int, task: EdmpTaskSettings) -> EdmpConfig:
     """The task's defaults updated by the agent's file; raises ``SubmissionRejected``."""
-    from ale_robotics.evaluator.snapshot import SubmissionRejected
-    from ale_robotics.evaluator.validation import load_yaml_strict
-
     doc = load_yaml_strict(path, shown, max_bytes)
     if doc is None:
         doc = {}

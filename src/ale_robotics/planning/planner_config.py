@@ -2,7 +2,7 @@
 
 The agent chooses an OMPL geometric planner and its parameters; the evaluator
 runs it. Nothing in the file is code or a path: it is loaded with
-:func:`~ale_robotics.evaluator.validation.load_yaml_strict` (safe loader, size,
+:func:`~ale_robotics.submission.yaml_strict.load_yaml_strict` (safe loader, size,
 depth and alias limits) and then must match :class:`PlannerConfig` exactly, in
 pydantic's strict mode (``"0.5"`` is not a number, ``1`` is not a boolean).
 Every violation is a :class:`~ale_robotics.evaluator.snapshot.SubmissionRejected`
@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pydantic_core import ErrorDetails
 
 from ale_robotics.planning.settings import PlannerLimits
+from ale_robotics.submission.rejected import SubmissionRejected
+from ale_robotics.submission.yaml_strict import load_yaml_strict
 
 __all__ = [
     "GOAL_BIAS_PLANNERS",
@@ -127,9 +129,6 @@ def load_planner_config(
     path: Path, shown: str, max_bytes: int, limits: PlannerLimits
 ) -> PlannerConfig:
     """Parse and validate ``planner.yaml``; raises ``SubmissionRejected`` naming the key."""
-    from ale_robotics.evaluator.snapshot import SubmissionRejected
-    from ale_robotics.evaluator.validation import load_yaml_strict
-
     doc = load_yaml_strict(path, shown, max_bytes)
     if not isinstance(doc, dict):
         raise SubmissionRejected(

@@ -1,14 +1,11 @@
 """Scoring: normalize evaluator-measured metrics against paper targets.
 
-The report models (:class:`ScoreReport` and its parts) are loaded on first use
-(PEP 562): they need :mod:`ale_robotics.tasks`, whose spec module imports
-:mod:`ale_robotics.scoring.config` while it is itself being imported, so an
-eager import here would be circular. Everything else is imported eagerly.
+This package sits above the task model (:mod:`ale_robotics.tasks`), which
+imports nothing from it: the scoring settings a task config carries live in
+:mod:`ale_robotics.tasks.scoring_config` (re-exported by :mod:`.config`).
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
 
 from ale_robotics.scoring.config import (
     AlgorithmAllowlistCheck,
@@ -30,15 +27,13 @@ from ale_robotics.scoring.gate import (
     GateOutcome,
     run_gate,
 )
+from ale_robotics.scoring.report import (
+    ConditionResult,
+    PenaltyResult,
+    ScoreReport,
+    ScoreStatus,
+)
 from ale_robotics.scoring.score import UNSCORED_PHRASE, check_scorable, penalty_factor, score
-
-if TYPE_CHECKING:
-    from ale_robotics.scoring.report import (
-        ConditionResult,
-        PenaltyResult,
-        ScoreReport,
-        ScoreStatus,
-    )
 
 __all__ = [
     "MAX_EVIDENCE_BYTES",
@@ -66,13 +61,3 @@ __all__ = [
     "run_gate",
     "score",
 ]
-
-_LAZY = frozenset({"ConditionResult", "PenaltyResult", "ScoreReport", "ScoreStatus"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from ale_robotics.scoring import report
-
-        return getattr(report, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -23,9 +23,8 @@ A NaN therefore can never produce a non-zero score. A negative value of a
 metric declared non-negative is treated the same way, because in a
 lower-is-better ratio it would otherwise floor to ``eps`` and earn the cap.
 
-Only :mod:`ale_robotics.scoring.config` and ``gate`` are imported at module
-level: ``ale_robotics.tasks.spec`` imports the scoring package, so the task
-modules are imported inside the functions, once the task package is complete.
+:func:`check_scorable` lives with the task model
+(:mod:`ale_robotics.tasks.scorable`, which the registry calls) and is re-exported here.
 """
 
 from __future__ import annotations
@@ -33,128 +32,24 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from ale_robotics.errors import ConfigError
-from ale_robotics.scoring.config import ArchitectureCheck, SafetyPenalty, check_name
+from ale_robotics.scoring.config import SafetyPenalty
 from ale_robotics.scoring.gate import GateEvidence, GateOutcome, run_gate
-
-if TYPE_CHECKING:
-    from ale_robotics.scoring.report import (
-        ConditionResult,
-        PenaltyResult,
-        ScoreReport,
-        ScoreStatus,
-    )
-    from ale_robotics.tasks.manifest import PaperTarget
-    from ale_robotics.tasks.spec import TaskSpec
+from ale_robotics.scoring.report import (
+    ConditionResult,
+    PenaltyResult,
+    ScoreReport,
+    ScoreStatus,
+    fmt_number,
+)
+from ale_robotics.tasks.manifest import PaperTarget
+from ale_robotics.tasks.scorable import check_scorable
+from ale_robotics.tasks.spec import Direction, TaskSpec
 
 __all__ = ["UNSCORED_PHRASE", "check_scorable", "penalty_factor", "score"]
 
 UNSCORED_PHRASE = "unscored: target not synced"
 """The exact phrase a report without a synced target carries (the harness and tests match it)."""
-
-
-def check_scorable(task: TaskSpec, target: PaperTarget | None) -> None:
-    """Raise :class:`ConfigError` naming the task and field if a score would be meaningless.
-
-    Pydantic validates each model alone; this checks what only the whole task
-    and its target together can show. It re-checks rules the task model already
-    enforces (a negative-capable primary metric) because ``model_copy(update=...)``
-    bypasses validation.
-    """
-    from ale_robotics.tasks.spec import Direction, MetricRole
-
-    def fail(field: str, why: str) -> ConfigError:
-        return ConfigError(f"task {task.id}: {field}: {why}")
-
-    cfg = task.scoring
-    for field, value in (("cap", cfg.cap), ("eps", cfg.eps)):
-        if not (math.isfinite(value) and value > 0):
-            raise fail(f"scoring.{field}", f"must be a positive finite number, got {value!r}")
-
-    primary = task.primary_metric
-    where = f"metrics.{primary.name}"
-    if primary.direction not in (Direction.HIGHER_IS_BETTER, Direction.LOWER_IS_BETTER):
-        raise fail(f"{where}.direction", f"unknown direction {primary.direction!r}")
-    if primary.can_be_negative:
-        raise fail(
-            f"{where}.can_be_negative",
-            "a primary metric that can be negative makes the ratio to the paper meaningless; "
-            "declare it as a cost with the opposite direction",
-        )
-
-    if target is not None:
-        if target.metric != primary.name:
-            raise fail(
-                "target.metric",
-                f"the target is for {target.metric!r}, the primary metric is {primary.name!r}",
-            )
-        if target.direction != primary.direction:
-            raise fail(
-                "target.direction",
-                f"the target says {target.direction}, metric {primary.name!r} is "
-                f"{primary.direction}",
-            )
-        if not (math.isfinite(target.value) and target.value > 0):
-            raise fail(
-                "target.value",
-                f"paper value {target.value!r} of {primary.name!r} must be positive and finite "
-                "for a ratio",
-            )
-
-    metrics = {m.name: m for m in task.metrics}
-    penalized: set[str] = set()
-    for i, p in enumerate(cfg.safety):
-        at = f"scoring.safety[{i}]"
-        spec = metrics.get(p.metric)
-        if spec is None:
-            raise fail(f"{at}.metric", f"unknown metric {p.metric!r} (known: {sorted(metrics)})")
-        if spec.role is not MetricRole.SAFETY:
-            raise fail(f"{at}.metric", f"metric {p.metric!r} has role {spec.role}, not safety")
-        if spec.direction is not Direction.LOWER_IS_BETTER or spec.can_be_negative:
-            raise fail(
-                f"{at}.metric",
-                f"safety metric {p.metric!r} must be lower_is_better and non-negative "
-                "(its target is zero)",
-            )
-        if p.metric in penalized:
-            raise fail(f"{at}.metric", f"metric {p.metric!r} has two safety penalties")
-        if not (math.isfinite(p.tolerance) and p.tolerance > 0):
-            raise fail(f"{at}.tolerance", f"must be positive and finite, got {p.tolerance!r}")
-        penalized.add(p.metric)
-
-    conditioned: set[str] = set()
-    for i, c in enumerate(cfg.conditions):
-        at = f"scoring.conditions[{i}]"
-        if c.metric not in metrics:
-            raise fail(f"{at}.metric", f"unknown metric {c.metric!r} (known: {sorted(metrics)})")
-        if not math.isfinite(c.threshold):
-            raise fail(f"{at}.threshold", f"must be finite, got {c.threshold!r}")
-        conditioned.add(c.metric)
-
-    for m in task.metrics:
-        if m.role is MetricRole.SAFETY and m.name not in penalized:
-            raise fail(f"metrics.{m.name}.role", "a safety metric needs a scoring.safety penalty")
-        if m.role is MetricRole.CONDITION and m.name not in conditioned:
-            raise fail(
-                f"metrics.{m.name}.role", "a condition metric needs a scoring.conditions entry"
-            )
-
-    if task.genre == "reproduction" and cfg.gate is None:
-        raise fail("scoring.gate", "a reproduction task needs a faithfulness gate")
-    if cfg.gate is not None:
-        has_contract_tensors = task.contract is not None and bool(task.contract.tensors)
-        for check in cfg.gate.checks:
-            if (
-                isinstance(check, ArchitectureCheck)
-                and check.tensors is None
-                and not has_contract_tensors
-            ):
-                raise fail(
-                    f"scoring.gate.checks.{check_name(check)}.tensors",
-                    "no tensors listed and the task contract has none to default to",
-                )
 
 
 def penalty_factor(penalty: SafetyPenalty, measured: float) -> float:
@@ -184,9 +79,6 @@ def score(
     :func:`check_scorable` refuses; everything about the measurement and the
     evidence ends up in the report instead.
     """
-    from ale_robotics.scoring.report import ConditionResult, PenaltyResult, ScoreReport
-    from ale_robotics.tasks.spec import Direction
-
     check_scorable(task, target)
     cfg = task.scoring
     primary = task.primary_metric
@@ -320,9 +212,6 @@ def _as_float(value: object) -> float:
 
 def _explain(r: ScoreReport) -> str:
     """The report's one-paragraph explanation, built only from its own fields."""
-    from ale_robotics.scoring.report import fmt_number
-    from ale_robotics.tasks.spec import Direction
-
     m = r.primary_metric
     shown = "missing" if r.primary_measured is None else fmt_number(r.primary_measured)
     parts: list[str] = []

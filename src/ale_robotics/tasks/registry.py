@@ -30,6 +30,7 @@ from ale_robotics.tasks.manifest import (
     active_manifest,
     config_sha256,
 )
+from ale_robotics.tasks.scorable import check_scorable
 from ale_robotics.tasks.spec import TaskMode, TaskSpec, TrainingStepUnit
 
 __all__ = [
@@ -181,8 +182,6 @@ class Registry:
 
     def target(self, task_id: str) -> PaperTarget | None:
         """The paper target, refused when it would make the score's ratio meaningless."""
-        from ale_robotics.scoring import check_scorable  # scoring imports tasks.spec
-
         m = self.manifest_entry(task_id)
         target = None if m is None else m.target
         check_scorable(self.get(task_id), target)

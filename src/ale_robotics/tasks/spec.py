@@ -16,8 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ale_robotics.planning.edmp_config import FILE_NAME as EDMP_FILE
+from ale_robotics.planning.planner_config import FILE_NAME as PLANNER_FILE
 from ale_robotics.planning.settings import PlanningSettings
-from ale_robotics.scoring.config import ScoringConfig
+from ale_robotics.tasks.scoring_config import ScoringConfig
 
 __all__ = [
     "ContractFile",
@@ -37,6 +39,9 @@ __all__ = [
     "TensorRule",
     "TrainingStepUnit",
 ]
+
+_PLANNING_METRICS = {"success_rate", "collision_rate", "planning_time"}
+"""Metrics every planning task (eval.backend ``planner`` or ``edmp``) must declare."""
 
 TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*-v[0-9]+$")
 
@@ -348,9 +353,7 @@ class TaskSpec(_Strict):
                 f"task {self.id}: 'planning' settings go with eval.backend 'planner' or 'edmp'"
             )
         if self.planning is not None:
-            from ale_robotics.planning.backend import check_planning_task
-
-            check_planning_task(self)
+            self._check_planning()
         if self.mode is TaskMode.INTERACTIVE and self.session is None:
             raise ValueError(f"task {self.id}: an interactive task needs 'session' settings")
         if self.eval.backend == "replay":
@@ -361,6 +364,32 @@ class TaskSpec(_Strict):
             # validation.py does not read bounds; refusing them keeps a rule from being ignored
             raise ValueError(f"task {self.id}: tensor bounds (low/high) apply only to replay tasks")
         return self
+
+    def _check_planning(self) -> None:
+        """Raise ValueError unless this task is shaped the way ``planning.backend`` reads it."""
+        ev, planning = self.eval, self.planning
+        assert planning is not None
+        expected = {
+            "planner": (TaskMode.BATCH, PLANNER_FILE),
+            "edmp": (TaskMode.TASK_CONFIG, EDMP_FILE),
+        }
+        if ev.backend not in expected:
+            raise ValueError(f"task {self.id}: 'planning' needs eval.backend 'planner' or 'edmp'")
+        mode, name = expected[ev.backend]
+        where = f"task {self.id} (eval.backend {ev.backend})"
+        if self.mode is not mode or self.genre != "planning" or self.policy is not None:
+            raise ValueError(f"{where}: must be a {mode} task of genre 'planning' with no policy")
+        files = self.contract.files if self.contract is not None else []
+        if len(files) != 1 or files[0].names != {name: FileFormat.YAML}:
+            raise ValueError(f"{where}: the contract is exactly one YAML file, {name}")
+        wrong_planner = (ev.backend == "planner") != (planning.planner is not None)
+        if wrong_planner or (ev.backend == "edmp") != (planning.edmp is not None):
+            raise ValueError(f"{where}: set planning.{ev.backend} (and only that)")
+        missing = _PLANNING_METRICS - {m.name for m in self.metrics}
+        if missing:
+            raise ValueError(f"{where}: metrics {sorted(missing)} are missing")
+        if ev.envs_per_shard < ev.episodes:
+            raise ValueError(f"{where}: eval.envs_per_shard must cover all episodes (one shard)")
 
     def _check_replay(self) -> None:
         """A replay task's contract must be exactly what evaluator/replay.py reads.
