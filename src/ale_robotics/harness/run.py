@@ -11,14 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import logging
-import math
 import os
-import re
-import secrets
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,7 +28,6 @@ from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import (
     AleError,
     FailedPreconditionError,
-    InvalidArgumentError,
     NotFoundError,
 )
 from ale_robotics.evaluator.core import EvaluatorConfig
@@ -52,6 +46,13 @@ from ale_robotics.harness.cgroups import (
 from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.hidden_modules import sandbox_hidden_paths
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
+from ale_robotics.harness.options import RunOptions, default_state_dir, new_run_id
+from ale_robotics.harness.preflight import (
+    check_agent_command,
+    check_options,
+    make_run_dir,
+    workspace_argv,
+)
 from ale_robotics.harness.report import RunReport, StoppedRunReport, write_report, write_stopped
 from ale_robotics.harness.run_dirs import known_run_dirs, record_run_dir
 from ale_robotics.harness.sandbox import (
@@ -59,14 +60,13 @@ from ale_robotics.harness.sandbox import (
     read_sandbox_status,
     require_sandbox,
     sandbox_available,
-    sandbox_visible,
 )
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.paths import state_home
 from ale_robotics.scoring import score
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.registry import Registry, default_registry
-from ale_robotics.tasks.spec import TaskMode, TaskSpec
+from ale_robotics.tasks.spec import TaskMode
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
 from ale_robotics.v1 import ale_env_pb2 as pb
 
@@ -101,58 +101,6 @@ class RunInterruptedError(AleError):
         self.signal_name = signal_name
         self.run_id = run_id
         self.run_dir = run_dir
-
-
-def new_run_id() -> str:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"run-{stamp}-{secrets.token_hex(3)}"
-
-
-def default_state_dir() -> Path:
-    """Where an embedded evaluator keeps its secret and keys: outside any run directory."""
-    return state_home() / "evaluator"
-
-
-@dataclass
-class RunOptions:
-    task_id: str
-    agent_cmd: str
-    run_dir: Path | None = None
-    evaluator: str | None = None
-    evaluator_harness: str | None = None
-    harness_token_file: Path | None = None
-    agent_token_file: Path | None = None
-    submission_volume: Path | None = None
-    state_dir: Path | None = None
-    budget_s: float | None = None
-    workers: int | None = None
-    job_timeout_s: float = 900.0
-    run_id: str | None = None
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"
-    """'auto': bubblewrap where it can start, else 'none' with a warning."""
-    workspace: Path | None = None
-    """The agent's code and data, visible read-only (default: the current directory)."""
-    runs_root: Path | None = None
-    """Where ``<run_id>/`` is created when ``run_dir`` is not given (default: ./runs)."""
-    disk_quota_bytes: int = 4 * 1024**3
-    """Most the agent may write into its scratch and submission directories together
-    (and the most any single file it writes may hold)."""
-    log_cap_bytes: int = 64 * 1024**2
-    """Most of the agent's output kept in ``agent.log``; the rest is read and dropped."""
-    episodes: int | None = None
-    """A smoke run: the embedded evaluator runs only the task's first N episodes, and the
-    result, the report and the score line say so. An official run leaves it None."""
-    cpus: float | None = None
-    """CPUs the agent may use (its cgroup's CFS quota); None: the task's budget, else all."""
-    memory_bytes: int | None = None
-    """Memory the agent may use (its cgroup's limit, past it the OOM killer); None: the
-    task's budget, else all."""
-    pids_max: int | None = 4096
-    """Most processes and threads the agent may have at once (its cgroup's pids.max)."""
-    executor: str = "local"
-    """Where the embedded evaluator runs the shards: 'local' worker processes or 'ray'."""
-    ray_address: str | None = None
-    """With executor 'ray': the cluster to connect to (None: a local Ray instance)."""
 
 
 @dataclass
@@ -244,13 +192,13 @@ def run_task(
     budget = opts.budget_s or (
         manifest_entry.compute_budget.wall_clock_s if manifest_entry else 3600.0
     )
-    _check_options(opts, task)
+    check_options(opts, task)
     # Resolved once ("auto" becomes what this host can do); _drive reads opts.sandbox.
     opts = dataclasses.replace(opts, sandbox=_sandbox_mode(opts.sandbox))
     workspace = (opts.workspace or Path.cwd()).resolve()
-    _check_agent_command(opts, workspace)
+    check_agent_command(opts, workspace)
     run_id = opts.run_id or new_run_id()
-    run_dir = _make_run_dir(opts.run_dir or (opts.runs_root or Path("runs")) / run_id)
+    run_dir = make_run_dir(opts.run_dir or (opts.runs_root or Path("runs")) / run_id)
     record_run_dir(run_dir)  # hidden from every later agent, wherever it is
     submission = (opts.submission_volume or run_dir / "submission").resolve()
     submission.mkdir(parents=True, exist_ok=True)
@@ -550,128 +498,6 @@ def _record_failure(
     )
 
 
-def _check_options(opts: RunOptions, task: TaskSpec) -> None:
-    """Refuse options that cannot work, before any directory or process is created."""
-    if opts.budget_s is not None and not (math.isfinite(opts.budget_s) and opts.budget_s > 0):
-        raise InvalidArgumentError(
-            f"--budget {opts.budget_s:g}: the agent's wall-clock budget must be a positive "
-            "number of seconds"
-        )
-    if opts.workers is not None and opts.workers < 1:
-        raise InvalidArgumentError(f"--workers {opts.workers}: use at least 1 rollout worker")
-    if opts.episodes is not None:
-        if opts.evaluator is not None:
-            raise InvalidArgumentError(
-                "--episodes makes the embedded evaluator run a smoke run; an evaluator "
-                "started separately always runs the task's full protocol"
-            )
-        total = task.eval.evaluated_episodes
-        if not 1 <= opts.episodes <= total:
-            raise InvalidArgumentError(
-                f"--episodes {opts.episodes}: {task.id} evaluates {total} episode(s); a smoke "
-                f"run takes 1 to {total} of them (leave --episodes out for the official run)"
-            )
-    if opts.evaluator is None:
-        state_dir = opts.state_dir or default_state_dir()
-        if state_dir.exists() and not state_dir.is_dir():
-            raise InvalidArgumentError(
-                f"--state-dir {state_dir} is a file; the evaluator's state dir must be a "
-                "directory (it holds its secret, keys and job store): give a directory path"
-            )
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidArgumentError(
-                f"--state-dir {state_dir} cannot be created ({exc.strerror}): give a "
-                "directory this user can write"
-            ) from None
-    if opts.run_dir is not None and opts.run_dir.exists():
-        if not opts.run_dir.is_dir():
-            raise InvalidArgumentError(
-                f"--run-dir {opts.run_dir} is a file: give a new or empty directory"
-            )
-        if any(opts.run_dir.iterdir()):
-            raise InvalidArgumentError(
-                f"--run-dir {opts.run_dir} is not empty: give a new or empty directory "
-                "(a run never writes over another run's files)"
-            )
-
-
-def _make_run_dir(path: Path) -> Path:
-    """Create the run directory (an existing empty one is used as it is)."""
-    run_dir = path.resolve()
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InvalidArgumentError(
-            f"cannot create the run directory {run_dir} ({exc.strerror})"
-        ) from None
-    if any(run_dir.iterdir()):  # made by someone else since the check
-        raise InvalidArgumentError(f"the run directory {run_dir} is not empty")
-    return run_dir
-
-
-def _check_agent_command(opts: RunOptions, workspace: Path) -> None:
-    """Refuse an agent command that cannot start, with what to do instead.
-
-    A command that does not exist is the user's typo, not an infrastructure failure;
-    under bubblewrap, a command or file the host has but the sandbox does not show is
-    explained (the agent sees only its workspace, the system and this Python).
-    """
-    try:
-        argv = shlex.split(opts.agent_cmd)
-    except ValueError as exc:
-        raise InvalidArgumentError(f"--agent {opts.agent_cmd!r} cannot be parsed: {exc}") from None
-    if not argv:
-        raise InvalidArgumentError("--agent is empty: give the command that starts the agent")
-    argv = _workspace_argv(argv, workspace)
-    if opts.sandbox == "bwrap" and argv[0] in ("python", "python3"):
-        argv[0] = sys.executable  # what _drive runs inside the sandbox
-    exe = argv[0]
-    if "/" in exe:
-        found = exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None
-    else:
-        found = shutil.which(exe)
-    if found is None:
-        where = "not an executable file" if "/" in exe else "not on PATH"
-        raise InvalidArgumentError(
-            f"command not found: {exe!r} (from --agent {opts.agent_cmd!r}) is {where}; "
-            "check the spelling, or give the full path"
-        )
-    if opts.sandbox != "bwrap":
-        return
-    visible = sandbox_visible(workspace)
-    shows = (
-        f"the agent's sandbox, which shows only its workspace {workspace} (read-only), the "
-        "system directories and this Python environment"
-    )
-    # What must start: the command, and the script an interpreter is asked to run.
-    script = next((a for a in argv[1:] if not a.startswith("-")), None)
-    needed = [found]
-    if script is not None and _INTERPRETER.fullmatch(os.path.basename(exe)):
-        needed.append(script)
-    for arg in needed:
-        if os.path.isabs(arg) and os.path.exists(arg) and not visible(Path(arg)):
-            raise InvalidArgumentError(
-                f"{arg} (in --agent {opts.agent_cmd!r}) exists on this host but not inside "
-                f"{shows}: move it into the workspace, or pass --workspace DIR for a directory "
-                "that holds it"
-            )
-    # Other paths may be meant to be missing (an agent probing what it can see): a warning.
-    for arg in argv[1:]:
-        if arg in needed or not os.path.isabs(arg) or not os.path.exists(arg):
-            continue
-        if not visible(Path(arg)):
-            print(
-                f"warning: {arg} (in --agent) is not visible inside {shows}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-
-_INTERPRETER = re.compile(r"(python[0-9.]*|bash|sh|dash|zsh|node|ruby|perl)")
-
-
 def _drive(
     opts: RunOptions,
     task_id: str,
@@ -697,7 +523,7 @@ def _drive(
     env = _agent_env(agent_endpoint, agent_token, task_id, run_id, submission, workspace, scratch)
     write_agent_copy(task, submission)  # task_config tasks: the config copy the agent edits
     log_path = run_dir / "agent.log"
-    argv = _workspace_argv(shlex.split(opts.agent_cmd), workspace)
+    argv = workspace_argv(shlex.split(opts.agent_cmd), workspace)
     status_r: int | None = None
     pass_fds: tuple[int, ...] = ()
     if opts.sandbox == "bwrap":
@@ -1120,23 +946,6 @@ def _hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path
     # bwrap recreate the inner mount point inside the outer tmpfs, which is harmless
     # but noisy, so keep only the outermost.
     return [p for p in out if not any(q != p and q in p.parents for q in out)]
-
-
-def _workspace_argv(argv: list[str], workspace: Path) -> list[str]:
-    """The agent command with relative paths to workspace files made absolute.
-
-    The agent runs in its scratch directory, not in the (read-only) workspace,
-    so ``python examples/agents/x.py`` would not find its script otherwise. Only
-    arguments that name an existing file of the workspace change.
-    """
-    out = []
-    for arg in argv:
-        if arg and not arg.startswith("-") and not os.path.isabs(arg):
-            candidate = workspace / arg
-            if candidate.is_file():
-                arg = str(candidate)
-        out.append(arg)
-    return out
 
 
 def _log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
