@@ -41,3 +41,20 @@ def run_bound_evaluator(
             yield running
         finally:
             running.stop(grace=0.5)
+
+
+def child_pids(pid: int, *, marker: bytes | None = None) -> list[int]:
+    """Live children of ``pid`` (from /proc); with ``marker``, only those whose command
+    line holds it (``b"spawn_main"``: the rollout workers multiprocessing spawned)."""
+    out = []
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            stat = stat_path.read_text()
+            cmdline = (stat_path.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) != pid:
+            continue
+        if marker is None or marker in cmdline:
+            out.append(int(stat_path.parent.name))
+    return out

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import child_pids
 
 from ale_robotics.harness.report import StoppedRunReport, load_run_report
 from ale_robotics.harness.sandbox import sandbox_available
@@ -107,18 +108,6 @@ def _alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
 @pytest.fixture
 def state(tmp_path: Path) -> Iterator[Path]:
     yield tmp_path / "state"
@@ -168,7 +157,7 @@ def test_sigint_during_the_evaluation_cancels_the_job(tmp_path: Path, state: Pat
             "--workers", "1", "--state-dir", str(state), "--run-dir", str(run_dir),
             task="td3-halfcheetah-vec-v1")  # fmt: skip
     r.wait_for("evaluating on hidden seeds", timeout=90)
-    workers = _children(r.proc.pid)
+    workers = child_pids(r.proc.pid)
     os.killpg(r.proc.pid, signal.SIGINT)
     rc, _, err = r.finish(timeout=60)
     assert rc == 130, err

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from helpers import child_pids
+
 CLI = [sys.executable, "-m", "ale_robotics"]
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = f"{sys.executable} {ROOT / 'examples' / 'agents' / 'submit_checkpoint.py'}"
@@ -87,19 +89,8 @@ def _job_states(state: Path, run_id: str) -> list[str]:
 
 
 def _workers(pid: int) -> list[int]:
-    """The rollout worker processes of ``pid`` (its spawned multiprocessing children)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
-            out.append(int(entry))
-    return out
+    """The rollout worker processes of evaluator ``pid``."""
+    return child_pids(pid, marker=b"spawn_main")
 
 
 def _check_run(run_dir: Path, stderr: str) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import child_pids
 
 from ale_robotics.client import AleClient
 from ale_robotics.errors import AleError
@@ -149,19 +150,8 @@ def _until(what: str, check: object, timeout_s: float = 60.0, poll_s: float = 0.
 
 
 def _workers(pid: int) -> list[int]:
-    """The rollout worker processes of evaluator ``pid`` (spawned multiprocessing children)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
-            out.append(int(entry))
-    return out
+    """The rollout worker processes of evaluator ``pid``."""
+    return child_pids(pid, marker=b"spawn_main")
 
 
 # ----------------------------------------------------------------- stopping --

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import child_pids
 from pg import PgCluster, pg_cluster
 
 from ale_robotics.client import AleClient
@@ -158,19 +159,8 @@ def _jobs(url: str) -> dict[str, dict[str, Any]]:
 
 
 def _workers(pid: int) -> list[int]:
-    """The rollout worker processes of evaluator ``pid`` (spawned multiprocessing children)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
-            out.append(int(entry))
-    return out
+    """The rollout worker processes of evaluator ``pid``."""
+    return child_pids(pid, marker=b"spawn_main")
 
 
 def _until(what: str, check: Callable[[], object], timeout_s: float, poll_s: float = 0.01) -> Any:
