@@ -341,8 +341,9 @@ def test_no_cgroup_mount_is_unavailable_with_the_reason() -> None:
 
 
 def test_the_task_budget_sets_limits_and_the_command_line_overrides_them() -> None:
+    from ale_robotics.harness.agent_proc import agent_limits as _agent_limits
     from ale_robotics.harness.cgroups import Limits
-    from ale_robotics.harness.run import RunOptions, _agent_limits
+    from ale_robotics.harness.run import RunOptions
     from ale_robotics.tasks.manifest import ComputeBudget, ManifestEntry
 
     entry = ManifestEntry.model_construct(
