@@ -50,8 +50,9 @@ import numpy as np
 from mujoco import rollout
 
 from ale_robotics.evaluator.execution import Executor, LocalExecutor, make_executor
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, MLPPolicy
-from ale_robotics.evaluator.vector_backend import FAMILIES
+from ale_robotics.evaluator.pipeline import EpisodeOutcome
+from ale_robotics.rollouts.mujoco_rollout import FAMILIES
+from ale_robotics.rollouts.policy import MLPPolicy
 from ale_robotics.tasks import TaskSpec, default_registry
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -58,10 +58,10 @@ import pydantic
 
 from ale_robotics.errors import AleError
 from ale_robotics.evaluator.evidence import collect_evidence
+from ale_robotics.evaluator.execution import make_executor
 from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
-from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.evaluator.result import (
     BatchOutcomes,
     EpisodeRecord,
@@ -525,14 +525,14 @@ def _check_outcome(
     problems = []
     for what, claimed in (("eval_result.state", result.state), ("job_state", doc.job_state)):
         if claimed != state:
-            problems.append(f"result.json {what} {claimed!r} differs from {where}: {state!r}")
+            problems.append(f"result.json {what} {str(claimed)!r} differs from {where}: {state!r}")
     if outcome.kind == "validation":
         if "reason" in p and result.failure_reason != p["reason"]:
             problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
     else:
         if "failure_source" in p and result.failure_source != p["failure_source"]:
             problems.append(
-                f"result.json failure_source {result.failure_source!r} differs from {where}: "
+                f"result.json failure_source {str(result.failure_source)!r} differs from {where}: "
                 f"{p['failure_source']!r}"
             )
         if "reason" in p and result.failure_reason != p["reason"]:
@@ -685,7 +685,8 @@ def _audit_batch(
             blobs, shapes, "gate evidence rebuilt from the verified submission files"
         )
     runs = episode_plan(task, seeds)
-    pool = RolloutPool(workers)
+    # the factory the evaluator builds its executor with (.evaluator.config.open_executor)
+    pool = make_executor("local", workers=workers)
     try:
         outcomes = pool.run(
             task, artifact, [seed for _, seed in runs], indices=[i for i, _ in runs]
@@ -748,10 +749,10 @@ def _check_signed_outcomes(
         return None
     entries = outcome_entries(signed_outcomes)
     problems = []
-    if signed_outcomes.backend != task.eval.backend:
+    if signed_outcomes.backend != task.eval.rollout:
         problems.append(
             f"{where}'s outcomes are of backend {signed_outcomes.backend!r}; the task's is "
-            f"{task.eval.backend!r}"
+            f"{task.eval.rollout!r}"
         )
     indices = [e.index for e in entries]
     if indices != [e.index for e in result.episodes]:
@@ -787,7 +788,7 @@ def _check_rerun_outcomes(
     where = "the signed outcomes" if outcome is None else f"{_label(outcome)}'s outcomes"
     again = {
         e.index: e
-        for e in outcome_entries(batch_outcomes(task.eval.backend, task.eval.base_seeds, rerun))
+        for e in outcome_entries(batch_outcomes(task.eval.rollout, task.eval.base_seeds, rerun))
     }
     theirs = {e.index: e for e in outcome_entries(signed_outcomes)}
     problems = []

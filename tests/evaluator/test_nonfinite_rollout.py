@@ -22,13 +22,13 @@ from ale_robotics.evaluator.metrics import NonFiniteMetric, compute
 from ale_robotics.evaluator.pipeline import (
     EpisodeOutcome,
     PolicyFault,
-    _envs,
     check_finite,
     rollout_episodes,
 )
 from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.evaluator.store import FailureSource, JobState, SqliteJobStore
-from ale_robotics.evaluator.vector_backend import rollout_vectorized
+from ale_robotics.rollouts.gymnasium.kind import _envs
+from ale_robotics.rollouts.mujoco_rollout import rollout_vectorized
 from ale_robotics.tasks import Registry, TaskSpec
 
 CHEETAH_VEC = "td3-halfcheetah-vec-v1"

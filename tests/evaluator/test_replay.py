@@ -17,11 +17,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ale_robotics.evaluator import replay
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, rollout_episodes, summarize
 from ale_robotics.evaluator.pool import RolloutPool
-from ale_robotics.evaluator.replay import load_trajectories, replay_episodes, select_subset
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
+from ale_robotics.rollouts.replay import trajectories as replay
+from ale_robotics.rollouts.replay.trajectories import (
+    load_trajectories,
+    replay_episodes,
+    select_subset,
+)
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import FileFormat, TaskSpec, default_registry
 

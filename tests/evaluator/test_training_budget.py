@@ -1,4 +1,8 @@
-"""Training budgets in agent steps, counted over a run's practice sessions and enforced."""
+"""Training budgets in agent steps, counted over a run's practice sessions and enforced.
+
+The counts live in the job store: replicas sharing it (each with a state dir of its
+own here, as on different hosts) charge one counter per run and enforce one budget.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pg import pg_cluster
+from stores import Backend, backend
 
 from ale_robotics.errors import ResourceExhaustedError
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
@@ -19,6 +25,8 @@ from ale_robotics.tasks.manifest import ReleaseManifest
 TASK = "td3-hopper-v1"
 RUN = "run-budget-1"
 PRACTICE, EVAL = SessionKind.PRACTICE, SessionKind.EVAL
+
+__all__ = ["backend", "pg_cluster"]
 
 
 def _manifest(**budgets: int) -> ReleaseManifest:
@@ -152,6 +160,39 @@ def test_the_count_survives_a_restart(make_ev: MakeEv) -> None:
     t.reset([0])
     with pytest.raises(ResourceExhaustedError, match="4 of its 5 agent steps"):
         t.step(_zeros(t))
+
+
+def test_replicas_on_one_store_share_a_runs_budget(make_ev: MakeEv, backend: Backend) -> None:
+    """Replica A and replica B (different state dirs: different hosts) serve practice
+    sessions of one run: B sees A's steps, refuses what would pass the budget, and a
+    restarted replica keeps the count; no file in either state dir holds it."""
+    a = make_ev(budget=10, state="a", store_url=backend.url)
+    b = make_ev(budget=10, state="b", store_url=backend.url)
+    sa, sb = _open(a, n=3), _open(b, n=2)
+    sa.reset([0])
+    sb.reset([0])
+    sa.step(_zeros(sa))
+    sa.step(_zeros(sa))  # 6, on A
+    assert b.training.used(RUN) == 6
+    sb.step(_zeros(sb))  # 8, on B
+    with pytest.raises(ResourceExhaustedError, match="8 of its 10 agent steps"):
+        sa.step(_zeros(sa))  # would be 11
+    sb.step(_zeros(sb))  # exactly 10
+    with pytest.raises(ResourceExhaustedError, match="used up, so this Reset is refused"):
+        sa.reset([0])
+    b.sessions.close(sb.id)
+    assert make_ev(budget=10, state="c", store_url=backend.url).training.used(RUN) == 10
+    assert not (a.state.root / "practice_steps.json").exists()
+    assert not (b.state.root / "practice_steps.json").exists()
+
+
+def test_counts_of_a_legacy_state_dir_are_imported(make_ev: MakeEv, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "practice_steps.json").write_text(json.dumps({RUN: 4}), encoding="utf-8")
+    ev = make_ev(budget=5)
+    assert ev.training.used(RUN) == 4
+    assert (state / "practice_steps.json.imported").exists()
 
 
 def test_budgets_in_the_papers_unit_and_in_agent_steps() -> None:

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from helpers import random_weights
 
-from ale_robotics.evaluator.pipeline import MLPPolicy, rollout_episodes
+from ale_robotics.evaluator.pipeline import rollout_episodes
 from ale_robotics.evaluator.pool import RolloutPool
-from ale_robotics.evaluator.vector_backend import FAMILIES, rollout_vectorized
+from ale_robotics.rollouts.mujoco_rollout import FAMILIES, rollout_vectorized
+from ale_robotics.rollouts.policy import MLPPolicy
 from ale_robotics.tasks import EnvSpec, Registry
 
 
@@ -33,7 +34,7 @@ def test_matches_gymnasium_step_for_step(cheetah, nthread: int) -> None:
     seeds = [(0, 31), (1, 32), (2, 33)]
     got = rollout_vectorized(cheetah, policy, seeds, nthread=nthread)
     gym_task = cheetah.model_copy(
-        update={"eval": cheetah.eval.model_copy(update={"backend": "gymnasium"})}
+        update={"eval": cheetah.eval.model_copy(update={"rollout": "gymnasium"})}
     )
     reference = rollout_episodes(gym_task, w, seeds)
     assert [g[0] for g in got] == [r.index for r in reference] == [0, 1, 2]

@@ -13,7 +13,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ale_robotics.evaluator.replay import select_subset
+from ale_robotics.rollouts.replay import select_subset
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import default_registry
 from ale_robotics.trajectory import verify_file

@@ -3,9 +3,12 @@
 Real processes, real sockets, a real (throwaway) PostgreSQL cluster: replicas A and
 B are shared evaluators (no ``--run-id``) on one database (``--store``), one state
 dir (the same secret, so the same hidden seeds; the same signing key; one snapshots
-dir) and one submission volume. The harness opens ten runs, five on each, and each
-run's agent submits two jobs through the replica that opened its run: 20 jobs, which
-either replica may claim.
+dir) and one submission volume. They start at the same moment on the fresh state
+dir, so both race to create its secret, tokens and key, and must end up with the
+same ones. The harness opens ten runs, five on each, and each run's agent submits
+two jobs through the *other* replica (the run registry is in the store, so a run
+opened on A is served by B): 20 jobs, which either replica may claim. A run opened
+on A and closed on B has its token refused by A at once.
 
 Once each replica has finished some jobs, while A is in the middle of another, A is
 killed with SIGKILL (its rollout worker paused first, so the kill surely lands
@@ -40,7 +43,7 @@ from helpers import child_pids
 from pg import PgCluster, pg_cluster
 
 from ale_robotics.client import AleClient
-from ale_robotics.errors import AleError
+from ale_robotics.errors import AleError, UnauthenticatedError
 from ale_robotics.evaluator import EvalResult, Evaluator, EvaluatorConfig
 from ale_robotics.tasks import Registry
 from ale_robotics.trajectory import EvaluatorSigner
@@ -246,23 +249,39 @@ def test_two_replicas_share_one_postgresql_store_and_survive_a_sigkill(
     url = pg_cluster.create_database("replicas")
     state, volume = short_tmp / "state", short_tmp / "vol"
     volume.mkdir()
-    # one after the other: the first creates the state dir's secret and key, the second
-    # finds them (replicas must derive the same seeds and sign with the same key)
+    # at the same moment, on the fresh state dir: both race to create its secret, tokens
+    # and key, and must end up with the same ones (the same seeds, the same signatures)
     a = Replica(short_tmp, "a", state, volume, url)
     replicas.append(a)
-    a.ready()
     b = Replica(short_tmp, "b", state, volume, url)
     replicas.append(b)
+    a.ready()
     b.ready()
 
-    # the harness opens five runs on each replica; each run's agent submits through it
+    # a run opened on A is served by B, and closed on B is refused by A at once
+    with a.harness() as h:
+        closing = h._call(
+            h.stub.OpenRun, pb.OpenRunRequest(run_id="run-pg-closed", task_id=TASK_ID)
+        )
+    with AleClient(b.agent_address, closing.agent_token) as agent:
+        assert agent.get_spec() is not None
+    with b.harness() as h:
+        h._call(h.stub.CloseRun, pb.CloseRunRequest(run_id="run-pg-closed"))
+    with (
+        AleClient(a.agent_address, closing.agent_token) as agent,
+        pytest.raises(UnauthenticatedError),
+    ):
+        agent.get_spec()
+
+    # the harness opens five runs on each replica; each run's agent submits through the
+    # other one
     grants: list[tuple[Replica, Any]] = []
     for n in range(2 * RUNS_PER_REPLICA):
-        replica = (a, b)[n % 2]
-        with replica.harness() as h:
+        opener, other = (a, b) if n % 2 == 0 else (b, a)
+        with opener.harness() as h:
             r = h._call(h.stub.OpenRun, pb.OpenRunRequest(run_id=f"run-pg-{n}", task_id=TASK_ID))
         shutil.copy(CHECKPOINT, Path(r.submission_dir) / "policy.safetensors")
-        grants.append((replica, r))
+        grants.append((other, r))
     submitted: dict[str, tuple[str, str]] = {}  # job id -> (run id, client token)
     for k in range(JOBS_PER_RUN):
         for replica, r in grants:

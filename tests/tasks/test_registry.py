@@ -30,14 +30,14 @@ def test_batch_contract_matches_the_real_env(task_id: str) -> None:
     spec = REGISTRY.get(task_id)
     if spec.mode is not TaskMode.BATCH:
         pytest.skip("not a batch task")
-    if spec.eval.backend == "planner":
+    if spec.eval.rollout == "planner":
         pytest.skip("a planner configuration, no tensors (tests/planning cover its contract)")
     assert spec.contract is not None
     env = gym.make(spec.env.gym_id, **spec.env.kwargs)
     try:
         act_dim = env.action_space.shape[0]
         assert env.spec is not None
-        if spec.eval.backend == "replay":  # trajectories, not weights: actions fit the env
+        if spec.eval.rollout == "replay":  # trajectories, not weights: actions fit the env
             actions = next(t for t in spec.contract.tensors if t.key == "actions")
             assert actions.shape == [spec.eval.episodes, env.spec.max_episode_steps, act_dim]
             assert [actions.low] * act_dim == env.action_space.low.tolist()

@@ -1,7 +1,7 @@
 """One episode's outcome and the policy fault, shared by every rollout kind.
 
 Its own module (imports nothing of ours) so that the rollout kinds
-(:mod:`.replay`, :mod:`.vector_backend`, :mod:`ale_robotics.planning.backend`)
+(:mod:`ale_robotics.rollouts`)
 and the pipeline that dispatches to them do not import each other in a cycle;
 :mod:`.pipeline` re-exports all three names.
 """

@@ -14,9 +14,9 @@ the run's signed events land in its trajectory.
   that opened the session, under a lease its runner renews on a timer (:mod:`.store`),
   so an agent that thinks for a while between steps does not lose it.
 * When that process dies, the lease runs out; the next evaluator to look
-  (``Evaluator.reap_expired``) ends the row ``FAILED`` (infrastructure) in the
+  (:meth:`.jobs.JobService.reap_expired`) ends the row ``FAILED`` (infrastructure) in the
   same transaction that finds it expired, never requeued (the session's envs
-  died with the process), and :func:`fail_interrupted` signs that result.
+  died with the process), and :meth:`EvalRecords.fail_interrupted` signs that result.
 * A row that stopped being this process's (the run was cancelled) gets no
   more events and no result from :meth:`EvalRecorder.finish`.
 * Events: ``session_opened``, then ``training_steps`` (the run's practice
@@ -33,26 +33,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from ale_robotics import __version__
 from ale_robotics.errors import FailedPreconditionError, OutOfRangeError
+from ale_robotics.evaluator.catalog import TaskCatalog
+from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
-from ale_robotics.evaluator.result import (
-    EpisodeRecord,
-    EvalResult,
-    Timings,
-    TrainingUsage,
-    host_info,
-    simulator_versions,
-)
-from ale_robotics.evaluator.store import FailureSource, JobState
+from ale_robotics.evaluator.result import EpisodeRecord, TrainingUsage
+from ale_robotics.evaluator.result_builder import ResultBuilder
+from ale_robotics.evaluator.store import JobState, JobStore
+from ale_robotics.evaluator.training_budget import TrainingLedger
+from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TaskSpec
 
-if TYPE_CHECKING:
-    from ale_robotics.evaluator.core import Evaluator
-
-__all__ = ["EVAL_SESSION_TOKEN", "EvalRecorder", "fail_interrupted"]
+__all__ = ["EVAL_SESSION_TOKEN", "EvalRecorder", "EvalRecords"]
 
 EVAL_SESSION_TOKEN = "interactive-eval-session"
 """Client token of a run's eval-session job row; one such row per run."""
@@ -60,19 +53,90 @@ EVAL_SESSION_TOKEN = "interactive-eval-session"
 _HEARTBEAT_EVERY_S = 1.0
 
 
+class EvalRecords:
+    """The eval-session records of one evaluator: opens them, and ends interrupted ones.
+
+    Holds what every record needs (the job store, the run ledger, the result
+    builder, the practice-step ledger and the task lookups), so that the session
+    manager only asks for a record, and the job service for the end of the ones
+    whose evaluator died.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        ledger: RunLedger,
+        results: ResultBuilder,
+        training: TrainingLedger,
+        tasks: TaskCatalog,
+    ) -> None:
+        self._store = store
+        self._ledger = ledger
+        self._results = results
+        self._training = training
+        self._tasks = tasks
+
+    def open(self, task: TaskSpec, run_id: str, session_id: str, num_envs: int) -> EvalRecorder:
+        """The run's eval job, opened now (refused when the run had one)."""
+        return EvalRecorder(
+            self._store,
+            self._ledger,
+            self._results,
+            self._training,
+            self._tasks.training_budget(task),
+            task,
+            run_id,
+            session_id,
+            num_envs,
+        )
+
+    def fail_interrupted(self, failed: Iterable[str]) -> list[str]:
+        """Sign the end of eval-session jobs whose evaluator died during the session.
+
+        The store already ended them FAILED (``JobStore.requeue_expired`` with
+        :data:`EVAL_SESSION_TOKEN` among its ``fail_tokens``); this adds the signed
+        ``result`` event, so the run's record says so too. Returns their ids.
+        """
+        done = []
+        for job_id in failed:
+            job = self._store.get(job_id)
+            if job is None or job.client_token != EVAL_SESSION_TOKEN:
+                continue
+            self._ledger.event(
+                job.run_id,
+                self._tasks.spec(job.task_id),
+                "result",
+                self._results.infrastructure_failure(job_id),
+            )
+            done.append(job_id)
+        return done
+
+
 class EvalRecorder:
     """Opens the run's eval job (refusing a second one) and records what the session simulated."""
 
     def __init__(
-        self, evaluator: Evaluator, task: TaskSpec, run_id: str, session_id: str, num_envs: int
+        self,
+        store: JobStore,
+        ledger: RunLedger,
+        results: ResultBuilder,
+        training: TrainingLedger,
+        budget: TrainingBudget | None,
+        task: TaskSpec,
+        run_id: str,
+        session_id: str,
+        num_envs: int,
     ) -> None:
-        self._ev = evaluator
+        self._store = store
+        self._ledger = ledger
+        self._results = results
+        self._training = training
+        self._budget = budget
         self.task = task
         self.run_id = run_id
         self.session_id = session_id
-        self.seeds = evaluator.hidden_seeds(task, run_id)
-        self._budget = evaluator.training_budget(task)
-        job, existing = evaluator.store.create(
+        self.seeds = ledger.hidden_seeds(task, run_id)
+        job, existing = store.create(
             run_id=run_id,
             task_id=task.id,
             client_token=EVAL_SESSION_TOKEN,
@@ -94,7 +158,7 @@ class EvalRecorder:
         self._t0 = time.monotonic()
         self._beat = self._t0
         self.finished = False
-        evaluator.event(
+        ledger.event(
             run_id,
             task,
             "session_opened",
@@ -111,8 +175,8 @@ class EvalRecorder:
 
     def _training_event(self, phase: str) -> TrainingUsage:
         """Sign the run's practice count now: what it had trained when ``phase`` happened."""
-        usage = self._ev.training.usage(self.run_id, self._budget)
-        self._ev.event(
+        usage = self._training.usage(self.run_id, self._budget)
+        self._ledger.event(
             self.run_id,
             self.task,
             "training_steps",
@@ -129,16 +193,16 @@ class EvalRecorder:
         now = time.monotonic()
         if now - self._beat >= _HEARTBEAT_EVERY_S:
             self._beat = now
-            self._ev.store.heartbeat(self.job_id)
+            self._store.heartbeat(self.job_id)
 
     def episode_ended(self, record: EpisodeRecord, done: int) -> None:
-        self._ev.event(
+        self._ledger.event(
             self.run_id,
             self.task,
             "episode_summary",
             {"job_id": self.job_id, "session_id": self.session_id, **record.model_dump()},
         )
-        self._ev.store.progress(self.job_id, done)
+        self._store.progress(self.job_id, done)
 
     def finish(
         self,
@@ -151,15 +215,11 @@ class EvalRecorder:
         if self.finished:
             return
         self.finished = True
-        if not self._ev.store.heartbeat(self.job_id):
+        if not self._store.heartbeat(self.job_id):
             return  # cancelled (or taken from this process): the row's state stands
-        source = FailureSource.NONE
-        if failure:
-            source = FailureSource.INFRASTRUCTURE if infrastructure else FailureSource.SUBMISSION
         episodes = sorted(records, key=lambda r: r.index)
         wall = time.monotonic() - self._t0
         training = self._training_event("eval_session_ended")
-        state = JobState.FAILED if failure else JobState.SUCCEEDED
         metrics = (
             {}
             if failure
@@ -173,7 +233,7 @@ class EvalRecorder:
                 (m.name for m in self.task.metrics),
             )
         )
-        self._ev.event(
+        self._ledger.event(
             self.run_id,
             self.task,
             "progress_summary",
@@ -186,66 +246,26 @@ class EvalRecorder:
                 "wall_s": round(wall, 3),
             },
         )
-        result = EvalResult(
+        verdict = self._results.eval_session(
             job_id=self.job_id,
             run_id=self.run_id,
-            task_id=self.task.id,
-            task_config_sha256=self._ev.registry.entry(self.task.id).sha256,
-            state=state.value,
-            failure_source=source.value,
-            failure_reason=failure or "",
-            metrics=metrics,
+            task=self.task,
             episodes=episodes,
-            secret_sha256=self._ev.secret_sha256,
-            evaluator_version=__version__,
-            simulator_versions=simulator_versions(self.task.simulator.package),
-            host=host_info(),
-            timings=Timings(
-                wall_s=wall,
-                env_steps=env_steps,
-                env_steps_per_s=env_steps / wall if wall > 0 else 0.0,
-                workers=1,
-            ),
-            smoke_run=self._ev.smoke_run(self.task.id),
+            metrics=metrics,
+            failure=failure,
+            infrastructure=infrastructure,
+            wall_s=wall,
+            env_steps=env_steps,
             training=training,
         )
-        payload: dict[str, object] = {"job_id": self.job_id, "state": state.value}
-        if failure:
-            payload.update(failure_source=source.value, reason=failure)
-        else:
-            payload.update(metrics=metrics)
-        payload["episode_returns"] = [r.episode_return for r in episodes]
-        if result.smoke_run is not None:
-            payload["smoke_run"] = result.smoke_run.model_dump()
-        self._ev.event(self.run_id, self.task, "result", payload)
-        self._ev.store.finish(
+        self._ledger.event(self.run_id, self.task, "result", verdict.payload)
+        result = verdict.result
+        self._store.finish(
             self.job_id,
-            state,
+            result.state,
             owned=True,
-            failure_source=source,
-            failure_reason=failure or "",
+            failure_source=result.failure_source,
+            failure_reason=result.failure_reason,
             result_json=result.model_dump_json(),
             episodes_done=len(episodes),
         )
-
-
-def fail_interrupted(evaluator: Evaluator, failed: Iterable[str]) -> list[str]:
-    """Sign the end of eval-session jobs whose evaluator died during the session.
-
-    The store already ended them FAILED (``JobStore.requeue_expired`` with
-    :data:`EVAL_SESSION_TOKEN` among its ``fail_tokens``); this adds the signed
-    ``result`` event, so the run's record says so too. Returns their ids.
-    """
-    done = []
-    for job_id in failed:
-        job = evaluator.store.get(job_id)
-        if job is None or job.client_token != EVAL_SESSION_TOKEN:
-            continue
-        evaluator.event(
-            job.run_id,
-            evaluator.spec(job.task_id),
-            "result",
-            {"job_id": job_id, "state": "FAILED", "failure_source": "infrastructure"},
-        )
-        done.append(job_id)
-    return done

@@ -20,11 +20,24 @@ import platform
 import sys
 from collections.abc import Sequence
 from importlib import metadata
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from ale_robotics.evaluator.episode import EpisodeOutcome
+from ale_robotics.evaluator.states import FailureSource, JobState
+from ale_robotics.rollouts.registry import get_kind, kind_names
+
+if TYPE_CHECKING:
+    from ale_robotics.rollouts.base import RolloutKind
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -136,16 +149,19 @@ class HostInfo(_Model):
 
 # ----------------------------------------------------- per-episode outcomes --
 #
-# One model per batch backend, each holding what that backend measures per episode
+# One record per kind of measurement, each holding what a rollout kind measures per episode
 # and enough to recompute every task metric from it alone (so the audit can check the
-# signed outcomes against the signed metrics). ``host_dependent`` names the fields a
-# re-run on another host (an audit) reproduces only approximately: wall-clock times and
-# what follows from a path found within a time limit. They are re-measured and shown,
-# never compared; every other field must match exactly.
+# signed outcomes against the signed metrics). Which record a job gets is its kind's choice
+# (RolloutKind.outcome_record); the stored JSON names the kind in ``backend`` (the key
+# results and signed events have always had), which is also what picks the model when a
+# result is read back. ``host_dependent`` names the fields a re-run on another host (an
+# audit) reproduces only approximately: wall-clock times and what follows from a path found
+# within a time limit. They are re-measured and shown, never compared; every other field
+# must match exactly.
 
 
 class RolloutEpisodeOutcome(_Model):
-    """A policy rollout (backends ``gymnasium`` and ``mujoco_rollout``)."""
+    """A policy rollout (kinds ``gymnasium``, ``mujoco_rollout`` and any other policy kind)."""
 
     host_dependent: ClassVar[frozenset[str]] = frozenset()
 
@@ -159,7 +175,7 @@ class RolloutEpisodeOutcome(_Model):
 
 
 class PlanningProblemOutcome(_Model):
-    """One hidden-seed planning problem (backends ``planner`` and ``edmp``)."""
+    """One hidden-seed planning problem (kinds ``planner`` and ``edmp``)."""
 
     host_dependent: ClassVar[frozenset[str]] = frozenset(
         {"planning_time_s", "states_checked", "reason"}
@@ -177,7 +193,7 @@ class PlanningProblemOutcome(_Model):
 
 
 class ReplayInstanceOutcome(_Model):
-    """One replayed published instance (backend ``replay``)."""
+    """One replayed published instance (kind ``replay``)."""
 
     host_dependent: ClassVar[frozenset[str]] = frozenset()
 
@@ -190,48 +206,17 @@ class ReplayInstanceOutcome(_Model):
     terminated: bool = Field(description="True if the env terminated (vs truncated by time).")
 
 
-class RolloutOutcomes(_Model):
-    backend: Literal["gymnasium", "mujoco_rollout"]
-    episodes: list[RolloutEpisodeOutcome]
+_Entry = RolloutEpisodeOutcome | PlanningProblemOutcome | ReplayInstanceOutcome
 
 
 class PlanningOutcomes(_Model):
     backend: Literal["planner", "edmp"]
     problems: list[PlanningProblemOutcome]
 
-
-class ReplayOutcomes(_Model):
-    backend: Literal["replay"]
-    instances: list[ReplayInstanceOutcome]
-
-
-BatchOutcomes = Annotated[
-    RolloutOutcomes | PlanningOutcomes | ReplayOutcomes, Field(discriminator="backend")
-]
-"""A batch job's per-episode outcomes, typed by the task's ``eval.backend``."""
-
-_Entry = RolloutEpisodeOutcome | PlanningProblemOutcome | ReplayInstanceOutcome
-
-
-def outcome_entries(outcomes: RolloutOutcomes | PlanningOutcomes | ReplayOutcomes) -> list[_Entry]:
-    """The per-episode entries, whatever the backend."""
-    if isinstance(outcomes, RolloutOutcomes):
-        return list(outcomes.episodes)
-    if isinstance(outcomes, PlanningOutcomes):
-        return list(outcomes.problems)
-    return list(outcomes.instances)
-
-
-def batch_outcomes(
-    backend: str, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
-) -> RolloutOutcomes | PlanningOutcomes | ReplayOutcomes:
-    """The typed outcomes of a batch job from what its backend produced (same order).
-
-    ``base_seeds`` are the task's public base seeds: a replay task's instances
-    (never a hidden seed value, which no result holds).
-    """
-    if backend in ("planner", "edmp"):
-        return PlanningOutcomes.model_validate(
+    @classmethod
+    def from_episodes(cls, backend: str, outcomes: Sequence[EpisodeOutcome]) -> PlanningOutcomes:
+        """From what a planning kind's shards produced (same order)."""
+        return cls.model_validate(
             {
                 "backend": backend,
                 "problems": [
@@ -247,45 +232,11 @@ def batch_outcomes(
                 ],
             }
         )
-    if backend == "replay":
-        return ReplayOutcomes(
-            backend="replay",
-            instances=[
-                ReplayInstanceOutcome(
-                    index=o.index,
-                    instance=int(base_seeds[o.index]),
-                    success=_required(o.success, "success", o.index),
-                    final_distance=_required(o.final_distance, "final_distance", o.index),
-                    episode_return=o.ret,
-                    length=o.length,
-                    terminated=o.terminated,
-                )
-                for o in outcomes
-            ],
-        )
-    return RolloutOutcomes.model_validate(
-        {
-            "backend": backend,
-            "episodes": [
-                RolloutEpisodeOutcome(
-                    index=o.index,
-                    episode_return=o.ret,
-                    length=o.length,
-                    terminated=o.terminated,
-                    success=o.success,
-                )
-                for o in outcomes
-            ],
-        }
-    )
 
+    def entries(self) -> list[_Entry]:
+        return list(self.problems)
 
-def episode_outcomes(
-    outcomes: RolloutOutcomes | PlanningOutcomes | ReplayOutcomes,
-) -> list[EpisodeOutcome]:
-    """Back to the pipeline's outcomes, from which :func:`.metrics.compute` gives the metrics
-    (bit for bit the evaluator's: the same values in the same order)."""
-    if isinstance(outcomes, PlanningOutcomes):
+    def episode_outcomes(self) -> list[EpisodeOutcome]:
         return [
             EpisodeOutcome(
                 p.index,
@@ -297,9 +248,42 @@ def episode_outcomes(
                 planning_time_s=p.planning_time_s,
                 reason=p.reason,
             )
-            for p in outcomes.problems
+            for p in self.problems
         ]
-    if isinstance(outcomes, ReplayOutcomes):
+
+
+class ReplayOutcomes(_Model):
+    backend: Literal["replay"]
+    instances: list[ReplayInstanceOutcome]
+
+    @classmethod
+    def from_episodes(
+        cls, backend: str, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
+    ) -> ReplayOutcomes:
+        """From what the replay kind's shards produced (same order); ``base_seeds`` are the
+        task's published instances (never a hidden seed value, which no result holds)."""
+        return cls.model_validate(
+            {
+                "backend": backend,
+                "instances": [
+                    ReplayInstanceOutcome(
+                        index=o.index,
+                        instance=int(base_seeds[o.index]),
+                        success=_required(o.success, "success", o.index),
+                        final_distance=_required(o.final_distance, "final_distance", o.index),
+                        episode_return=o.ret,
+                        length=o.length,
+                        terminated=o.terminated,
+                    )
+                    for o in outcomes
+                ],
+            }
+        )
+
+    def entries(self) -> list[_Entry]:
+        return list(self.instances)
+
+    def episode_outcomes(self) -> list[EpisodeOutcome]:
         return [
             EpisodeOutcome(
                 r.index,
@@ -309,12 +293,110 @@ def episode_outcomes(
                 success=r.success,
                 final_distance=r.final_distance,
             )
-            for r in outcomes.instances
+            for r in self.instances
         ]
-    return [
-        EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated, success=e.success)
-        for e in outcomes.episodes
-    ]
+
+
+_OTHER_RECORDS: dict[str, str] = {
+    **{name: "planning" for name in get_args(PlanningOutcomes.model_fields["backend"].annotation)},
+    **{name: "replay" for name in get_args(ReplayOutcomes.model_fields["backend"].annotation)},
+}
+"""Kind names whose outcomes are not rollout episodes -> the tag of their record."""
+
+
+class RolloutOutcomes(_Model):
+    backend: str = Field(
+        description="The rollout kind: any registered kind that rolls out a policy "
+        "('gymnasium', 'mujoco_rollout', a third party's)."
+    )
+    episodes: list[RolloutEpisodeOutcome]
+
+    @field_validator("backend")
+    @classmethod
+    def _a_policy_kind(cls, name: str) -> str:
+        """Open to kinds registered later (a new policy kind needs no edit here), closed to
+        the names whose outcomes have their own record, and to names no kind has."""
+        if name in _OTHER_RECORDS:
+            raise ValueError(f"the outcomes of kind {name!r} are {_OTHER_RECORDS[name]} records")
+        if name not in kind_names():
+            registered = ", ".join(kind_names())
+            raise ValueError(
+                f"{name!r} is not a registered rollout kind (registered: {registered})"
+            )
+        return name
+
+    @classmethod
+    def from_episodes(cls, backend: str, outcomes: Sequence[EpisodeOutcome]) -> RolloutOutcomes:
+        """From what a policy kind's shards produced (same order)."""
+        return cls.model_validate(
+            {
+                "backend": backend,
+                "episodes": [
+                    RolloutEpisodeOutcome(
+                        index=o.index,
+                        episode_return=o.ret,
+                        length=o.length,
+                        terminated=o.terminated,
+                        success=o.success,
+                    )
+                    for o in outcomes
+                ],
+            }
+        )
+
+    def entries(self) -> list[_Entry]:
+        return list(self.episodes)
+
+    def episode_outcomes(self) -> list[EpisodeOutcome]:
+        return [
+            EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated, success=e.success)
+            for e in self.episodes
+        ]
+
+
+def _record_tag(value: Any) -> str | None:
+    """Which record a stored ``outcomes`` object is, from the kind it names."""
+    backend = value.get("backend") if isinstance(value, dict) else getattr(value, "backend", None)
+    if not isinstance(backend, str):
+        return None
+    return _OTHER_RECORDS.get(backend, "rollout")
+
+
+BatchOutcomes = Annotated[
+    Annotated[RolloutOutcomes, Tag("rollout")]
+    | Annotated[PlanningOutcomes, Tag("planning")]
+    | Annotated[ReplayOutcomes, Tag("replay")],
+    Discriminator(
+        _record_tag,
+        custom_error_type="outcomes_backend",
+        custom_error_message="outcomes need a 'backend' naming their rollout kind",
+    ),
+]
+"""A batch job's per-episode outcomes, typed by the task's rollout kind (``eval.backend``)."""
+
+
+def outcome_entries(outcomes: BatchOutcomes) -> list[_Entry]:
+    """The per-episode entries, whatever the kind."""
+    return outcomes.entries()
+
+
+def batch_outcomes(
+    kind: str | RolloutKind, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
+) -> BatchOutcomes:
+    """The typed outcomes of a batch job from what its kind produced (same order): the
+    kind's own record (:meth:`~ale_robotics.rollouts.base.RolloutKind.outcome_record`).
+
+    ``kind`` is the task's kind or its name (``task.eval.rollout``); ``base_seeds`` are
+    the task's public base seeds: a replay task's instances (never a hidden seed value,
+    which no result holds).
+    """
+    return (get_kind(kind) if isinstance(kind, str) else kind).outcome_record(base_seeds, outcomes)
+
+
+def episode_outcomes(outcomes: BatchOutcomes) -> list[EpisodeOutcome]:
+    """Back to the pipeline's outcomes, from which :func:`.metrics.compute` gives the metrics
+    (bit for bit the evaluator's: the same values in the same order)."""
+    return outcomes.episode_outcomes()
 
 
 def _required(value: Any, name: str, index: int) -> Any:
@@ -329,8 +411,10 @@ class EvalResult(_Model):
     run_id: str
     task_id: str
     task_config_sha256: str = Field(description="Hash of the exact task config evaluated.")
-    state: str = Field(description="Terminal job state (SUCCEEDED, REJECTED, FAILED, ...).")
-    failure_source: str = Field(default="", description="'submission' or 'infrastructure'.")
+    state: JobState = Field(description="Terminal job state (SUCCEEDED, REJECTED, FAILED, ...).")
+    failure_source: FailureSource = Field(
+        default=FailureSource.NONE, description="'submission' or 'infrastructure'."
+    )
     failure_reason: str = Field(default="")
     submission_files: dict[str, str] = Field(
         default_factory=dict, description="Snapshot file name -> SHA-256."

@@ -29,9 +29,9 @@ Whose failure, and what it costs:
 
 A job's snapshot (``STATE_DIR/snapshots/<job>/``) is deleted once the job is
 terminal; only queued and running jobs need theirs (a restart re-runs them from
-it). Snapshots of terminal jobs and ``staging-*`` directories left by a dead
-process are removed when the runner is created, at evaluator start, before any
-listener accepts a submission.
+it). Snapshots of terminal jobs, and ``staging-*`` or unknown directories a dead
+process left long ago, are removed when the runner is created, at evaluator
+start, before any listener accepts a submission (:func:`.snapshot.reclaim_snapshots`).
 
 Holding a job (:mod:`.store` has the lease model): the runner claims only its
 run's jobs when the evaluator is embedded in one run (``config.run_id``), any
@@ -42,7 +42,7 @@ them) as often. Every event and transition of a job is conditional on still
 holding it. A job can stop being this runner's three ways, and each stops its
 rollouts at once (:class:`.execution.RolloutAborted`), quietly, recording nothing:
 
-* cancelled (:meth:`JobRunner.cancel`, from ``Evaluator.cancel_run``): the job is
+* cancelled (:meth:`JobRunner.cancel`, from :meth:`.jobs.JobService.cancel_run`): the job is
   CANCELLED already; its snapshot is deleted.
 * lost (a renewal or a write refused: the lease expired while this process was
   stalled and another took the job, or another process cancelled it): whatever
@@ -60,33 +60,30 @@ import shutil
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from ale_robotics import __version__
 from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_formats
-from ale_robotics.evaluator.execution import RolloutAborted, WorkerCrashed
+from ale_robotics.evaluator.execution import Executor, RolloutAborted, WorkerCrashed
+from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.metrics import NonFiniteMetric
 from ale_robotics.evaluator.pipeline import PolicyFault, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
-from ale_robotics.evaluator.result import (
-    EpisodeRecord,
-    EvalResult,
-    Timings,
-    batch_outcomes,
-    host_info,
-    simulator_versions,
+from ale_robotics.evaluator.result_builder import ResultBuilder
+from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected, reclaim_snapshots
+from ale_robotics.evaluator.store import (
+    FailureSource,
+    JobRecord,
+    JobState,
+    JobStore,
+    StoreUnavailable,
 )
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState, StoreUnavailable
-from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks.spec import TaskSpec
 
-if TYPE_CHECKING:
-    from ale_robotics.evaluator.core import Evaluator
-
-__all__ = ["JobRunner"]
+__all__ = ["JobRunner", "RetryPolicy"]
 
 log = logging.getLogger(__name__)
 
@@ -122,11 +119,56 @@ class _Current:
             raise _Abandoned(self.why.value)
 
 
-class JobRunner:
-    """Runs the evaluator's queued batch jobs on a thread of its own."""
+class RetryPolicy(Protocol):
+    """The operator's bounds on a job's run (see the module docstring): an
+    :class:`~.config.EvaluatorConfig`, read at each use, so a change applies to the
+    next job."""
 
-    def __init__(self, evaluator: Evaluator) -> None:
-        self._ev = evaluator
+    @property
+    def job_deadline_s(self) -> float:
+        """A job's rollouts past this many seconds end it TIMED_OUT."""
+
+    @property
+    def max_attempts(self) -> int:
+        """Attempts per job (its first, then re-runs after infrastructure failures)."""
+
+    @property
+    def max_infra_retries_per_run(self) -> int:
+        """Re-runs after infrastructure failures for all of a run's jobs together."""
+
+
+class JobRunner:
+    """Runs the evaluator's queued batch jobs on a thread of its own.
+
+    Everything it uses is handed to it: the job store, the executor its shards
+    run on, the run ledger (hidden seeds, signed events), the result builder,
+    the task lookup (``spec``), the snapshot dir, the lease reaper (``reap``,
+    returning the ids it requeued) and the operator's bounds.
+    """
+
+    def __init__(
+        self,
+        store: JobStore,
+        pool: Executor,
+        ledger: RunLedger,
+        results: ResultBuilder,
+        spec: Callable[[str], TaskSpec],
+        snapshots: Path,
+        reap: Callable[[], list[str]],
+        policy: RetryPolicy,
+        *,
+        run_id: str | None = None,
+    ) -> None:
+        self._store = store
+        self._pool = pool
+        self._ledger = ledger
+        self._results = results
+        self._spec = spec
+        self._snapshots = snapshots
+        self._reap = reap
+        self._run_id = run_id
+        """Claim only this run's jobs (an evaluator embedded in one); None: any run's."""
+        self._policy = policy
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -139,25 +181,13 @@ class JobRunner:
         """Delete snapshot dirs no job needs; returns their names.
 
         Kept: the snapshots of queued and running jobs (a restarted evaluator
-        re-runs those from them). Deleted: ``staging-*`` dirs (a submission being
-        copied when a previous process died: it never became a job) and the
-        snapshots of terminal or unknown jobs. Runs when the runner is created,
-        before the listeners start, so no submission is being staged meanwhile.
+        re-runs those from them), and recent dirs no job names yet (a submission
+        another evaluator on this state dir is copying). Deleted: the snapshots of
+        terminal jobs, and old ``staging-*`` or unknown dirs a dead process left
+        (:func:`.snapshot.reclaim_snapshots`). Runs when the runner is created,
+        before the listeners start.
         """
-        root = self._ev.state.snapshots
-        removed = []
-        for entry in sorted(root.iterdir()):
-            if not entry.is_dir() or entry.is_symlink():
-                continue
-            if not entry.name.startswith("staging-"):
-                job = self._ev.store.get(entry.name)
-                if job is not None and not job.terminal:
-                    continue
-            shutil.rmtree(entry, ignore_errors=True)
-            removed.append(entry.name)
-        if removed:
-            log.info("removed %d snapshot dir(s) no job needs", len(removed))
-        return removed
+        return reclaim_snapshots(self._snapshots, self._store)
 
     def _finish(self, job_id: str, state: JobState, **fields: Any) -> None:
         """Record the terminal state, then delete the job's snapshot (in that order: a
@@ -166,10 +196,10 @@ class JobRunner:
 
         Only while this runner still holds the job: when it does not, nothing
         changes and the attempt is abandoned (:class:`_Abandoned`)."""
-        if not self._ev.store.finish(job_id, state, owned=True, **fields):
+        if not self._store.finish(job_id, state, owned=True, **fields):
             self._drop(job_id, _Why.LOST)
             raise _Abandoned(_Why.LOST.value)
-        shutil.rmtree(self._ev.state.snapshots / job_id, ignore_errors=True)
+        shutil.rmtree(self._snapshots / job_id, ignore_errors=True)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
@@ -198,6 +228,14 @@ class JobRunner:
         """A job was queued: look now rather than at the next poll."""
         self._wake.set()
 
+    def reap_expired(self) -> list[str]:
+        """Requeue the jobs whose lease expired (:class:`.leases.LeaseReaper`) and look for
+        work at once when there are any; returns their ids."""
+        requeued = self._reap()
+        if requeued:
+            self.wake()
+        return requeued
+
     def cancel(self, job_ids: list[str]) -> bool:
         """The store cancelled these jobs: stop the attempt if one is running here.
 
@@ -218,10 +256,10 @@ class JobRunner:
 
     def _lease_loop(self) -> None:
         """Renew this process's leases every third of the lease, until stopped."""
-        every = self._ev.store.lease_s / 3
+        every = self._store.lease_s / 3
         while not self._stop.wait(every):
             try:
-                held = self._ev.store.renew()
+                held = self._store.renew()
             # SQLite busy past its timeout, or the database unreachable: the next one retries
             except (sqlite3.Error, StoreUnavailable) as exc:
                 log.warning("cannot renew the job leases: %s", exc)
@@ -235,13 +273,13 @@ class JobRunner:
         next_reap = 0.0
         while not self._stop.is_set():
             if time.monotonic() >= next_reap:
-                next_reap = time.monotonic() + self._ev.store.lease_s / 3
+                next_reap = time.monotonic() + self._store.lease_s / 3
                 try:
-                    self._ev.reap_expired()
+                    self.reap_expired()
                 except (sqlite3.Error, StoreUnavailable) as exc:
                     log.warning("cannot requeue jobs with expired leases: %s", exc)
             try:
-                job = self._ev.store.claim_next(run_id=self._ev.config.run_id)
+                job = self._store.claim_next(run_id=self._run_id)
             # another process held the write lock too long, or the database is unreachable
             except (sqlite3.Error, StoreUnavailable) as exc:
                 log.warning("cannot claim a job: %s", exc)
@@ -255,7 +293,7 @@ class JobRunner:
                 self._current = current
             try:
                 if self._stop.is_set():  # stopped between the check and the claim
-                    self._ev.store.release(job.job_id)
+                    self._store.release(job.job_id)
                     continue
                 self._attempt(job, current)
             finally:
@@ -298,22 +336,22 @@ class JobRunner:
                 job.job_id,
                 job.attempts,
             )
-        now = self._ev.store.get(job.job_id)
+        now = self._store.get(job.job_id)
         if now is not None and now.terminal:
-            shutil.rmtree(self._ev.state.snapshots / job.job_id, ignore_errors=True)
+            shutil.rmtree(self._snapshots / job.job_id, ignore_errors=True)
 
     def _event(
         self, job: JobRecord, current: _Current, task: TaskSpec, kind: str, payload: dict[str, Any]
     ) -> None:
         """Sign one of the job's events, only while this runner still holds the job."""
         current.check()
-        if not self._ev.event(job.run_id, task, kind, payload, held_job=job.job_id):
+        if not self._ledger.event(job.run_id, task, kind, payload, held_job=job.job_id):
             current.drop(_Why.LOST)
             current.check()
 
     def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
         assert task.contract is not None
-        folder = self._ev.state.snapshots / job.job_id
+        folder = self._snapshots / job.job_id
         out = []
         for cf in task.contract.files:
             for name, fmt in cf.names.items():
@@ -326,7 +364,7 @@ class JobRunner:
         return out
 
     def _run_job(self, job: JobRecord, current: _Current) -> None:
-        task = self._ev.spec(job.task_id)
+        task = self._spec(job.task_id)
         assert task.contract is not None
         try:
             files = self._snapshot_files(job, task)
@@ -340,13 +378,13 @@ class JobRunner:
                 failure_source=FailureSource.SUBMISSION,
                 failure_reason=str(exc),
             )
-            self._ev.rejection_event(job.run_id, task, job.job_id, exc)
+            self._ledger.rejection_event(job.run_id, task, job.job_id, exc)
             return
         except OSError as exc:
             self._infra_failure(job, current, f"cannot read the snapshot: {exc}")
             return
         self._event(job, current, task, "validation", {"job_id": job.job_id, "passed": True})
-        seeds = derive_seeds(task.eval.base_seeds, job.run_id, self._ev._secret)
+        seeds = self._ledger.hidden_seeds(task, job.run_id)
         runs = episode_plan(task, seeds)
         self._event(
             job,
@@ -357,28 +395,24 @@ class JobRunner:
                 "job_id": job.job_id,
                 "attempt": job.attempts,
                 "episodes": len(runs),
-                "workers": self._ev.pool.workers,
-                "executor": self._ev.pool.kind,
+                "workers": self._pool.workers,
+                "executor": self._pool.kind,
             },
         )
         t0 = time.monotonic()
         try:
-            outcomes = self._ev.pool.run(
+            outcomes = self._pool.run(
                 task,
                 weights,
                 [seed for _, seed in runs],
-                on_progress=lambda n: self._held(
-                    job, current, self._ev.store.progress(job.job_id, n)
-                ),
-                deadline=t0 + self._ev.config.job_deadline_s,
-                on_heartbeat=lambda: self._held(job, current, self._ev.store.heartbeat(job.job_id)),
+                on_progress=lambda n: self._held(job, current, self._store.progress(job.job_id, n)),
+                deadline=t0 + self._policy.job_deadline_s,
+                on_heartbeat=lambda: self._held(job, current, self._store.heartbeat(job.job_id)),
                 indices=[index for index, _ in runs],
                 abort=current.abort,
             )
         except TimeoutError:
-            reason = (
-                f"evaluation exceeded the job deadline of {self._ev.config.job_deadline_s:.0f}s"
-            )
+            reason = f"evaluation exceeded the job deadline of {self._policy.job_deadline_s:.0f}s"
             current.check()
             self._finish(
                 job.job_id,
@@ -386,11 +420,8 @@ class JobRunner:
                 failure_source=FailureSource.INFRASTRUCTURE,
                 failure_reason=reason,
             )
-            self._ev.event(
-                job.run_id,
-                task,
-                "result",
-                {"job_id": job.job_id, "state": "TIMED_OUT", "reason": reason},
+            self._ledger.event(
+                job.run_id, task, "result", self._results.timed_out(job.job_id, reason)
             )
             return
         except WorkerCrashed as exc:
@@ -424,57 +455,23 @@ class JobRunner:
                 "wall_s": round(wall, 3),
             },
         )
-        result = EvalResult(
-            job_id=job.job_id,
-            run_id=job.run_id,
-            task_id=task.id,
-            task_config_sha256=self._ev.registry.entry(task.id).sha256,
-            state=JobState.SUCCEEDED.value,
-            submission_files=job.files,
+        verdict = self._results.batch_success(
+            job,
+            task,
+            seeds=seeds,
+            outcomes=outcomes,
             metrics=metrics,
-            episodes=[
-                EpisodeRecord(
-                    index=o.index,
-                    seed_commitment=seeds[o.index].commitment,
-                    episode_return=o.ret,
-                    length=o.length,
-                    terminated=o.terminated,
-                    success=o.success,
-                )
-                for o in outcomes
-            ],
-            outcomes=batch_outcomes(task.eval.backend, task.eval.base_seeds, outcomes),
             evidence_files=evidence,
             tensor_shapes=shapes,
-            secret_sha256=self._ev.secret_sha256,
-            evaluator_version=__version__,
-            simulator_versions=simulator_versions(task.simulator.package),
-            host=host_info(),
-            timings=Timings(
-                wall_s=wall,
-                env_steps=steps,
-                env_steps_per_s=steps / wall if wall > 0 else 0.0,
-                workers=self._ev.pool.workers,
-            ),
-            attempts=job.attempts,
-            smoke_run=self._ev.smoke_run(task.id),
+            wall_s=wall,
+            env_steps=steps,
+            workers=self._pool.workers,
         )
-        payload: dict[str, Any] = {
-            "job_id": job.job_id,
-            "state": "SUCCEEDED",
-            "metrics": metrics,
-            "episode_returns": [o.ret for o in outcomes],
-        }
-        assert result.outcomes is not None
-        # the per-episode outcomes are signed too: the audit checks result.json's against them
-        payload["outcomes"] = result.outcomes.model_dump(mode="json")
-        if result.smoke_run is not None:
-            payload["smoke_run"] = result.smoke_run.model_dump()
-        self._event(job, current, task, "result", payload)
+        self._event(job, current, task, "result", verdict.payload)
         self._finish(
             job.job_id,
             JobState.SUCCEEDED,
-            result_json=result.model_dump_json(),
+            result_json=verdict.result.model_dump_json(),
             episodes_done=len(outcomes),
         )
 
@@ -489,40 +486,14 @@ class JobRunner:
         polls gets ``public_reason``, which does not say when a hidden episode failed.
         """
         log.warning("job %s failed (submission): %s", job.job_id, reason)
-        result = EvalResult(
-            job_id=job.job_id,
-            run_id=job.run_id,
-            task_id=task.id,
-            task_config_sha256=self._ev.registry.entry(task.id).sha256,
-            state=JobState.FAILED.value,
-            failure_source=FailureSource.SUBMISSION.value,
-            failure_reason=reason,
-            submission_files=job.files,
-            secret_sha256=self._ev.secret_sha256,
-            evaluator_version=__version__,
-            simulator_versions=simulator_versions(task.simulator.package),
-            host=host_info(),
-            attempts=job.attempts,
-            smoke_run=self._ev.smoke_run(task.id),
-        )
-        self._event(
-            job,
-            current,
-            task,
-            "result",
-            {
-                "job_id": job.job_id,
-                "state": JobState.FAILED.value,
-                "failure_source": FailureSource.SUBMISSION.value,
-                "reason": reason,
-            },
-        )
+        verdict = self._results.batch_failure(job, task, reason)
+        self._event(job, current, task, "result", verdict.payload)
         self._finish(
             job.job_id,
             JobState.FAILED,
             failure_source=FailureSource.SUBMISSION,
             failure_reason=public_reason,
-            result_json=result.model_dump_json(),
+            result_json=verdict.result.model_dump_json(),
         )
 
     def _infra_failure(self, job: JobRecord, current: _Current, reason: str) -> None:
@@ -533,11 +504,11 @@ class JobRunner:
         buy unbounded evaluations by failing as infrastructure.
         """
         current.check()  # a dropped job's errors are the drop's, not the infrastructure's
-        cfg = self._ev.config
+        cfg = self._policy
         log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
-        used = self._ev.store.retries_used(job.run_id)
+        used = self._store.retries_used(job.run_id)
         if job.attempts < cfg.max_attempts and used < cfg.max_infra_retries_per_run:
-            if not self._ev.store.requeue(
+            if not self._store.requeue(
                 job.job_id, f"retrying after an infrastructure failure: {reason}"
             ):
                 self._drop(job.job_id, _Why.LOST)
@@ -557,11 +528,11 @@ class JobRunner:
             failure_source=FailureSource.INFRASTRUCTURE,
             failure_reason=why,
         )
-        self._ev.event(
+        self._ledger.event(
             job.run_id,
-            self._ev.spec(job.task_id),
+            self._spec(job.task_id),
             "result",
-            {"job_id": job.job_id, "state": "FAILED", "failure_source": "infrastructure"},
+            self._results.infrastructure_failure(job.job_id),
         )
 
     def _held(self, job: JobRecord, current: _Current, still_held: bool) -> None:

@@ -8,13 +8,16 @@ registers each run with ``OpenRun``; the run gets a token of its own and a fresh
 directory ``VOLUME/<run_id>/``, and every agent call is checked against the
 :class:`Scope` its token carries, never against a field of the request.
 
-Only the SHA-256 of a run token is kept (in memory and in ``STATE_DIR/runs.json``,
-0600, so that a restarted evaluator still accepts the agents of open runs); a run
-id is single use, because the run's hidden seeds derive from it.
+Only the SHA-256 of a run token is kept, in the job store (:class:`RunRegistry`):
+every replica sharing the store accepts the agents of a run opened on any of
+them, a restarted evaluator still accepts those of open runs, and CloseRun on
+one replica revokes the token on all at once. A run id is single use, because
+the run's hidden seeds derive from it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import hmac
@@ -29,7 +32,8 @@ from enum import StrEnum
 from pathlib import Path
 
 from ale_robotics.errors import FailedPreconditionError, PermissionDeniedError
-from ale_robotics.evaluator.state import write_private
+from ale_robotics.evaluator.store import JobStore, RunRecord
+from ale_robotics.evaluator.store.base import check_token_sha256
 
 __all__ = ["TRUSTED", "Access", "OpenedRun", "RunClosed", "RunRegistry", "Scope", "token_digest"]
 
@@ -102,76 +106,69 @@ class OpenedRun:
 
 @dataclass(frozen=True)
 class RunClosed:
-    """What CloseRun ended (``Evaluator.close_run``)."""
+    """What CloseRun ended (:meth:`.run_service.RunService.close_run`)."""
 
     sessions_closed: int
     """Sessions of the run still open, closed now as by CloseSession."""
     jobs_cancelled: int
-    """Queued and running jobs of the run, ended CANCELLED (``Evaluator.cancel_run``)."""
+    """Queued and running jobs of the run, ended CANCELLED (:meth:`.jobs.JobService.cancel_run`)."""
 
 
 class RunRegistry:
-    """Every run opened on this evaluator (open or closed), persisted in the state dir."""
+    """Every run opened with OpenRun (open or closed), kept in the job store.
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+    Replicas sharing a store share the registry: a run opened on one is known to
+    all (its token, its submission directory), its id is taken for all, and
+    CloseRun on any one revokes the token for all at once, because
+    :meth:`by_token` and :meth:`get` of an open run read the store on every call.
+    The only cache holds what can no longer change: that a run id is known (runs
+    are never forgotten) and a closed run (closing is final).
+    """
+
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
         self._lock = threading.Lock()
-        self._runs: dict[str, OpenedRun] = {}
-        self._by_digest: dict[str, str] = {}
-        if path.exists():
-            self._load()
+        self._known: set[str] = set()
+        self._closed: dict[str, OpenedRun] = {}
 
-    def _load(self) -> None:
-        data = json.loads(self._path.read_text(encoding="utf-8"))
-        for run_id, r in data.get("runs", {}).items():
-            sub = r.get("submission_dir") or None
-            run = OpenedRun(
-                run_id=run_id,
-                task_id=r["task_id"],
-                token_sha256=r["token_sha256"],
-                submission_dir=Path(sub) if sub else None,
-                opened_unix=float(r["opened_unix"]),
-                closed_unix=float(r.get("closed_unix", 0.0)),
-            )
-            self._runs[run_id] = run
-            if run.open:
-                self._by_digest[run.token_sha256] = run_id
-
-    def _save(self) -> None:
-        runs = {
-            r.run_id: {
-                "task_id": r.task_id,
-                "token_sha256": r.token_sha256,
-                "submission_dir": str(r.submission_dir) if r.submission_dir else "",
-                "opened_unix": r.opened_unix,
-                "closed_unix": r.closed_unix,
-            }
-            for r in self._runs.values()
-        }
-        write_private(self._path, json.dumps({"runs": runs}, indent=1, sort_keys=True).encode())
+    def _remember(self, record: RunRecord | None) -> OpenedRun | None:
+        if record is None:
+            return None
+        run = _opened(record)
+        with self._lock:
+            self._known.add(run.run_id)
+            if not run.open:
+                self._closed[run.run_id] = run
+        return run
 
     # -------------------------------------------------------------- queries --
 
     def known(self, run_id: str) -> bool:
-        """Whether the run was opened with OpenRun (open or closed)."""
+        """Whether the run was opened with OpenRun (open or closed), on any replica."""
         with self._lock:
-            return run_id in self._runs
+            if run_id in self._known:
+                return True
+        return self.get(run_id) is not None
 
     def get(self, run_id: str) -> OpenedRun | None:
+        """The run as the store has it now (a closed run from the cache: it stays closed)."""
         with self._lock:
-            return self._runs.get(run_id)
+            closed = self._closed.get(run_id)
+        if closed is not None:
+            return closed
+        return self._remember(self._store.get_run(run_id))
 
     def by_token(self, token: bytes) -> OpenedRun | None:
         """The open run whose token this is; None for an unknown or revoked token.
 
         The lookup is by the token's SHA-256, so its timing depends on the digest,
-        not on how much of a real token a guess shares.
+        not on how much of a real token a guess shares; the stored digest is then
+        compared in constant time. Always read from the store, never cached: a token
+        revoked on another replica is refused here at once.
         """
         digest = token_digest(token)
-        with self._lock:
-            run_id = self._by_digest.get(digest)
-            run = self._runs.get(run_id) if run_id is not None else None
-        if run is None or not hmac.compare_digest(run.token_sha256, digest):
+        run = self._remember(self._store.open_run_by_token(digest))
+        if run is None or not run.open or not hmac.compare_digest(run.token_sha256, digest):
             return None
         return run
 
@@ -181,41 +178,123 @@ class RunRegistry:
         """Register a run: a new token and a new, empty ``volume/<run_id>/``.
 
         ``run_id`` must already be checked (format, never used by the job store).
+        Of replicas opening one run id at once, one wins; the others get
+        FAILED_PRECONDITION and leave no directory behind.
         """
+        if self.known(run_id):
+            raise FailedPreconditionError(_REUSED.format(run_id=run_id))
+        sub = _make_run_dir(volume, run_id) if volume is not None else None
+        token = secrets.token_urlsafe(32)
+        record = RunRecord(
+            run_id=run_id,
+            task_id=task_id,
+            token_sha256=token_digest(token),
+            submission_dir=str(sub) if sub is not None else "",
+            opened_unix=time.time(),
+        )
+        try:
+            added = self._store.add_run(record)
+        except BaseException:
+            # not recorded (or not known to be): the directory must not outlive it
+            if sub is not None:
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+            raise
+        if not added:  # another replica took the id between the check and here
+            if sub is not None:
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+            raise FailedPreconditionError(_REUSED.format(run_id=run_id))
         with self._lock:
-            if run_id in self._runs:
-                raise FailedPreconditionError(
-                    f"run {run_id!r} was opened on this evaluator before; run ids are single "
-                    "use (the run's hidden seeds derive from it): choose a new one"
-                )
-            sub = _make_run_dir(volume, run_id) if volume is not None else None
-            token = secrets.token_urlsafe(32)
-            run = OpenedRun(
-                run_id=run_id,
-                task_id=task_id,
-                token_sha256=token_digest(token),
-                submission_dir=sub,
-                opened_unix=time.time(),
-            )
-            self._runs[run_id] = run
-            self._by_digest[run.token_sha256] = run_id
-            self._save()
+            self._known.add(run_id)
         log.info("run %s opened for task %s", run_id, task_id)
-        return dataclasses.replace(run, agent_token=token)
+        return dataclasses.replace(_opened(record), agent_token=token)
 
     def close(self, run_id: str) -> OpenedRun:
-        """Revoke the run's token (idempotent); the run stays known, so its id stays used."""
-        with self._lock:
-            run = self._runs.get(run_id)
-            if run is None:
-                raise FailedPreconditionError(f"run {run_id!r} was never opened with OpenRun")
-            if run.open:
-                self._by_digest.pop(run.token_sha256, None)
-                run = dataclasses.replace(run, closed_unix=time.time())
-                self._runs[run_id] = run
-                self._save()
-                log.info("run %s closed: its agent token is revoked", run_id)
+        """Revoke the run's token (idempotent) for every replica; the run stays known, so
+        its id stays used."""
+        before = self.get(run_id)
+        if before is None:
+            raise FailedPreconditionError(f"run {run_id!r} was never opened with OpenRun")
+        if not before.open:
+            return before
+        run = self._remember(self._store.revoke_run(run_id))
+        assert run is not None  # runs are never deleted
+        log.info("run %s closed: its agent token is revoked", run_id)
         return run
+
+    # --------------------------------------------------------------- legacy --
+
+    def import_legacy(self, path: Path) -> int:
+        """Import a ``runs.json`` a release before schema 3 kept in the state dir; returns
+        how many runs were new to the store.
+
+        Idempotent (a run id already in the store keeps the store's record) and safe
+        to race: several evaluators starting on one state dir may all import it. The
+        file is then renamed ``runs.json.imported`` (kept as a backup), so later
+        starts skip it. A file that cannot be read or parsed stops the start with
+        FAILED_PRECONDITION naming it: skipping it would forget open runs' tokens
+        and free used run ids.
+        """
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise FailedPreconditionError(
+                f"cannot read the run registry {path} to import it into the job store "
+                f"({exc.strerror}); fix its permissions or move it away"
+            ) from None
+        try:
+            records = _legacy_records(json.loads(text))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise FailedPreconditionError(
+                f"the run registry {path} is not one this evaluator wrote ({exc}); it cannot "
+                "be imported into the job store: fix it or move it away"
+            ) from None
+        added = sum(self._store.add_run(r) for r in records)
+        with contextlib.suppress(FileNotFoundError):  # another process renamed it first
+            os.replace(path, path.with_name(path.name + ".imported"))
+        log.info("imported %d run(s) of %s into the job store", added, path)
+        return added
+
+
+_REUSED = (
+    "run {run_id!r} was opened on this evaluator before; run ids are single use (the run's "
+    "hidden seeds derive from it): choose a new one"
+)
+
+
+def _opened(record: RunRecord) -> OpenedRun:
+    return OpenedRun(
+        run_id=record.run_id,
+        task_id=record.task_id,
+        token_sha256=record.token_sha256,
+        submission_dir=Path(record.submission_dir) if record.submission_dir else None,
+        opened_unix=record.opened_unix,
+        closed_unix=record.closed_unix,
+    )
+
+
+def _legacy_records(data: object) -> list[RunRecord]:
+    """The runs of a legacy ``runs.json`` (``{"runs": {run_id: {...}}}``)."""
+    if not isinstance(data, dict) or not isinstance(data.get("runs", {}), dict):
+        raise ValueError('expected {"runs": {...}}')
+    out = []
+    for run_id, r in data.get("runs", {}).items():
+        if not isinstance(r, dict):
+            raise ValueError(f"run {run_id!r} is not an object")
+        out.append(
+            RunRecord(
+                run_id=str(run_id),
+                task_id=str(r["task_id"]),
+                token_sha256=check_token_sha256(str(r["token_sha256"])),
+                submission_dir=str(r.get("submission_dir") or ""),
+                opened_unix=float(r["opened_unix"]),
+                closed_unix=float(r.get("closed_unix", 0.0)),
+            )
+        )
+    return out
 
 
 def _make_run_dir(volume: Path, run_id: str) -> Path:

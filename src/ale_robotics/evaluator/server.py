@@ -25,7 +25,13 @@ from ale_robotics.addresses import normalize_address
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.guard import RequestGuardInterceptor
 from ale_robotics.evaluator.runs import Access, Scope
-from ale_robotics.evaluator.service import AuthInterceptor, Role, listener_scope, make_servicer
+from ale_robotics.evaluator.service import (
+    AuthInterceptor,
+    Backends,
+    Role,
+    listener_scope,
+    make_servicer,
+)
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
@@ -90,6 +96,18 @@ def _run_tokens(evaluator: Evaluator) -> Callable[[bytes], Scope | None] | None:
     return lookup
 
 
+def _backends(evaluator: Evaluator) -> Backends:
+    """The services a listener's servicer translates to, as the evaluator wired them."""
+    return Backends(
+        tasks=evaluator.tasks,
+        access=evaluator.access,
+        jobs=evaluator.jobs,
+        sessions=evaluator.sessions,
+        runs=evaluator.run_service,
+        training=evaluator.training,
+    )
+
+
 def _listener(
     evaluator: Evaluator,
     role: Role,
@@ -103,7 +121,7 @@ def _listener(
     workers = _UNARY_THREADS + max_step_streams
     auth = AuthInterceptor(
         token,
-        scope=listener_scope(evaluator, role),
+        scope=listener_scope(evaluator.config, role),
         run_tokens=_run_tokens(evaluator) if role is Role.AGENT else None,
     )
     server = grpc.server(
@@ -115,7 +133,7 @@ def _listener(
             ("grpc.so_reuseport", 0),
         ],
     )
-    servicer = make_servicer(evaluator, role, max_message_bytes, max_step_streams, auth)
+    servicer = make_servicer(_backends(evaluator), role, max_message_bytes, max_step_streams, auth)
     pb_grpc.add_AleEnvServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     _add_reflection(

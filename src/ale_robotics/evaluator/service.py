@@ -1,4 +1,8 @@
-"""The ``AleEnv`` gRPC servicer: a thin translation between protobuf and :class:`Evaluator`.
+"""The ``AleEnv`` gRPC servicer: a thin translation between protobuf and the evaluator's services.
+
+The servicer holds the services it translates to (:class:`Backends`: jobs,
+sessions, runs, task lookups), never the :class:`~.core.Evaluator` that built
+them.
 
 One servicer instance per listener, constructed with that listener's role; the
 role is never read from a request. :class:`~ale_robotics.errors.AleError` becomes
@@ -13,6 +17,7 @@ import hmac
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +25,7 @@ import grpc
 import numpy as np
 
 from ale_robotics import PROTOCOL_VERSION
+from ale_robotics.envs.make import make_env
 from ale_robotics.errors import (
     AleError,
     InvalidArgumentError,
@@ -28,10 +34,15 @@ from ale_robotics.errors import (
     UnauthenticatedError,
 )
 from ale_robotics.evaluator import rendering
-from ale_robotics.evaluator.core import Evaluator
+from ale_robotics.evaluator.access import RunAccess
+from ale_robotics.evaluator.catalog import TaskCatalog
+from ale_robotics.evaluator.config import EvaluatorConfig
+from ale_robotics.evaluator.jobs import JobService
+from ale_robotics.evaluator.run_service import RunService
 from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, TRUSTED, Access, Scope, check_task
-from ale_robotics.evaluator.sessions import DEFAULT_MAX_SESSIONS_TOTAL, Watch, settings_for
+from ale_robotics.evaluator.sessions import SessionManager, Watch, settings_for
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.evaluator.vector_session import (
     AUTORESET_MODE,
     AUTORESET_MODES,
@@ -45,7 +56,14 @@ from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tenso
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
-__all__ = ["AuthInterceptor", "Role", "listener_scope", "make_servicer", "step_response"]
+__all__ = [
+    "AuthInterceptor",
+    "Backends",
+    "Role",
+    "listener_scope",
+    "make_servicer",
+    "step_response",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +83,22 @@ class Role(StrEnum):
     HARNESS = "harness"
 
 
-def listener_scope(evaluator: Evaluator, role: Role) -> Scope:
+@dataclass(frozen=True)
+class Backends:
+    """The evaluator's services a servicer translates requests to."""
+
+    tasks: TaskCatalog
+    access: RunAccess
+    jobs: JobService
+    sessions: SessionManager
+    runs: RunService
+    training: TrainingLedger
+
+
+def listener_scope(config: EvaluatorConfig, role: Role) -> Scope:
     """What the listener's own token (the state dir's ``<role>.token``) may touch."""
     if role is Role.HARNESS:
         return TRUSTED
-    config = evaluator.config
     if config.run_id is not None:
         return Scope(Access.RUN, config.run_id)
     return Scope(Access.NO_RUN) if config.per_run_tokens else Scope(Access.ANY_RUN)
@@ -213,13 +242,18 @@ def _box_spec(name: str, space: Any) -> pb.TensorSpec:
 class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def __init__(
         self,
-        evaluator: Evaluator,
+        backends: Backends,
         role: Role,
         max_message_bytes: int,
         max_step_streams: int,
         auth: AuthInterceptor,
     ) -> None:
-        self._ev = evaluator
+        self._tasks = backends.tasks
+        self._access = backends.access
+        self._jobs = backends.jobs
+        self._sessions = backends.sessions
+        self._runs = backends.runs
+        self._training = backends.training
         self._role = role
         self._auth = auth
         self._max_message_bytes = max_message_bytes
@@ -244,7 +278,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         if task.id not in self._spaces:
             import gymnasium as gym
 
-            env = gym.make(task.env.gym_id, disable_env_checker=True, **task.env.kwargs)
+            env = make_env(task.env, time_limit=False)
             try:
                 obs_space = env.observation_space
                 if isinstance(obs_space, gym.spaces.Dict):  # goal envs (Fetch): flat Box view
@@ -263,9 +297,9 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     ) -> pb.GetSpecResponse:
         scope = self._scope(context)
         # a run's token asks for its run's task by default; other tasks' specs are public
-        task = self._ev.task(request.task_id or (scope.task_id if scope.bound else ""))
+        task = self._tasks.task(request.task_id or (scope.task_id if scope.bound else ""))
         obs_spec, act_spec = self._spaces_for(task)
-        entry = self._ev.registry.manifest_entry(task.id)
+        entry = self._tasks.manifest_entry(task.id)
         limits = pb.Limits(
             max_message_bytes=self._max_message_bytes,
             max_episode_steps=task.env.max_episode_steps,
@@ -273,16 +307,16 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         if entry is not None:
             limits.wall_clock_budget_s = entry.compute_budget.wall_clock_s
             limits.max_submissions_per_run = entry.compute_budget.max_submissions
-        budget = self._ev.training_budget(task)
+        budget = self._tasks.training_budget(task)
         if budget is not None:
             limits.training_steps = budget.steps
             limits.training_steps_unit = budget.unit.value
             limits.training_agent_steps = budget.agent_steps
             limits.training_steps_enforced = budget.enforced
             limits.training_budget = budget.describe()
-        run = scope.run_id if scope.bound else (self._ev.config.run_id or "")
+        run = scope.run_id if scope.bound else (self._access.bound_run or "")
         if run and task.mode is TaskMode.INTERACTIVE:
-            limits.training_agent_steps_used = self._ev.training.used(run)
+            limits.training_agent_steps_used = self._training.used(run)
         if task.mode is TaskMode.INTERACTIVE:
             session = settings_for(task)
             limits.max_sessions = session.max_sessions
@@ -291,11 +325,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             limits.call_deadline_s = session.call_deadline_s
             limits.eval_episodes = task.eval.episodes
             limits.max_step_streams = self._max_step_streams
-            cap = self._ev.config.max_sessions or session.max_sessions
-            limits.max_sessions = cap
-            limits.max_sessions_total = self._ev.config.max_sessions_total or max(
-                DEFAULT_MAX_SESSIONS_TOTAL, cap
-            )
+            limits.max_sessions, limits.max_sessions_total = self._sessions.caps(task)
         return pb.GetSpecResponse(
             protocol_version=PROTOCOL_VERSION,
             task_id=task.id,
@@ -304,7 +334,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             submission_contract_json=task.contract.model_dump_json() if task.contract else "",
             observation_spec=obs_spec,
             action_spec=act_spec,
-            capabilities=_capabilities(task, shared=self._ev.config.run_id is None),
+            capabilities=_capabilities(task, shared=self._access.bound_run is None),
             limits=limits,
         )
 
@@ -327,7 +357,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         self, request: pb.OpenSessionRequest, context: grpc.ServicerContext
     ) -> pb.OpenSessionResponse:
         scope = self._scope(context)
-        task = self._ev.task(check_task(scope, request.task_id))
+        task = self._tasks.task(check_task(scope, request.task_id))
         kind = _KINDS.get(request.kind)
         if kind is None:
             raise InvalidArgumentError(
@@ -344,13 +374,13 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             run_id = ""
         else:
             bound = (
-                scope.bound or kind is SessionKind.EVAL or request.run_id or self._ev.config.run_id
+                scope.bound or kind is SessionKind.EVAL or request.run_id or self._access.bound_run
             )
-            run_id = self._ev.check_run(request.run_id, scope) if bound else ""
+            run_id = self._access.check_run(request.run_id, scope) if bound else ""
         if 0 < num_envs <= settings_for(task).max_envs_per_session:
             self._check_message_size(task, num_envs)
         render_mode = request.render_mode or None
-        session = self._ev.sessions.open(
+        session = self._sessions.open(
             task,
             kind,
             num_envs,
@@ -384,7 +414,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 )
             return pb.RenderResponse(frames=to_tensor(frames))
 
-        return self._ev.sessions.call(request.session_id, context.time_remaining(), render, scope)
+        return self._sessions.call(request.session_id, context.time_remaining(), render, scope)
 
     @_rpc
     def Reset(self, request: pb.ResetRequest, context: grpc.ServicerContext) -> pb.ResetResponse:
@@ -403,7 +433,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 episodes_completed=batch.episodes_completed,
             )
 
-        return self._ev.sessions.call(request.session_id, context.time_remaining(), reset, scope)
+        return self._sessions.call(request.session_id, context.time_remaining(), reset, scope)
 
     @_rpc
     def Step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
@@ -451,7 +481,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 f"all {self._max_step_streams} streams of this listener are open (limit "
                 "max_step_streams): these sessions are reaped only when idle",
             )
-        sessions = self._ev.sessions
+        sessions = self._sessions
         watch = Watch()
         try:
             scope = _answer(functools.partial(self._scope, context), context, "WatchSessions")
@@ -471,14 +501,14 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         def step(session: Session) -> pb.StepResponse:
             return step_response(session.step(from_tensor(request.action, "action")))
 
-        return self._ev.sessions.call(request.session_id, context.time_remaining(), step, scope)
+        return self._sessions.call(request.session_id, context.time_remaining(), step, scope)
 
     @_rpc
     def CloseSession(
         self, request: pb.CloseSessionRequest, context: grpc.ServicerContext
     ) -> pb.CloseSessionResponse:
         if request.session_id:
-            done = self._ev.sessions.close(request.session_id, self._scope(context))
+            done = self._sessions.close(request.session_id, self._scope(context))
             return pb.CloseSessionResponse(episodes_completed=done, sessions_closed=1)
         if not request.run_id:
             raise InvalidArgumentError("name the session_id to close")
@@ -487,8 +517,8 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 "closing every session of a run is a harness-channel call; close your own "
                 "sessions by session_id"
             )
-        run = self._ev.check_run(request.run_id)
-        n = self._ev.sessions.close_run(run, "the agent exited")
+        run = self._access.check_run(request.run_id)
+        n = self._sessions.close_run(run, "the agent exited")
         return pb.CloseSessionResponse(sessions_closed=n)
 
     @_rpc
@@ -497,7 +527,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     ) -> pb.SubmitBatchEvalResponse:
         scope = self._scope(context)
         task_id = check_task(scope, request.task_id)
-        if self._ev.task(task_id).mode is TaskMode.TASK_CONFIG:
+        if self._tasks.task(task_id).mode is TaskMode.TASK_CONFIG:
             # read-from-task-config tasks: the harness submits the agent's copy when it exits
             if self._role is not Role.HARNESS:
                 raise PermissionDeniedError(
@@ -507,7 +537,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 )
         elif self._role is not Role.AGENT:
             raise PermissionDeniedError("SubmitBatchEval is an agent-channel call")
-        job, dedup = self._ev.submit(
+        job, dedup = self._jobs.submit(
             task_id, request.run_id, request.submission_path, request.client_token, scope
         )
         return pb.SubmitBatchEvalResponse(job_id=job.job_id, deduplicated=dedup)
@@ -536,9 +566,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 episodes_done=done, episodes_total=job.episodes_total, coarse=coarse
             ),
             # an embedded evaluator runs only its run's jobs: other runs' are not ahead
-            queue_position=self._ev.store.queue_position(
-                job.job_id, same_run=self._ev.config.run_id is not None
-            ),
+            queue_position=self._jobs.queue_position(job),
             failure_source=_FAILURE[job.failure_source],
             failure_reason=job.failure_reason,
             heartbeat_unix=heartbeat,
@@ -550,7 +578,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def GetBatchEvalStatus(
         self, request: pb.GetBatchEvalStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetBatchEvalStatusResponse:
-        job = self._ev.job(request.job_id, request.run_id, self._scope(context))
+        job = self._jobs.job(request.job_id, request.run_id, self._scope(context))
         return self._status(job)
 
     @_rpc
@@ -562,7 +590,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 "GetEvalResult answers only on the harness channel; agents may poll "
                 "GetBatchEvalStatus, which never carries the metric"
             )
-        result = self._ev.result(request.job_id, request.run_id)
+        result = self._jobs.result(request.job_id, request.run_id)
         # official: the task's full protocol read here; a smoke run (--episodes N) never is
         official = result.smoke_run is None
         result = result.model_copy(update={"read_on_harness_channel": True, "official": official})
@@ -578,7 +606,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     ) -> pb.OpenRunResponse:
         if self._role is not Role.HARNESS:
             raise PermissionDeniedError("OpenRun is a harness-channel call")
-        run = self._ev.open_run(request.run_id, request.task_id)
+        run = self._runs.open_run(request.run_id, request.task_id)
         sub = run.submission_dir
         return pb.OpenRunResponse(
             run_id=run.run_id,
@@ -594,17 +622,18 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
     ) -> pb.CloseRunResponse:
         if self._role is not Role.HARNESS:
             raise PermissionDeniedError("CloseRun is a harness-channel call")
-        closed = self._ev.close_run(request.run_id)
+        closed = self._runs.close_run(request.run_id)
         return pb.CloseRunResponse(
             sessions_closed=closed.sessions_closed, jobs_cancelled=closed.jobs_cancelled
         )
 
 
 def make_servicer(
-    evaluator: Evaluator,
+    backends: Backends,
     role: Role,
     max_message_bytes: int,
     max_step_streams: int,
     auth: AuthInterceptor,
 ) -> _Servicer:
-    return _Servicer(evaluator, role, max_message_bytes, max_step_streams, auth)
+    """The servicer of one listener: ``role`` fixed, translating to ``backends``."""
+    return _Servicer(backends, role, max_message_bytes, max_step_streams, auth)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator import rendering
 from ale_robotics.tasks.spec import TaskSpec
 
@@ -39,19 +40,6 @@ def null_action(low: npt.ArrayLike, high: npt.ArrayLike, dtype: np.dtype[Any]) -
 def make_envs(task: TaskSpec, n: int, render_mode: str | None = None) -> list[Any]:
     """``n`` fresh envs with the task's server-side step limit (Gymnasium's TimeLimit);
     ``render_mode`` one of :func:`.rendering.offered_modes` (checked by the caller)."""
-    import gymnasium as gym
-
-    extra: dict[str, Any] = {}
     if render_mode is not None:
         rendering.prepare_headless_gl()
-        extra["render_mode"] = render_mode
-    return [
-        gym.make(
-            task.env.gym_id,
-            max_episode_steps=task.env.max_episode_steps,
-            disable_env_checker=True,
-            **task.env.kwargs,
-            **extra,
-        )
-        for _ in range(n)
-    ]
+    return [make_env(task.env, render_mode=render_mode) for _ in range(n)]

@@ -26,7 +26,7 @@ refusal naming the limit it hit:
 
 A session id is 128 random bits; every call but OpenSession names one. A
 session belongs to its run: a caller bound to another run gets the NOT_FOUND of
-an id that never existed (:meth:`Evaluator.visible`).
+an id that never existed (:meth:`.access.RunAccess.visible`).
 
 Closing an eval session the agent left unfinished simulates the rest of its
 budget with the null action (:meth:`Session.close`), which takes up to a few
@@ -52,7 +52,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ale_robotics.errors import (
     DeadlineExceededError,
@@ -62,8 +62,10 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
 )
 from ale_robotics.evaluator import rendering
-from ale_robotics.evaluator.eval_record import EvalRecorder
+from ale_robotics.evaluator.access import RunAccess
+from ale_robotics.evaluator.eval_record import EvalRecords
 from ale_robotics.evaluator.runs import TRUSTED, Scope
+from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.evaluator.vector_session import (
     AUTORESET_MODE,
     AUTORESET_MODES,
@@ -71,14 +73,13 @@ from ale_robotics.evaluator.vector_session import (
     SessionKind,
     make_envs,
 )
+from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import SessionSettings, TaskMode, TaskSpec
-
-if TYPE_CHECKING:
-    from ale_robotics.evaluator.core import Evaluator
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS_TOTAL",
     "ORPHAN_GRACE_S",
+    "SessionCaps",
     "SessionManager",
     "Watch",
     "settings_for",
@@ -108,22 +109,50 @@ class Watch:
     sessions: set[str] = field(default_factory=set)
 
 
+class SessionCaps(Protocol):
+    """The operator's overrides of the session limits (an :class:`~.config.EvaluatorConfig`),
+    read at every open so that a change applies to the next one."""
+
+    @property
+    def max_sessions(self) -> int | None:
+        """Concurrent sessions per run (``--max-sessions``); None: the task's."""
+
+    @property
+    def max_sessions_total(self) -> int | None:
+        """Sessions of all runs together (``--max-sessions-total``); None: the default."""
+
+
 def settings_for(task: TaskSpec) -> SessionSettings:
     """The task's session limits (defaults for a task that declares none)."""
     return task.session if task.session is not None else _DEFAULT_SETTINGS
 
 
 class SessionManager:
-    """All open sessions of one evaluator, shared by its agent and harness listeners."""
+    """All open sessions of one evaluator, shared by its agent and harness listeners.
+
+    Built from what it uses: ``access`` (whose sessions a caller may see, whether a
+    run was closed), ``records`` (an eval session's trusted record), ``training``
+    and ``budget`` (a run's practice sessions charge its training budget for the
+    task) and ``caps``, the operator's overrides of the session limits.
+    """
 
     def __init__(
         self,
-        evaluator: Evaluator,
+        access: RunAccess,
+        records: EvalRecords,
+        training: TrainingLedger,
+        budget: Callable[[TaskSpec], TrainingBudget | None],
+        caps: SessionCaps,
+        *,
         reap_interval_s: float = 1.0,
         finish_grace_s: float = 30.0,
         orphan_grace_s: float = ORPHAN_GRACE_S,
     ) -> None:
-        self._ev = evaluator
+        self._access = access
+        self._records = records
+        self._training = training
+        self._budget = budget
+        self._caps = caps
         self._sessions: dict[str, Session] = {}
         self.orphan_grace_s = orphan_grace_s
         """How long a watched session outlives its broken watch (see :meth:`unwatch`)."""
@@ -186,6 +215,11 @@ class SessionManager:
         with self._lock:
             return sum(1 for s in self._sessions.values() if s.run_id == run_id)
 
+    def caps(self, task: TaskSpec) -> tuple[int, int]:
+        """The limits a run's sessions of ``task`` meet here: (per run, all runs together)."""
+        cap = self._caps.max_sessions or settings_for(task).max_sessions
+        return cap, self._caps.max_sessions_total or max(DEFAULT_MAX_SESSIONS_TOTAL, cap)
+
     # ----------------------------------------------------------------- calls --
 
     def open(
@@ -245,9 +279,9 @@ class SessionManager:
             recorder = None
             meter = None
             if kind is SessionKind.EVAL:
-                recorder = EvalRecorder(self._ev, task, run_id, sid, num_envs)
+                recorder = self._records.open(task, run_id, sid, num_envs)
             elif run_id:
-                meter = self._ev.training.meter(run_id, self._ev.training_budget(task))
+                meter = self._training.meter(run_id, self._budget(task))
             session = Session(
                 sid,
                 task,
@@ -270,8 +304,7 @@ class SessionManager:
             self._release(run_id)
             # Read under the lock: CloseRun revokes the run before it sweeps its sessions,
             # so a session is either swept or never registered, never left behind.
-            opened = self._ev.runs.get(run_id) if run_id else None
-            alive = opened is None or opened.open
+            alive = not self._access.closed(run_id)
             if alive:
                 self._sessions[sid] = session
         if not alive:
@@ -365,7 +398,7 @@ class SessionManager:
         with self._lock:
             for sid in session_ids:
                 session = self._sessions.get(sid)
-                if session is None or not self._ev.visible(scope, session.run_id):
+                if session is None or not self._access.visible(scope, session.run_id):
                     missing.append(sid)
                     continue
                 self._watcher[sid] = watch.id
@@ -404,14 +437,13 @@ class SessionManager:
     def _check_limits(self, task: TaskSpec, run_id: str) -> None:
         """Refuse a session over the run's limit or the evaluator-wide one (lock held)."""
         limits = settings_for(task)
-        config = self._ev.config
-        cap = config.max_sessions or limits.max_sessions
+        cap, total_cap = self.caps(task)
         mine = [s for s in self._sessions.values() if s.run_id == run_id]
         count = len(mine) + self._opening.get(run_id, 0)
         if count >= cap:
             where = (
                 "the evaluator's --max-sessions"
-                if config.max_sessions
+                if self._caps.max_sessions
                 else "the limit session.max_sessions"
             )
             who = f"run {run_id!r}" if run_id else "no run (practice sessions of the shared token)"
@@ -430,7 +462,6 @@ class SessionManager:
                 f"exited close within seconds if it watched them (the Python SDK does), "
                 f"others once idle for session.idle_timeout_s = {limits.idle_timeout_s:g}s"
             )
-        total_cap = config.max_sessions_total or max(DEFAULT_MAX_SESSIONS_TOTAL, cap)
         total = len(self._sessions) + sum(self._opening.values())
         if total >= total_cap:
             # Other runs' sessions are not named: their ids are theirs.
@@ -450,7 +481,7 @@ class SessionManager:
     def _get(self, session_id: str, scope: Scope = TRUSTED) -> Session:
         with self._lock:
             session = self._sessions.get(session_id)
-        if session is not None and not self._ev.visible(scope, session.run_id):
+        if session is not None and not self._access.visible(scope, session.run_id):
             session = None  # another run's: answered exactly as an id that never existed
         if session is None:
             raise NotFoundError(

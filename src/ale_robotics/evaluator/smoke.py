@@ -15,6 +15,7 @@ An official run never uses it, and no result of a smoke run is ever ``official``
 from __future__ import annotations
 
 from ale_robotics.evaluator.result import SmokeRun
+from ale_robotics.rollouts.registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["smoke_run", "smoke_task"]
@@ -23,18 +24,14 @@ __all__ = ["smoke_run", "smoke_task"]
 def smoke_task(task: TaskSpec, episodes: int) -> TaskSpec:
     """``task`` evaluating only its first ``episodes`` base seeds (all of them if fewer).
 
-    Replay tasks keep every published instance (the submission must cover them
-    all) and replay a smaller hidden subset instead.
+    How a task is cut is its rollout kind's
+    (:meth:`~ale_robotics.rollouts.base.RolloutKind.smoke_task`): replay tasks keep
+    every published instance (the submission must cover them all) and replay a
+    smaller hidden subset instead.
     """
     if episodes < 1:
         raise ValueError(f"a smoke run needs at least 1 episode, got {episodes}")
-    ev = task.eval
-    if ev.backend == "replay" and ev.replay_subset is not None:
-        limited = ev.model_copy(update={"replay_subset": min(episodes, ev.replay_subset)})
-    else:
-        n = min(episodes, ev.episodes)
-        limited = ev.model_copy(update={"episodes": n, "base_seeds": ev.base_seeds[:n]})
-    return task.model_copy(update={"eval": limited})
+    return get_kind(task.eval.rollout).smoke_task(task, episodes)
 
 
 def smoke_run(task: TaskSpec, episodes: int) -> SmokeRun:

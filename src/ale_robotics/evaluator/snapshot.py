@@ -19,14 +19,41 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import logging
 import os
+import secrets
+import shutil
 import stat
+import time
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import FileFormat, SubmissionContract
 
-__all__ = ["MAX_PATH_BYTES", "SnapshotFile", "SubmissionRejected", "snapshot_submission"]
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.store import JobStore
+
+__all__ = [
+    "MAX_PATH_BYTES",
+    "RECLAIM_MIN_AGE_S",
+    "STAGING_PREFIX",
+    "SnapshotFile",
+    "SubmissionRejected",
+    "reclaim_snapshots",
+    "snapshot_submission",
+    "staging_dir",
+]
+
+log = logging.getLogger(__name__)
+
+STAGING_PREFIX = "staging-"
+"""Names of the directories a snapshot is copied into before it becomes a job's."""
+RECLAIM_MIN_AGE_S = 3600.0
+"""How long a snapshot directory no job (yet) claims is left alone: far longer than
+copying a submission can take (the contract caps its size), and than the moment
+between renaming a snapshot into place and creating its job. Younger ones may
+belong to an evaluator that is working on them right now."""
 
 _CHUNK = 1 << 20
 MAX_PATH_BYTES = 1024
@@ -210,3 +237,79 @@ def snapshot_submission(
     finally:
         with contextlib.suppress(OSError):
             os.close(dir_fd)
+
+
+def staging_dir(snapshots: Path) -> Path:
+    """A new, unused path for a snapshot being copied (:func:`snapshot_submission` creates it)."""
+    return snapshots / f"{STAGING_PREFIX}{secrets.token_hex(16)}"
+
+
+def _last_touched(path: Path) -> float | None:
+    """The newest mtime of the directory and of what is directly in it; None if it is gone.
+
+    A copy in progress creates files in the directory (its mtime) and writes them
+    (theirs), so either is recent while the copy runs, however long one file takes.
+    None too when it cannot be read: left for a later pass rather than guessed old.
+    """
+    try:
+        newest = path.lstat().st_mtime
+        with os.scandir(path) as entries:
+            for entry in entries:
+                with contextlib.suppress(FileNotFoundError):
+                    newest = max(newest, entry.stat(follow_symlinks=False).st_mtime)
+    except OSError:
+        return None
+    return newest
+
+
+def reclaim_snapshots(
+    snapshots: Path,
+    store: JobStore,
+    *,
+    min_age_s: float = RECLAIM_MIN_AGE_S,
+    now: float | None = None,
+) -> list[str]:
+    """Delete the snapshot dirs no job needs; returns their names, sorted.
+
+    Safe while other evaluators share ``snapshots`` (replicas on one volume, evaluators
+    of one host) and are submitting and running jobs:
+
+    * ``<job_id>/`` of a job the store has QUEUED or RUNNING: kept, whatever its age
+      (a restarted evaluator re-runs the job from it, another replica may be running
+      it now);
+    * ``<job_id>/`` of a terminal job: deleted (nobody reads it again);
+    * ``<job_id>/`` of a job the store does not have, and ``staging-*/``: deleted
+      only once untouched for ``min_age_s`` (:data:`RECLAIM_MIN_AGE_S`; by mtime,
+      see :func:`_last_touched`). Younger, they may be a submission another process
+      is copying right now, or one renamed into place whose job is being created:
+      what a process that died left behind is reclaimed by a later pass.
+
+    Symlinks and plain files are never followed or removed. ``now``: the time to
+    measure ages from (default: this host's clock). A ValueError for a negative
+    ``min_age_s``.
+    """
+    if min_age_s < 0:
+        raise ValueError(f"min_age_s must be >= 0, got {min_age_s}")
+    if not snapshots.is_dir():
+        return []
+    at = time.time() if now is None else now
+    removed = []
+    for entry in sorted(snapshots.iterdir()):
+        if entry.is_symlink() or not entry.is_dir():
+            continue
+        if not entry.name.startswith(STAGING_PREFIX):
+            job = store.get(entry.name)
+            if job is not None and not job.terminal:
+                continue  # a queued or running job's: never
+            if job is not None:  # terminal: nobody reads it again
+                shutil.rmtree(entry, ignore_errors=True)
+                removed.append(entry.name)
+                continue
+        touched = _last_touched(entry)
+        if touched is None or at - touched < min_age_s:
+            continue  # gone already, or maybe in use by a live evaluator
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    if removed:
+        log.info("removed %d snapshot dir(s) no job needs", len(removed))
+    return removed

@@ -4,6 +4,11 @@ Everything secret is created 0600 on first start and reused afterwards, so an
 evaluator restarted on the same directory keeps deriving the same hidden seeds
 and signing with the same key.
 
+Several evaluators may share the directory (replicas on several hosts on one
+volume, started together): each file is created once, atomically
+(:func:`create_private`), and every process uses what is on disk, never a value
+of its own that lost the race.
+
 Layout::
 
     STATE_DIR/
@@ -11,9 +16,12 @@ Layout::
       agent.token       bearer token of the agent listener, 0600
       harness.token     bearer token of the harness listener, 0600
       signing_key.pem   Ed25519 key for trusted-evaluator events, 0600
-      runs.json         runs opened with OpenRun (SHA-256 of their agent tokens), 0600
-      jobs.sqlite3      job store (WAL)
+      jobs.sqlite3      job store (WAL), unless --store names another; it also holds
+                        the runs opened with OpenRun and their practice step counts
       snapshots/<job>/  frozen copies of submitted files
+      runs.json, practice_steps.json
+                        before schema 3 of the store: imported into it once, then
+                        renamed ``*.imported``
 """
 
 from __future__ import annotations
@@ -24,20 +32,67 @@ from pathlib import Path
 
 from ale_robotics.seeds import SECRET_BYTES, new_secret
 
-__all__ = ["StateDir", "read_token", "write_private"]
+__all__ = ["StateDir", "create_private", "read_token", "write_private"]
 
 
-def write_private(path: Path, data: bytes) -> None:
-    """Create ``path`` with mode 0600 (never briefly world-readable) and write ``data``."""
+def _private_temp(path: Path, data: bytes) -> Path:
+    """A new 0600 file beside ``path`` holding ``data``, flushed to disk."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, data)
+        os.fchmod(fd, 0o600)  # whatever the umask
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Create or replace ``path`` with mode 0600 (never briefly world-readable) and ``data``.
+
+    Replaces whatever is there: for a file only this process writes. A file other
+    processes may create at the same time (the secret, a token) is made with
+    :func:`create_private` instead.
+    """
+    tmp = _private_temp(path, data)
     os.replace(tmp, path)
+
+
+def create_private(path: Path, data: bytes) -> bool:
+    """Create ``path`` (mode 0600) holding ``data`` unless it exists; whether this call did.
+
+    The data is written to a temporary file and flushed, then hard-linked into
+    place: the link fails if another process created ``path`` first (its file is
+    kept, ``data`` dropped), so however many processes race, one file wins, and a
+    reader never sees a partly written one. Callers read ``path`` afterwards, and so
+    all use the winner's bytes.
+    """
+    tmp = _private_temp(path, data)
+    try:
+        os.link(tmp, path)
+        created = True
+    except FileExistsError:
+        created = False
+    finally:
+        tmp.unlink(missing_ok=True)
+    if created:
+        _fsync_dir(path.parent)
+    return created
 
 
 def read_token(path: Path) -> str:
@@ -65,23 +120,33 @@ class StateDir:
 
     @property
     def runs_path(self) -> Path:
-        """The shared evaluator's run registry (:mod:`.runs`); kept so a restart keeps runs."""
+        """Where releases before schema 3 kept the run registry: imported into the job
+        store once (:meth:`.runs.RunRegistry.import_legacy`)."""
         return self.root / "runs.json"
 
+    @property
+    def practice_steps_path(self) -> Path:
+        """Where releases before schema 3 kept practice step counts: imported into the
+        job store once (:meth:`.training_budget.TrainingLedger.import_legacy`)."""
+        return self.root / "practice_steps.json"
+
     def secret(self) -> bytes:
+        """The hidden-seed secret, created on first use (:func:`create_private`: every
+        process sharing the directory gets the same bytes, the ones on disk)."""
         path = self.root / "secret"
         if not path.exists():
-            write_private(path, new_secret())
+            create_private(path, new_secret())
         data = path.read_bytes()
         if len(data) != SECRET_BYTES:
             raise ValueError(f"{path} must hold exactly {SECRET_BYTES} bytes")
         return data
 
     def token(self, role: str, given: Path | None = None) -> str:
-        """The token for a listener: from ``given`` if set, else ``<role>.token``, created once."""
+        """The token for a listener: from ``given`` if set, else ``<role>.token``, created once
+        (like the secret, the same for every process sharing the directory)."""
         if given is not None:
             return read_token(given)
         path = self.root / f"{role}.token"
         if not path.exists():
-            write_private(path, (secrets.token_urlsafe(32) + "\n").encode())
+            create_private(path, (secrets.token_urlsafe(32) + "\n").encode())
         return read_token(path)

@@ -16,31 +16,33 @@ the count. Eval sessions are not training and are not charged.
 Batch tasks train inside the agent's sandbox; their budget is only declared
 (``enforced`` false) and the report says so.
 
-The counts survive an evaluator restart: they are written to the state dir at
-most once a second and when a session closes, so a restart loses at most a
-second of counting, never the budget (run ids are single use, so a stale entry
-is never reused).
+The counts live in the job store (:meth:`.store.JobStore.charge_practice_steps`),
+not in the process: every replica sharing the store charges one counter per run,
+and each charge is checked against the budget and added in one transaction, so
+two replicas serving one run's practice sessions can never both pass the check
+and take the budget twice. The counts survive a restart, of one evaluator or of
+all (run ids are single use, so a stale entry is never reused). Releases before
+schema 3 of the store kept them in ``STATE_DIR/practice_steps.json``, imported
+once (:meth:`TrainingLedger.import_legacy`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import threading
-import time
+import os
 from pathlib import Path
 
 from ale_robotics.errors import ResourceExhaustedError
 from ale_robotics.evaluator.result import TrainingUsage
-from ale_robotics.evaluator.state import write_private
+from ale_robotics.evaluator.store import JobStore
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TrainingStepUnit
 
 __all__ = ["PracticeMeter", "TrainingLedger"]
 
 log = logging.getLogger(__name__)
-
-_SAVE_EVERY_S = 1.0
 
 
 class PracticeMeter:
@@ -64,34 +66,19 @@ class PracticeMeter:
 
 
 class TrainingLedger:
-    """Agent steps of every run's practice sessions, one evaluator-wide counter per run.
+    """Agent steps of every run's practice sessions: one counter per run, in the job store.
 
-    The lock is held for a dict update only (never across an env step), so
-    sessions of different runs never wait on each other for long.
+    Nothing is cached: every count is read from the store and every charge is
+    one store transaction (check and increment together), so every replica
+    sharing the store sees one count per run, and a budget is never passed
+    however many of them charge at once.
     """
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        self._lock = threading.Lock()
-        self._save_lock = threading.Lock()
-        self._used: dict[str, int] = {}
-        self._dirty = False
-        self._saved_at = time.monotonic()
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            data = {}
-        except (OSError, ValueError) as exc:
-            # Refusing to start would take every run down; starting at zero would hand
-            # out budget again. Neither is right silently: say so loudly.
-            log.error("cannot read %s (%s): practice counts restart at zero", path, exc)
-            data = {}
-        if isinstance(data, dict):
-            self._used = {k: v for k, v in data.items() if isinstance(v, int) and v >= 0}
+    def __init__(self, store: JobStore) -> None:
+        self._store = store
 
     def used(self, run_id: str) -> int:
-        with self._lock:
-            return self._used.get(run_id, 0)
+        return self._store.practice_steps(run_id)
 
     def meter(self, run_id: str, budget: TrainingBudget | None) -> PracticeMeter:
         return PracticeMeter(self, run_id, budget)
@@ -108,15 +95,13 @@ class TrainingLedger:
         )
 
     def charge(self, run_id: str, n: int, budget: TrainingBudget | None) -> None:
-        with self._lock:
-            used = self._used.get(run_id, 0)
-            if budget is not None and budget.enforced and used + n > budget.agent_steps:
-                raise ResourceExhaustedError(_refusal(run_id, used, n, budget))
-            self._used[run_id] = used + n
-            self._dirty = True
-            due = time.monotonic() - self._saved_at >= _SAVE_EVERY_S
-        if due:
-            self.save()
+        """Count ``n`` agent steps, or refuse them all (RESOURCE_EXHAUSTED) when they
+        would pass an enforced budget; the count is then unchanged."""
+        limit = budget.agent_steps if budget is not None and budget.enforced else None
+        charged, used = self._store.charge_practice_steps(run_id, n, limit=limit)
+        if not charged:
+            assert budget is not None
+            raise ResourceExhaustedError(_refusal(run_id, used, n, budget))
 
     def check(self, run_id: str, budget: TrainingBudget | None) -> None:
         if budget is None or not budget.enforced:
@@ -126,24 +111,38 @@ class TrainingLedger:
             raise ResourceExhaustedError(_refusal(run_id, used, 0, budget))
 
     def save(self) -> None:
-        """Write the counts (skipped while another thread writes: it writes them too)."""
-        if not self._save_lock.acquire(blocking=False):
-            return
+        """Nothing to do: every charge is stored as it is made. Kept for callers that
+        flush when a session closes or the evaluator stops."""
+
+    def import_legacy(self, path: Path) -> int:
+        """Import a ``practice_steps.json`` a release before schema 3 kept in the state dir;
+        returns how many runs it had.
+
+        A count only ever raises the store's (never lowers it), so importing twice,
+        or from several evaluators starting on one state dir at once, is the same as
+        once. The file is then renamed ``practice_steps.json.imported`` (kept as a
+        backup). A file that cannot be read is left in place and said so loudly, as
+        before: refusing to start would take every run down.
+        """
         try:
-            with self._lock:
-                if not self._dirty:
-                    return
-                data = dict(self._used)
-                self._dirty = False
-                self._saved_at = time.monotonic()
-            try:
-                write_private(self._path, json.dumps(data, sort_keys=True).encode())
-            except OSError as exc:
-                with self._lock:
-                    self._dirty = True
-                log.error("cannot save practice step counts to %s: %s", self._path, exc)
-        finally:
-            self._save_lock.release()
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as exc:
+            log.error("cannot read %s (%s): its practice counts are not imported", path, exc)
+            return 0
+        if not isinstance(data, dict):
+            log.error("%s is not an object of counts: its practice counts are not imported", path)
+            return 0
+        counts = {
+            str(k): v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)
+        }
+        counts = {k: v for k, v in counts.items() if v >= 0}
+        self._store.import_practice_steps(counts)
+        with contextlib.suppress(FileNotFoundError):  # another process renamed it first
+            os.replace(path, path.with_name(path.name + ".imported"))
+        log.info("imported the practice counts of %d run(s) from %s", len(counts), path)
+        return len(counts)
 
 
 def _refusal(run_id: str, used: int, n: int, budget: TrainingBudget) -> str:

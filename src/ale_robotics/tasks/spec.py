@@ -11,17 +11,18 @@ audited separately.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ale_robotics.planning.edmp_config import FILE_NAME as EDMP_FILE
-from ale_robotics.planning.planner_config import FILE_NAME as PLANNER_FILE
 from ale_robotics.planning.settings import PlanningSettings
+from ale_robotics.rollouts.registry import ENTRY_POINT_GROUP, get_kind, kind_names
 from ale_robotics.tasks.scoring_config import ScoringConfig
 
 __all__ = [
+    "KIND_SETTINGS",
     "ContractFile",
     "Direction",
     "EnvSpec",
@@ -39,9 +40,6 @@ __all__ = [
     "TensorRule",
     "TrainingStepUnit",
 ]
-
-_PLANNING_METRICS = {"success_rate", "collision_rate", "planning_time"}
-"""Metrics every planning task (eval.backend ``planner`` or ``edmp``) must declare."""
 
 TASK_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*-v[0-9]+$")
 
@@ -111,32 +109,51 @@ class EnvSpec(_Strict):
 
 
 class EvalProtocol(_Strict):
-    """How the evaluator runs its own episodes (the paper's protocol)."""
+    """How the evaluator runs its own episodes (the paper's protocol).
+
+    ``rollout`` is written ``backend`` in the config (the key the release manifests'
+    config hashes were taken over, and the one every stored task dump holds); it is
+    read and written under that name only.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        validate_by_alias=True,
+        validate_by_name=False,
+        serialize_by_alias=True,
+    )
 
     episodes: int = Field(gt=0, description="Evaluation episodes, one hidden seed each.")
     base_seeds: list[int] = Field(
         description="Public base seeds s_i; the evaluator uses SHA256(s_i || run_id || secret)."
     )
     deterministic: bool = Field(default=True, description="Policy used without exploration noise.")
-    backend: Literal["gymnasium", "mujoco_rollout", "replay", "planner", "edmp"] = Field(
+    rollout: str = Field(
         default="gymnasium",
-        description="'gymnasium': Gymnasium envs stepped in worker processes; "
+        alias="backend",
+        description="The rollout kind (ale_robotics.rollouts), one of the names registered "
+        "in the entry-point group 'ale_robotics.rollout_kinds'. Bundled: "
+        "'gymnasium': Gymnasium envs stepped in worker processes; "
         "'mujoco_rollout': all of a shard's physics stepped by mujoco.rollout in C threads "
-        "(only env families with a vectorized step, see evaluator/vector_backend.py); "
+        "(only env families with a vectorized step, see rollouts/mujoco_rollout); "
         "'replay': no policy, the submission holds one action sequence per published "
-        "instance and the evaluator replays a hidden subset open-loop (evaluator/replay.py); "
+        "instance and the evaluator replays a hidden subset open-loop (rollouts/replay); "
         "'planner': the submission configures an OMPL planner that the evaluator runs on "
         "hidden-seed scenes; 'edmp': the agent's copy of the task config sets the evaluator's "
-        "own trajectory generator (both: ale_robotics/planning/backend.py).",
+        "own trajectory generator (both: rollouts/planning).",
     )
     replay_subset: int | None = Field(
         default=None,
         gt=0,
-        description="Replay tasks only: how many of the published instances (base_seeds) are "
+        description="Replay kind only: how many of the published instances (base_seeds) are "
         "replayed. Which ones depends on the run's hidden seeds, so the agent must solve all.",
     )
     threads: int = Field(
-        default=1, gt=0, le=64, description="mujoco.rollout threads per shard (native backend)."
+        default=1,
+        gt=0,
+        le=64,
+        description="mujoco_rollout kind only: mujoco.rollout threads per shard.",
     )
     envs_per_shard: int = Field(
         default=16,
@@ -144,6 +161,18 @@ class EvalProtocol(_Strict):
         description="Episodes simulated together in one shard. Fixed by the task, not the host, "
         "so that results do not depend on how many processes the evaluator happens to use.",
     )
+
+    @field_validator("rollout")
+    @classmethod
+    def _registered_kind(cls, name: str) -> str:
+        names = kind_names()
+        if name not in names:
+            registered = ", ".join(repr(n) for n in names) or "none (reinstall ale-robotics)"
+            raise ValueError(
+                f"eval.backend {name!r} is not a registered rollout kind; registered: "
+                f"{registered} (entry points of the group {ENTRY_POINT_GROUP!r})"
+            )
+        return name
 
     @model_validator(mode="after")
     def _seeds_cover_episodes(self) -> EvalProtocol:
@@ -154,22 +183,13 @@ class EvalProtocol(_Strict):
             )
         if len(set(self.base_seeds)) != len(self.base_seeds):
             raise ValueError("eval.base_seeds must be distinct")
-        if self.backend == "replay":
-            if self.replay_subset is None or self.replay_subset > self.episodes:
-                raise ValueError(
-                    f"eval.replay_subset is {self.replay_subset}; a replay task needs "
-                    f"1 <= replay_subset <= eval.episodes ({self.episodes})"
-                )
-        elif self.replay_subset is not None:
-            raise ValueError("eval.replay_subset applies only to eval.backend 'replay'")
         return self
 
     @property
     def evaluated_episodes(self) -> int:
-        """Episodes one evaluation actually runs (the hidden subset for replay tasks)."""
-        if self.backend == "replay" and self.replay_subset is not None:
-            return self.replay_subset
-        return self.episodes
+        """Episodes one evaluation actually runs, as its kind counts them (the hidden
+        subset for replay tasks)."""
+        return get_kind(self.rollout).evaluated_episodes(self)
 
 
 class FileFormat(StrEnum):
@@ -348,81 +368,18 @@ class TaskSpec(_Strict):
             )
         if self.mode in (TaskMode.BATCH, TaskMode.TASK_CONFIG) and self.contract is None:
             raise ValueError(f"task {self.id}: a {self.mode} task needs a 'contract'")
-        if (self.eval.backend in ("planner", "edmp")) != (self.planning is not None):
-            raise ValueError(
-                f"task {self.id}: 'planning' settings go with eval.backend 'planner' or 'edmp'"
-            )
-        if self.planning is not None:
-            self._check_planning()
+        # What depends on the rollout kind is the kind's to check: the generic rule here
+        # (no setting its kind does not read), then the kind's own shape rules.
+        kind = get_kind(self.eval.rollout)
+        for setting, (is_set, message) in KIND_SETTINGS.items():
+            if setting not in kind.settings and is_set(self):
+                raise ValueError(
+                    f"task {self.id}: " + message.format(kinds=_kinds_reading(setting))
+                )
+        kind.check_task(self)
         if self.mode is TaskMode.INTERACTIVE and self.session is None:
             raise ValueError(f"task {self.id}: an interactive task needs 'session' settings")
-        if self.eval.backend == "replay":
-            self._check_replay()
-        elif self.contract is not None and any(
-            t.low is not None or t.high is not None for t in self.contract.tensors
-        ):
-            # validation.py does not read bounds; refusing them keeps a rule from being ignored
-            raise ValueError(f"task {self.id}: tensor bounds (low/high) apply only to replay tasks")
         return self
-
-    def _check_planning(self) -> None:
-        """Raise ValueError unless this task is shaped the way ``planning.backend`` reads it."""
-        ev, planning = self.eval, self.planning
-        assert planning is not None
-        expected = {
-            "planner": (TaskMode.BATCH, PLANNER_FILE),
-            "edmp": (TaskMode.TASK_CONFIG, EDMP_FILE),
-        }
-        if ev.backend not in expected:
-            raise ValueError(f"task {self.id}: 'planning' needs eval.backend 'planner' or 'edmp'")
-        mode, name = expected[ev.backend]
-        where = f"task {self.id} (eval.backend {ev.backend})"
-        if self.mode is not mode or self.genre != "planning" or self.policy is not None:
-            raise ValueError(f"{where}: must be a {mode} task of genre 'planning' with no policy")
-        files = self.contract.files if self.contract is not None else []
-        if len(files) != 1 or files[0].names != {name: FileFormat.YAML}:
-            raise ValueError(f"{where}: the contract is exactly one YAML file, {name}")
-        wrong_planner = (ev.backend == "planner") != (planning.planner is not None)
-        if wrong_planner or (ev.backend == "edmp") != (planning.edmp is not None):
-            raise ValueError(f"{where}: set planning.{ev.backend} (and only that)")
-        missing = _PLANNING_METRICS - {m.name for m in self.metrics}
-        if missing:
-            raise ValueError(f"{where}: metrics {sorted(missing)} are missing")
-        if ev.envs_per_shard < ev.episodes:
-            raise ValueError(f"{where}: eval.envs_per_shard must cover all episodes (one shard)")
-
-    def _check_replay(self) -> None:
-        """A replay task's contract must be exactly what evaluator/replay.py reads.
-
-        ``seeds`` int64 (N,) and ``actions`` float32 (N, T, A) with N the number of
-        published instances and T the episode length, as one npz file of role
-        ``trajectories``; no policy network.
-        """
-        n, steps = self.eval.episodes, self.env.max_episode_steps
-        if self.mode is not TaskMode.BATCH or self.contract is None or self.policy is not None:
-            raise ValueError(f"task {self.id}: a replay task is a batch task with no 'policy'")
-        try:
-            f = self.contract.file_for_role("trajectories")
-        except KeyError:
-            raise ValueError(f"task {self.id}: a replay task needs a 'trajectories' file") from None
-        if len(f.names) != 1 or set(f.names.values()) != {FileFormat.NPZ}:
-            raise ValueError(f"task {self.id}: the trajectories file must be one npz file")
-        rules = {t.key: t for t in self.contract.tensors}
-        seeds, actions = rules.get("seeds"), rules.get("actions")
-        if (
-            set(rules) != {"seeds", "actions"}
-            or seeds is None
-            or actions is None
-            or (seeds.dtype, seeds.shape) != ("int64", [n])
-            or actions.dtype != "float32"
-            or len(actions.shape) != 3
-            or actions.shape[:2] != [n, steps]
-        ):
-            raise ValueError(
-                f"task {self.id}: a replay contract holds exactly 'seeds' int64 [{n}] and "
-                f"'actions' float32 [{n}, {steps}, action_dim] (eval.episodes, "
-                "env.max_episode_steps)"
-            )
 
     @property
     def version(self) -> int:
@@ -431,3 +388,42 @@ class TaskSpec(_Strict):
     @property
     def primary_metric(self) -> MetricSpec:
         return next(m for m in self.metrics if m.role is MetricRole.PRIMARY)
+
+
+def _has_bounds(task: TaskSpec) -> bool:
+    return task.contract is not None and any(
+        t.low is not None or t.high is not None for t in task.contract.tensors
+    )
+
+
+KIND_SETTINGS: dict[str, tuple[Callable[[TaskSpec], bool], str]] = {
+    "eval.replay_subset": (
+        lambda t: t.eval.replay_subset is not None,
+        "eval.replay_subset applies only to eval.backend {kinds}",
+    ),
+    "eval.threads": (
+        # by value, not by presence: a task's dump writes every field, defaults included
+        lambda t: t.eval.threads != EvalProtocol.model_fields["threads"].default,
+        "eval.threads applies only to eval.backend {kinds}",
+    ),
+    "planning": (
+        lambda t: t.planning is not None,
+        "'planning' settings go with eval.backend {kinds}",
+    ),
+    "contract.tensors.bounds": (
+        # the weights loader does not read bounds; refusing them keeps a rule from being ignored
+        _has_bounds,
+        "tensor bounds (low/high) apply only to eval.backend {kinds}",
+    ),
+}
+"""The task settings that only some rollout kinds read: name -> (is it set in this task,
+the refusal). A kind lists the ones it reads in :attr:`RolloutKind.settings
+<ale_robotics.rollouts.base.RolloutKind.settings>`; a task that sets one its kind does not
+read is refused, so that no setting in a config is silently ignored."""
+
+
+def _kinds_reading(setting: str) -> str:
+    """``'a' or 'b'``: the registered kinds that read ``setting`` (loads them all; only for
+    the message of a refused config)."""
+    readers = [repr(n) for n in kind_names() if setting in get_kind(n).settings]
+    return " or ".join(readers) or "(none registered)"

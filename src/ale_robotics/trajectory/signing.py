@@ -357,7 +357,11 @@ class RunEventSigner:
 
     Pass ``next_eval_seq`` when an evaluator resumes a run after a restart (the
     counter must then come from the job store), otherwise numbering restarts
-    at 0 and the verifier rejects the duplicate.
+    at 0 and the verifier rejects the duplicate. A store that allocates each
+    event's ``eval_seq`` itself (the evaluator's job store does, in the
+    transaction that stores the event) gets one of these per event, at the
+    number it allocated: :meth:`key_event` and :meth:`commitment_event` then
+    refuse a preamble that did not land at 0 and 1 instead of signing it.
     """
 
     def __init__(self, signer: EvaluatorSigner, run_id: str, next_eval_seq: int = 0) -> None:
@@ -372,11 +376,24 @@ class RunEventSigner:
         self.next_eval_seq += 1
         return event
 
-    def key_event(self, time: datetime | str | None = None) -> SignedEvaluatorEvent:
-        """The ``evaluator_key`` event; must be the run's first (eval_seq 0)."""
+    def key_event(
+        self,
+        time: datetime | str | None = None,
+        *,
+        extra: Mapping[str, object] | None = None,
+    ) -> SignedEvaluatorEvent:
+        """The ``evaluator_key`` event; must be the run's first (eval_seq 0).
+
+        ``extra``: more keys after the key's own (the evaluator adds its version);
+        they may not replace one of the key's, which the verifier reads.
+        """
         if self.next_eval_seq != 0:
             raise InvalidEventError("the evaluator_key event must be the run's eval_seq 0")
-        return self.sign(KEY_EVENT_KIND, self._signer.key_event_payload(), time)
+        payload: dict[str, object] = dict(self._signer.key_event_payload())
+        clash = sorted(set(payload) & set(extra or {}))
+        if clash:
+            raise InvalidEventError(f"extra keys {clash} would replace the key's own")
+        return self.sign(KEY_EVENT_KIND, {**payload, **(extra or {})}, time)
 
     def commitment_event(
         self,

@@ -7,7 +7,9 @@ claimer; renewal; conditional writes that a process which lost its job loses;
 expired leases requeued (eval-session rows failed instead, in the same
 transaction); runs cancelled; quota, retry and queue counts; each run's events
 numbered 0, 1, 2 ... with no gap however many threads, stores and processes
-append at once; the schema created once, reopened unchanged, never lowered.
+append at once, and one preamble however many race its first event; the runs
+opened with OpenRun and their practice step counts, shared by every store at
+once; the schema created once, reopened unchanged, never lowered.
 
 Each test opens one store per simulated evaluator process on one fresh file or
 database, as those processes do.
@@ -33,6 +35,8 @@ from ale_robotics.evaluator.store import (
     FailureSource,
     JobState,
     JobStore,
+    RunRecord,
+    new_job_id,
 )
 
 SHORT = 0.3
@@ -101,6 +105,52 @@ def test_concurrent_creates_of_one_token_make_one_job(backend: Backend) -> None:
         t.join()
     assert len({job for job, _ in results}) == 1
     assert sorted(dup for _, dup in results) == [False, True, True, True]
+
+
+def test_create_with_a_given_job_id_stores_it_and_dedups_by_token(backend: Backend) -> None:
+    """The caller may choose the id (:func:`new_job_id`), to put the job's snapshot in
+    place before the job exists; a duplicate token still returns the existing job."""
+    store = backend.open()
+    chosen = new_job_id()
+    job, dup = store.create(
+        run_id="r1", task_id="t", client_token="a", episodes_total=2, files={}, job_id=chosen
+    )
+    assert (job.job_id, dup) == (chosen, False)
+    assert store.get(chosen) == job
+    again, dup = store.create(
+        run_id="r1", task_id="t", client_token="a", episodes_total=2, files={}, job_id=new_job_id()
+    )
+    assert (again, dup) == (job, True)
+    other, dup = backend.open().create(
+        run_id="r2", task_id="t", client_token="a", episodes_total=2, files={}
+    )
+    assert not dup and other.job_id != chosen and other.job_id.startswith("job-")
+
+
+def test_a_given_job_id_that_is_malformed_or_taken_is_refused(backend: Backend) -> None:
+    store = backend.open()
+    for bad in ("", "job-", "../etc", "job-ABC", "x" * 200, "job-0123456789abcdef/x"):
+        with pytest.raises(ValueError, match="job_id"):
+            store.create(
+                run_id="r1", task_id="t", client_token="a", episodes_total=1, files={}, job_id=bad
+            )
+    taken = _new(store, "first")
+    with pytest.raises(ValueError, match="taken"):
+        store.create(
+            run_id="r1",
+            task_id="t",
+            client_token="second",
+            episodes_total=1,
+            files={},
+            job_id=taken,
+        )
+    assert store.by_token("r1", "second") is None and store.count_for_run("r1") == 1
+
+
+def test_new_job_ids_differ_and_keep_their_format() -> None:
+    ids = {new_job_id() for _ in range(100)}
+    assert len(ids) == 100
+    assert all(len(i) == 20 and i.startswith("job-") and int(i[4:], 16) >= 0 for i in ids)
 
 
 def test_rejected_and_running_rows_at_creation(backend: Backend) -> None:
@@ -612,6 +662,70 @@ def test_appends_from_many_threads_and_stores_leave_no_gap(backend: Backend) -> 
         _check_sequence(stores[0].events(run), total, per_writer)
 
 
+def _key(seq: int) -> str:
+    return json.dumps({"eval_seq": seq, "kind": "evaluator_key"})
+
+
+def _commitment(seq: int) -> str:
+    return json.dumps({"eval_seq": seq, "kind": "seed_commitment"})
+
+
+def test_the_preamble_comes_first_and_only_once(backend: Backend) -> None:
+    store = backend.open()
+    preamble = (_key, _commitment)
+    assert store.append_event("r1", _event, preamble=preamble) is True
+    assert store.append_event("r1", _event, preamble=preamble) is True
+    assert store.append_event("r1", _event) is True
+    assert store.events("r1") == [_key(0), _commitment(1), _event(2), _event(3), _event(4)]
+    assert store.append_event("r2", _event, preamble=[]) is True  # empty: nothing before
+    assert store.events("r2") == [_event(0)]
+
+
+def test_a_refused_event_writes_no_preamble_either(backend: Backend) -> None:
+    a = backend.open(owner="a")
+    job_id = _new(a)  # queued: nobody holds it
+    assert a.append_event("r1", _event, held_job=job_id, preamble=(_key, _commitment)) is False
+    assert a.events("r1") == []
+    a.claim_next()
+    assert a.append_event("r1", _event, held_job=job_id, preamble=(_key, _commitment)) is True
+    assert a.events("r1") == [_key(0), _commitment(1), _event(2)]
+
+
+def test_replicas_racing_a_runs_first_event_write_one_preamble(backend: Backend) -> None:
+    """Two stores (two connections: two replicas), several threads each, all appending
+    a run's first event with its preamble at once: exactly one preamble, at 0 and 1."""
+    stores = [backend.open(owner=f"replica-{i}") for i in range(2)]
+    threads_per_store, rounds = 4, 5
+    for round_ in range(rounds):
+        run = f"race-{round_}"
+        go = threading.Barrier(len(stores) * threads_per_store)
+
+        def write(store: JobStore, name: str, run: str = run, go: threading.Barrier = go) -> None:
+            go.wait()
+            store.append_event(
+                run,
+                lambda seq: json.dumps({"eval_seq": seq, "w": name}),
+                preamble=(_key, _commitment),
+            )
+
+        threads = [
+            threading.Thread(target=write, args=(s, f"{i}.{k}"))
+            for i, s in enumerate(stores)
+            for k in range(threads_per_store)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        docs = [json.loads(e) for e in stores[1].events(run)]
+        assert [d["eval_seq"] for d in docs] == list(range(2 + len(threads)))
+        assert [d.get("kind") for d in docs[:2]] == ["evaluator_key", "seed_commitment"]
+        assert all("kind" not in d for d in docs[2:])  # no second preamble anywhere
+        assert sorted(d["w"] for d in docs[2:]) == sorted(
+            f"{i}.{k}" for i in range(len(stores)) for k in range(threads_per_store)
+        )
+
+
 _CHILD = """
 import json, sys
 from ale_robotics.evaluator.store import open_store
@@ -667,6 +781,141 @@ def _check_sequence(events: list[str], total: int, per_writer: int) -> None:
         assert [d["n"] for d in docs if d["w"] == w] == list(range(per_writer))
 
 
+# -------------------------------------------------------------------- runs --
+
+
+def _run(run_id: str = "run-1", digest: str = "d" * 64, **kw: object) -> RunRecord:
+    fields: dict[str, object] = {
+        "run_id": run_id,
+        "task_id": "task-v1",
+        "token_sha256": digest,
+        "submission_dir": f"/vol/{run_id}",
+        "opened_unix": 1000.0,
+        **kw,
+    }
+    return RunRecord(**fields)  # type: ignore[arg-type]
+
+
+def test_a_run_added_on_one_store_is_seen_by_every_other_at_once(backend: Backend) -> None:
+    a, b = backend.open(owner="a"), backend.open(owner="b")
+    assert b.get_run("run-1") is None and b.open_run_by_token("d" * 64) is None
+    assert a.add_run(_run()) is True
+    assert b.get_run("run-1") == _run()
+    assert b.open_run_by_token("d" * 64) == _run()
+    assert b.open_run_by_token("e" * 64) is None
+    assert b.add_run(_run(digest="f" * 64, task_id="other")) is False  # run ids: single use
+    assert a.get_run("run-1") == _run()  # the first one's, untouched
+
+
+def test_a_revoked_runs_token_is_refused_by_every_store_at_once(backend: Backend) -> None:
+    a, b = backend.open(owner="a"), backend.open(owner="b")
+    a.add_run(_run())
+    assert a.open_run_by_token("d" * 64) is not None  # a's view before the revocation
+    before = time.time()
+    closed = b.revoke_run("run-1")
+    assert closed is not None and before - 1 <= closed.closed_unix <= time.time() + 1
+    assert a.open_run_by_token("d" * 64) is None  # at once, on the other store
+    got = a.get_run("run-1")
+    assert got == closed and not got.open  # still known: its id stays used
+    again = a.revoke_run("run-1")  # idempotent: the first closing time stands
+    assert again == closed
+    assert a.revoke_run("never") is None
+
+
+def test_concurrent_adds_of_one_run_id_let_one_win(backend: Backend) -> None:
+    stores = [backend.open(owner=f"s{i}") for i in range(4)]
+    go = threading.Barrier(len(stores))
+    won: list[bool] = []
+    lock = threading.Lock()
+
+    def add(i: int) -> None:
+        go.wait()
+        ok = stores[i].add_run(_run(digest=f"{i}" * 64))
+        with lock:
+            won.append(ok)
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(won) == [False, False, False, True]
+    winner = stores[0].get_run("run-1")
+    assert winner is not None
+    assert [s.open_run_by_token(f"{i}" * 64) is not None for i, s in enumerate(stores)].count(
+        True
+    ) == 1
+
+
+def test_a_closed_run_can_be_added_as_imported(backend: Backend) -> None:
+    store = backend.open()
+    assert store.add_run(_run(closed_unix=2000.0)) is True
+    got = store.get_run("run-1")
+    assert got is not None and got.closed_unix == 2000.0
+    assert store.open_run_by_token("d" * 64) is None
+
+
+# ---------------------------------------------------------- practice steps --
+
+
+def test_practice_steps_count_per_run_and_refuse_past_the_limit(backend: Backend) -> None:
+    a, b = backend.open(owner="a"), backend.open(owner="b")
+    assert a.practice_steps("r1") == 0
+    assert a.charge_practice_steps("r1", 3, limit=10) == (True, 3)
+    assert b.charge_practice_steps("r1", 4, limit=10) == (True, 7)
+    assert a.charge_practice_steps("r1", 4, limit=10) == (False, 7)  # would be 11: nothing
+    assert b.charge_practice_steps("r1", 3, limit=10) == (True, 10)  # exactly the limit
+    assert a.charge_practice_steps("r1", 1, limit=10) == (False, 10)
+    assert a.charge_practice_steps("r1", 5, limit=None) == (True, 15)  # not enforced
+    assert a.charge_practice_steps("r2", 11, limit=10) == (False, 0)  # a first Step too big
+    assert (b.practice_steps("r1"), b.practice_steps("r2")) == (15, 0)
+    with pytest.raises(ValueError, match="negative"):
+        a.charge_practice_steps("r1", -1, limit=None)
+
+
+def test_replicas_charging_at_once_never_pass_the_budget_together(backend: Backend) -> None:
+    """The increment and the check are one step: however many replicas charge at once,
+    exactly ``limit`` single steps pass, never one more."""
+    stores = [backend.open(owner=f"replica-{i}") for i in range(3)]
+    limit, threads_per_store, tries = 60, 3, 30
+    go = threading.Barrier(len(stores) * threads_per_store)
+    passed: list[int] = []
+    lock = threading.Lock()
+
+    def charge(store: JobStore) -> None:
+        go.wait()
+        mine = 0
+        for _ in range(tries):
+            ok, used = store.charge_practice_steps("r1", 1, limit=limit)
+            assert used <= limit
+            mine += ok
+        with lock:
+            passed.append(mine)
+
+    threads = [
+        threading.Thread(target=charge, args=(s,)) for s in stores for _ in range(threads_per_store)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(passed) == limit == stores[0].practice_steps("r1")
+
+
+def test_imported_practice_steps_only_ever_raise_a_count(backend: Backend) -> None:
+    store = backend.open()
+    store.charge_practice_steps("r1", 5, limit=None)
+    store.import_practice_steps({"r1": 3, "r2": 7})
+    assert (store.practice_steps("r1"), store.practice_steps("r2")) == (5, 7)
+    store.import_practice_steps({"r1": 9, "r2": 7})  # twice: the same as once
+    assert (store.practice_steps("r1"), store.practice_steps("r2")) == (9, 7)
+    store.import_practice_steps({})
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="r3"):
+            store.import_practice_steps({"r3": bad})  # type: ignore[dict-item]
+    assert store.practice_steps("r3") == 0
+
+
 # ------------------------------------------------------------------ schema --
 
 
@@ -675,12 +924,15 @@ def test_a_fresh_store_is_at_the_current_schema_and_reopens_unchanged(backend: B
     assert first.schema_version() == type(first).SCHEMA_VERSION
     job_id = _new(first)
     first.append_event("r1", _event)
+    first.add_run(_run())
+    first.charge_practice_steps("run-1", 4, limit=None)
     first.close()
     again = backend.open()
     assert again.schema_version() == type(again).SCHEMA_VERSION
     job = again.get(job_id)
     assert job is not None and job.state is JobState.QUEUED  # the data survives a reopen
     assert again.events("r1") == [_event(0)]
+    assert again.get_run("run-1") == _run() and again.practice_steps("run-1") == 4
 
 
 def test_stores_opening_a_fresh_file_or_database_at_once_all_succeed(backend: Backend) -> None:

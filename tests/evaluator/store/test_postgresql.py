@@ -14,7 +14,13 @@ import pytest
 from pg import PgCluster
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.evaluator.store import JobState, StoreUnavailable, open_store, pg_schema
+from ale_robotics.evaluator.store import (
+    JobState,
+    RunRecord,
+    StoreUnavailable,
+    open_store,
+    pg_schema,
+)
 from ale_robotics.evaluator.store.postgresql import PostgresJobStore
 
 
@@ -72,9 +78,11 @@ def test_an_older_database_is_migrated_once_by_replicas_starting_together(
     old = _open(opened, url, owner="old")
     job, _ = old.create(run_id="r1", task_id="t", client_token="a", episodes_total=1, files={})
     old.close()
-    migration = (2, ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS note TEXT NOT NULL DEFAULT ''",))
+    current = pg_schema.SCHEMA_VERSION
+    nxt = current + 1
+    migration = (nxt, ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS note TEXT NOT NULL DEFAULT ''",))
     monkeypatch.setattr(pg_schema, "MIGRATIONS", (*pg_schema.MIGRATIONS, migration))
-    monkeypatch.setattr(PostgresJobStore, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(PostgresJobStore, "SCHEMA_VERSION", nxt)
     errors: list[BaseException] = []
     go = threading.Barrier(4)
 
@@ -92,7 +100,7 @@ def test_an_older_database_is_migrated_once_by_replicas_starting_together(
         t.join()
     assert errors == []
     store = opened[-1]
-    assert store.schema_version() == 2
+    assert store.schema_version() == nxt
     kept = store.get(job.job_id)
     assert kept is not None and kept.state is JobState.QUEUED
 
@@ -101,8 +109,29 @@ def test_an_older_database_is_migrated_once_by_replicas_starting_together(
     with psycopg.connect(url) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
         notes = conn.execute("SELECT note FROM jobs").fetchall()
-    assert versions == [1, 2]  # each applied once
+    assert versions == list(range(1, nxt + 1))  # each applied once
     assert notes == [("",)]
+
+
+def test_a_version_1_database_gains_the_runs_and_practice_tables(
+    url: str, opened: list[PostgresJobStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database the release before schema 2 made: its jobs and events are kept, and
+    the runs and practice counts move in."""
+    with monkeypatch.context() as m:
+        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
+        m.setattr(PostgresJobStore, "SCHEMA_VERSION", 1)
+        old = _open(opened, url, owner="old")
+        assert old.schema_version() == 1
+        job, _ = old.create(run_id="r1", task_id="t", client_token="a", episodes_total=1, files={})
+        old.append_event("r1", lambda seq: f'{{"eval_seq": {seq}}}')
+        old.close()
+    store = _open(opened, url)
+    assert store.schema_version() == 2 == pg_schema.SCHEMA_VERSION
+    assert store.get(job.job_id) is not None and store.events("r1") == ['{"eval_seq": 0}']
+    run = RunRecord("run-1", "task-v1", "b" * 64, "/vol/run-1", 1.0)
+    assert store.add_run(run) and store.get_run("run-1") == run
+    assert store.charge_practice_steps("run-1", 3, limit=3) == (True, 3)
 
 
 def test_an_unreachable_server_is_store_unavailable_without_the_password() -> None:

@@ -28,7 +28,22 @@ so a running job belongs to the process that claimed it:
   cannot overwrite what the new owner, or the cancellation, wrote.
 * A run's trusted-evaluator events get consecutive sequence numbers from 0, with
   no gap and no duplicate however many processes append at once
-  (:meth:`JobStore.append_event`).
+  (:meth:`JobStore.append_event`); a run's first events (its preamble: the key,
+  the seed commitment) are written once, by whichever process appends first, in
+  the same transaction as the event that needed them.
+* A job can be created under an id its caller chose (:func:`new_job_id`), so the
+  submission's snapshot is in place under that id before any process can claim
+  the job.
+
+The store also holds what every replica must see at once, not a file of its own:
+
+* the runs opened with OpenRun (:class:`RunRecord`: the SHA-256 of the run's agent
+  token, never the token; :meth:`JobStore.add_run`, :meth:`JobStore.revoke_run`).
+  A run id is taken once for all replicas, and a revoked token is refused by all
+  of them from the moment the revocation commits;
+* each run's practice steps (:meth:`JobStore.charge_practice_steps`), counted and
+  checked against the training budget in one transaction, so replicas charging
+  at once can never take the budget twice.
 
 Times (``created``, ``heartbeat``, ``lease_until`` ...) are Unix seconds of the
 store's clock: this host's for SQLite, the database server's for PostgreSQL, so
@@ -40,11 +55,12 @@ from __future__ import annotations
 import abc
 import json
 import os
+import re
 import secrets
 import socket
-from collections.abc import Callable, Collection
+import uuid
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -52,17 +68,23 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from ale_robotics.errors import UnavailableError
+from ale_robotics.evaluator.states import TERMINAL_STATES, FailureSource, JobState
 
 __all__ = [
     "DEFAULT_LEASE_S",
     "TERMINAL_STATES",
     "EventLog",
+    "EventMaker",
     "ExpiredLeases",
     "FailureSource",
     "JobRecord",
     "JobState",
     "JobStore",
+    "RunRecord",
     "StoreUnavailable",
+    "check_job_id",
+    "check_token_sha256",
+    "new_job_id",
     "new_owner_id",
     "redacted",
 ]
@@ -78,30 +100,46 @@ def new_owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+_JOB_ID_RE = re.compile(r"^job-[0-9a-f]{16}$")
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def new_job_id() -> str:
+    """A new job id: ``job-`` and 16 random hex digits (64 bits: never reused).
+
+    :meth:`JobStore.create` makes one when not given one; a caller that must put
+    something in place under the id before the job exists (its snapshot,
+    ``snapshots/<job_id>/``, which any replica may look for as soon as the job is
+    queued) makes it here first and passes it in.
+    """
+    return f"job-{uuid.uuid4().hex[:16]}"
+
+
+def check_job_id(job_id: str) -> str:
+    """``job_id`` if it has the form :func:`new_job_id` makes; ValueError otherwise.
+
+    A job id names a directory (``snapshots/<job_id>/``), so nothing else is stored.
+    """
+    if not _JOB_ID_RE.match(job_id):
+        shown = job_id if len(job_id) <= 40 else job_id[:40] + "..."
+        raise ValueError(
+            f"job_id {shown!r} is not a job id: 'job-' and 16 lowercase hex digits, "
+            "as new_job_id() makes"
+        )
+    return job_id
+
+
+def check_token_sha256(digest: str) -> str:
+    """``digest`` if it is a SHA-256 in lowercase hex; ValueError otherwise (so a plain
+    token handed to the store by mistake is refused, never stored)."""
+    if not _SHA256_RE.match(digest):
+        raise ValueError("token_sha256 must be a SHA-256 digest in lowercase hex, not a token")
+    return digest
+
+
 class StoreUnavailable(UnavailableError):
     """The store cannot be reached right now (its database is down, the connection was
     lost): nothing changed, retry later. A gRPC caller gets UNAVAILABLE."""
-
-
-class JobState(StrEnum):
-    QUEUED = "QUEUED"
-    RUNNING = "RUNNING"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-    REJECTED = "REJECTED"
-    TIMED_OUT = "TIMED_OUT"
-    CANCELLED = "CANCELLED"
-
-
-TERMINAL_STATES = frozenset(
-    {JobState.SUCCEEDED, JobState.FAILED, JobState.REJECTED, JobState.TIMED_OUT, JobState.CANCELLED}
-)
-
-
-class FailureSource(StrEnum):
-    NONE = ""
-    SUBMISSION = "submission"
-    INFRASTRUCTURE = "infrastructure"
 
 
 class JobRecord(BaseModel):
@@ -179,6 +217,52 @@ def job_from_row(row: tuple[Any, ...]) -> JobRecord:
     )
 
 
+@dataclass(frozen=True)
+class RunRecord:
+    """A run opened with OpenRun, as the store keeps it (:class:`.runs.RunRegistry` reads it)."""
+
+    run_id: str
+    task_id: str
+    token_sha256: str
+    """SHA-256 (hex) of the run's agent token; the token itself is never stored."""
+    submission_dir: str
+    """The run's directory on the shared submission volume; "" when it has none."""
+    opened_unix: float
+    closed_unix: float = 0.0
+    """When CloseRun revoked the token (the store's clock); 0 while the run is open."""
+
+    @property
+    def open(self) -> bool:
+        return self.closed_unix == 0.0
+
+
+RUN_COLUMNS = "run_id, task_id, token_sha256, submission_dir, opened_unix, closed_unix"
+"""The ``runs`` columns both stores select, in the order :func:`run_from_row` reads."""
+
+
+def run_from_row(row: tuple[Any, ...]) -> RunRecord:
+    """A :class:`RunRecord` from a row of :data:`RUN_COLUMNS`."""
+    return RunRecord(
+        run_id=str(row[0]),
+        task_id=str(row[1]),
+        token_sha256=str(row[2]),
+        submission_dir=str(row[3]),
+        opened_unix=float(row[4]),
+        closed_unix=float(row[5]),
+    )
+
+
+def check_step_count(run_id: str, n: object) -> int:
+    """``n`` if it is a practice step count (an int >= 0); ValueError naming the run otherwise."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"run {run_id!r}: a practice step count must be an integer >= 0")
+    return n
+
+
+EventMaker = Callable[[int], str]
+"""Makes one event's JSON from its ``eval_seq`` (signing it with that number)."""
+
+
 @runtime_checkable
 class EventLog(Protocol):
     """A run's trusted-evaluator events, numbered per run: the part of a store that
@@ -190,7 +274,12 @@ class EventLog(Protocol):
     """
 
     def append_event(
-        self, run_id: str, build: Callable[[int], str], *, held_job: str | None = None
+        self,
+        run_id: str,
+        make: EventMaker,
+        *,
+        held_job: str | None = None,
+        preamble: Sequence[EventMaker] | None = None,
     ) -> bool: ...
 
     def events(self, run_id: str) -> list[str]: ...
@@ -305,6 +394,7 @@ class JobStore(abc.ABC):
         files: dict[str, str],
         state: JobState = JobState.QUEUED,
         failure_reason: str = "",
+        job_id: str | None = None,
     ) -> tuple[JobRecord, bool]:
         """Insert a job, or return the existing one for (run_id, client_token).
 
@@ -312,6 +402,14 @@ class JobStore(abc.ABC):
         owner from the start, under a lease like a claimed one; one created
         REJECTED has failure source ``submission``.
         Returns ``(job, deduplicated)``.
+
+        ``job_id``: the new job's id (:func:`new_job_id`; None: a new one). A caller
+        whose job needs a snapshot chooses the id, puts ``snapshots/<job_id>/`` in
+        place, then creates the job: another replica may claim it the moment this
+        commits, and must find the snapshot. On a duplicate the existing job (with
+        its own id) is returned and the given id is unused: the caller removes what
+        it put in place. ValueError: ``job_id`` is malformed (:func:`check_job_id`)
+        or another job's.
         """
 
     @abc.abstractmethod
@@ -403,17 +501,83 @@ class JobStore(abc.ABC):
 
     @abc.abstractmethod
     def append_event(
-        self, run_id: str, build: Callable[[int], str], *, held_job: str | None = None
+        self,
+        run_id: str,
+        make: EventMaker,
+        *,
+        held_job: str | None = None,
+        preamble: Sequence[EventMaker] | None = None,
     ) -> bool:
-        """Store the run's next trusted-evaluator event; ``build`` gets its eval_seq.
+        """Store the run's next trusted-evaluator event; ``make`` gets its eval_seq.
 
-        Sequence allocation and insertion share one transaction, so concurrent
-        writers of a run (threads, processes, replicas) can never produce a gap or
-        a duplicate eval_seq. With ``held_job``, the event is stored only while this
-        owner holds that job, checked in the same transaction: a runner that lost
-        its job writes no more of its events. Returns whether the event was stored.
-        ``build`` may be called again if the transaction has to be retried.
+        Sequence allocation and insertion share one transaction under a per-run
+        lock, so concurrent writers of a run (threads, processes, replicas) can never
+        produce a gap or a duplicate eval_seq. With ``held_job``, the event is stored
+        only while this owner holds that job, checked in the same transaction: a
+        runner that lost its job writes no more of its events. Returns whether the
+        event was stored.
+
+        ``preamble``: events that must open the run's log (its ``evaluator_key``, then
+        its ``seed_commitment``), stored in order before ``make``'s, as 0, 1, ...,
+        only when the run has no event yet, in the same transaction: however many
+        processes append a run's first event at once, the log gets one preamble.
+        A refused event (``held_job``) stores no preamble either.
+
+        The makers may be called again if the transaction has to be retried, and a
+        preamble maker is not called at all once the run has events.
         """
+
+    # ------------------------------------------------------------------ runs --
+
+    @abc.abstractmethod
+    def add_run(self, run: RunRecord) -> bool:
+        """Record a run opened with OpenRun; False (nothing changed) when its id is taken.
+
+        Run ids are single use across every replica on the store (a run's hidden
+        seeds derive from its id): of processes adding one id at once, one wins.
+        ``run.closed_unix`` is kept as given (an imported closed run). ValueError:
+        ``token_sha256`` is not a SHA-256 hex digest (a token is never stored).
+        """
+
+    @abc.abstractmethod
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The run (open or closed), as stored now."""
+
+    @abc.abstractmethod
+    def open_run_by_token(self, token_sha256: str) -> RunRecord | None:
+        """The open run whose agent token has this SHA-256; None for an unknown or
+        revoked one. Read from the store on every call: a token revoked on another
+        replica is refused here from the moment that revocation committed."""
+
+    @abc.abstractmethod
+    def revoke_run(self, run_id: str) -> RunRecord | None:
+        """Close the run (its token stops working everywhere); the run as stored after.
+
+        Idempotent: a closed run keeps its first closing time. None: no such run.
+        """
+
+    # -------------------------------------------------------- practice steps --
+
+    @abc.abstractmethod
+    def practice_steps(self, run_id: str) -> int:
+        """Agent steps the run's practice sessions have taken (0 for a run with none)."""
+
+    @abc.abstractmethod
+    def charge_practice_steps(self, run_id: str, n: int, *, limit: int | None) -> tuple[bool, int]:
+        """Add ``n`` agent steps to the run's count unless that would pass ``limit``.
+
+        Returns ``(charged, count)``: the count after this charge, or, refused, the
+        count that refused it (unchanged by this call). The check and the increment
+        are one transaction: however many replicas charge a run at once, the count
+        never passes ``limit``. ``limit`` None: always charged (a budget that is only
+        declared). ValueError for a negative ``n``.
+        """
+
+    @abc.abstractmethod
+    def import_practice_steps(self, counts: Mapping[str, int]) -> None:
+        """Raise each run's count to at least the given one (never lowers one), in one
+        transaction: importing counts a release before the store kept them wrote to
+        a file. Importing the same counts twice is the same as once."""
 
 
 def redacted(url: str) -> str:

@@ -55,6 +55,31 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             """,
         ),
     ),
+    (
+        2,
+        (
+            # the runs opened with OpenRun and their practice step counts: before,
+            # each replica kept them in files of its own state dir
+            """
+            CREATE TABLE IF NOT EXISTS runs (
+                run_id TEXT PRIMARY KEY,
+                task_id TEXT NOT NULL,
+                token_sha256 TEXT NOT NULL,
+                submission_dir TEXT NOT NULL DEFAULT '',
+                opened_unix DOUBLE PRECISION NOT NULL,
+                closed_unix DOUBLE PRECISION NOT NULL DEFAULT 0
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS runs_open_token ON runs (token_sha256) "
+            "WHERE closed_unix = 0",
+            """
+            CREATE TABLE IF NOT EXISTS practice_steps (
+                run_id TEXT PRIMARY KEY,
+                agent_steps BIGINT NOT NULL DEFAULT 0 CHECK (agent_steps >= 0)
+            )
+            """,
+        ),
+    ),
 )
 """Schema versions in order, each with the statements that bring the one before to
 it. A new version appends an entry (``ALTER TABLE ... ADD COLUMN IF NOT EXISTS``);

@@ -48,7 +48,8 @@ others' locks for long: the session's ``idle_in_transaction_session_timeout``
 ends it.
 
 Give the evaluator a database (or a schema, ``?options=-csearch_path%3DNAME``)
-of its own: the tables are ``jobs``, ``events`` and ``schema_version``.
+of its own: the tables are ``jobs``, ``events``, ``runs``, ``practice_steps`` and
+``schema_version``.
 """
 
 from __future__ import annotations
@@ -58,8 +59,7 @@ import itertools
 import json
 import logging
 import threading
-import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
@@ -72,15 +72,23 @@ from ale_robotics.evaluator.store.base import (
     DEFAULT_LEASE_S,
     JOB_COLUMNS,
     REQUEUED_REASON,
+    RUN_COLUMNS,
     TERMINAL_STATES,
+    EventMaker,
     ExpiredLeases,
     FailureSource,
     JobRecord,
     JobState,
     JobStore,
+    RunRecord,
     StoreUnavailable,
+    check_job_id,
+    check_step_count,
+    check_token_sha256,
     job_from_row,
+    new_job_id,
     redacted,
+    run_from_row,
 )
 
 __all__ = ["PostgresJobStore"]
@@ -302,8 +310,9 @@ class PostgresJobStore(JobStore):
         files: dict[str, str],
         state: JobState = JobState.QUEUED,
         failure_reason: str = "",
+        job_id: str | None = None,
     ) -> tuple[JobRecord, bool]:
-        job_id = f"job-{uuid.uuid4().hex[:16]}"
+        job_id = new_job_id() if job_id is None else check_job_id(job_id)
         source = FailureSource.SUBMISSION if state is JobState.REJECTED else FailureSource.NONE
         running = state is JobState.RUNNING
         # held from the start (an eval session's row): heartbeat now, lease from now
@@ -339,7 +348,8 @@ class PostgresJobStore(JobStore):
                 (run_id, client_token),
             )
             existing = cur.fetchone()
-            assert existing is not None, "job id collision"
+            if existing is None:  # the conflict was on the id, not the token
+                raise ValueError(f"job_id {job_id!r} is taken by another job")
             return job_from_row(existing), True
 
         return self._run(insert)
@@ -504,7 +514,12 @@ class PostgresJobStore(JobStore):
         return self._run(cancel)
 
     def append_event(
-        self, run_id: str, build: Callable[[int], str], *, held_job: str | None = None
+        self,
+        run_id: str,
+        make: EventMaker,
+        *,
+        held_job: str | None = None,
+        preamble: Sequence[EventMaker] | None = None,
     ) -> bool:
         def append(cur: Cursor) -> bool:
             if held_job is not None:
@@ -519,13 +534,109 @@ class PostgresJobStore(JobStore):
                 "SELECT COALESCE(MAX(eval_seq) + 1, 0) FROM events WHERE run_id = %s", (run_id,)
             )
             seq = int(_scalar(cur))
-            cur.execute(
-                "INSERT INTO events (run_id, eval_seq, event_json) VALUES (%s, %s, %s)",
-                (run_id, seq, build(seq)),
-            )
+            # under the run's lock: "no event yet" holds until this transaction commits
+            makers = [*(preamble or ()), make] if seq == 0 else [make]
+            for maker in makers:
+                cur.execute(
+                    "INSERT INTO events (run_id, eval_seq, event_json) VALUES (%s, %s, %s)",
+                    (run_id, seq, maker(seq)),
+                )
+                seq += 1
             return True
 
         return self._run(append)
+
+    # ------------------------------------------------------------------ runs --
+
+    def add_run(self, run: RunRecord) -> bool:
+        check_token_sha256(run.token_sha256)
+        return self._update(
+            f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (run_id) DO NOTHING",
+            (
+                run.run_id,
+                run.task_id,
+                run.token_sha256,
+                run.submission_dir,
+                run.opened_unix,
+                run.closed_unix,
+            ),
+        )
+
+    def _run_where(self, where: str, args: tuple[Any, ...]) -> RunRecord | None:
+        def read(cur: Cursor) -> RunRecord | None:
+            cur.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE {where}", args)
+            row = cur.fetchone()
+            return None if row is None else run_from_row(row)
+
+        return self._run(read, tx=False)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self._run_where("run_id = %s", (run_id,))
+
+    def open_run_by_token(self, token_sha256: str) -> RunRecord | None:
+        return self._run_where("token_sha256 = %s AND closed_unix = 0", (token_sha256,))
+
+    def revoke_run(self, run_id: str) -> RunRecord | None:
+        def revoke(cur: Cursor) -> RunRecord | None:
+            cur.execute(
+                f"UPDATE runs SET closed_unix = {_NOW} WHERE run_id = %s AND closed_unix = 0",
+                (run_id,),
+            )
+            cur.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
+            row = cur.fetchone()
+            return None if row is None else run_from_row(row)
+
+        return self._run(revoke)
+
+    # -------------------------------------------------------- practice steps --
+
+    def practice_steps(self, run_id: str) -> int:
+        def read(cur: Cursor) -> int:
+            cur.execute("SELECT agent_steps FROM practice_steps WHERE run_id = %s", (run_id,))
+            row = cur.fetchone()
+            return 0 if row is None else int(row[0])
+
+        return self._run(read, tx=False)
+
+    def charge_practice_steps(self, run_id: str, n: int, *, limit: int | None) -> tuple[bool, int]:
+        if n < 0:
+            raise ValueError(f"cannot charge a negative number of practice steps ({n})")
+        if limit is not None and n > limit:  # past it whatever the count: nothing to write
+            return False, self.practice_steps(run_id)
+        cond, cond_args = (
+            ("", ()) if limit is None else (" WHERE p.agent_steps + %s <= %s", (n, limit))
+        )
+
+        def charge(cur: Cursor) -> int | None:
+            # one statement (autocommitted): the row lock of ON CONFLICT serializes
+            # replicas charging the run, and the WHERE is re-checked on the newest count
+            cur.execute(
+                "INSERT INTO practice_steps AS p (run_id, agent_steps) VALUES (%s, %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET agent_steps = p.agent_steps + %s"
+                f"{cond} RETURNING agent_steps",
+                (run_id, n, n, *cond_args),
+            )
+            row = cur.fetchone()
+            return None if row is None else int(row[0])
+
+        used = self._run(charge, tx=False)
+        if used is None:  # refused: the count that refused it (or a later one)
+            return False, self.practice_steps(run_id)
+        return True, used
+
+    def import_practice_steps(self, counts: Mapping[str, int]) -> None:
+        rows = [(run_id, check_step_count(run_id, n)) for run_id, n in counts.items()]
+
+        def merge(cur: Cursor) -> None:
+            cur.executemany(
+                "INSERT INTO practice_steps AS p (run_id, agent_steps) VALUES (%s, %s) "
+                "ON CONFLICT (run_id) DO UPDATE SET "
+                "agent_steps = GREATEST(p.agent_steps, EXCLUDED.agent_steps)",
+                rows,
+            )
+
+        self._run(merge)
 
 
 def _qualified(table: str) -> str:

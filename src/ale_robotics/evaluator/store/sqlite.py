@@ -8,7 +8,18 @@ times are this host's clock.
 
 Schema history (``meta.schema_version``): 1, the original table; 2 adds
 ``owner`` and ``lease_until`` (an old file gains them when it is opened; its
-RUNNING jobs then have an expired lease, like those of any dead process).
+RUNNING jobs then have an expired lease, like those of any dead process); 3 adds
+the ``runs`` and ``practice_steps`` tables (before, each evaluator kept them in
+files of its state dir: ``runs.json``, ``practice_steps.json``, which the
+evaluator imports once, :mod:`.runs`, :mod:`.training_budget`).
+
+Practice step charges (one per practice Step call) commit with
+``synchronous=NORMAL``, every other write with ``FULL``: in WAL mode a NORMAL
+commit is as atomic and as isolated (the budget check holds across processes
+all the same) and survives the process being killed, but is flushed to disk with
+the next FULL commit or checkpoint rather than at once, so a power loss may forget
+the last moments of counting (files before schema 3: up to a second). An fsync on
+every Step of every practice session would cost more than the Step.
 """
 
 from __future__ import annotations
@@ -17,8 +28,7 @@ import json
 import sqlite3
 import threading
 import time
-import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,13 +37,21 @@ from ale_robotics.evaluator.store.base import (
     DEFAULT_LEASE_S,
     JOB_COLUMNS,
     REQUEUED_REASON,
+    RUN_COLUMNS,
     TERMINAL_STATES,
+    EventMaker,
     ExpiredLeases,
     FailureSource,
     JobRecord,
     JobState,
     JobStore,
+    RunRecord,
+    check_job_id,
+    check_step_count,
+    check_token_sha256,
     job_from_row,
+    new_job_id,
+    run_from_row,
 )
 
 __all__ = ["SqliteJobStore"]
@@ -67,14 +85,28 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (run_id, eval_seq)
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    token_sha256 TEXT NOT NULL,
+    submission_dir TEXT NOT NULL DEFAULT '',
+    opened_unix REAL NOT NULL,
+    closed_unix REAL NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS runs_open_token ON runs (token_sha256) WHERE closed_unix = 0;
+CREATE TABLE IF NOT EXISTS practice_steps (
+    run_id TEXT PRIMARY KEY,
+    agent_steps INTEGER NOT NULL DEFAULT 0 CHECK (agent_steps >= 0)
+);
 """
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 _ADDED_COLUMNS = {
     # schema 2: job ownership
     "owner": "TEXT NOT NULL DEFAULT ''",
     "lease_until": "REAL NOT NULL DEFAULT 0",
 }
-"""Columns added since schema 1, each with the definition ALTER TABLE gives an old file."""
+"""Columns added since schema 1, each with the definition ALTER TABLE gives an old file.
+(Tables added since, schema 3's, are created by :data:`_SCHEMA`'s ``IF NOT EXISTS``.)"""
 _RUNNING = JobState.RUNNING.value
 _QUEUED = JobState.QUEUED.value
 
@@ -140,16 +172,26 @@ class SqliteJobStore(JobStore):
             )
 
     @contextmanager
-    def _tx(self) -> Iterator[None]:
-        """One write transaction under the lock (BEGIN IMMEDIATE: the write lock up front)."""
+    def _tx(self, *, durable: bool = True) -> Iterator[None]:
+        """One write transaction under the lock (BEGIN IMMEDIATE: the write lock up front).
+
+        ``durable`` False: committed with ``synchronous=NORMAL`` (practice step
+        charges; see the module docstring), the connection back to FULL afterwards.
+        """
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if not durable:
+                self._db.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+            finally:
+                if not durable:
+                    self._db.execute("PRAGMA synchronous=FULL")
 
     def schema_version(self) -> int:
         with self._lock:
@@ -175,12 +217,13 @@ class SqliteJobStore(JobStore):
         files: dict[str, str],
         state: JobState = JobState.QUEUED,
         failure_reason: str = "",
+        job_id: str | None = None,
     ) -> tuple[JobRecord, bool]:
         now = time.time()
-        job_id = f"job-{uuid.uuid4().hex[:16]}"
+        job_id = new_job_id() if job_id is None else check_job_id(job_id)
         source = FailureSource.SUBMISSION if state is JobState.REJECTED else FailureSource.NONE
         running = state is JobState.RUNNING
-        with self._lock:
+        with self._tx():
             cur = self._db.execute(
                 "INSERT OR IGNORE INTO jobs (job_id, run_id, task_id, client_token, state, "
                 "episodes_total, failure_source, failure_reason, created, updated, files_json, "
@@ -204,9 +247,13 @@ class SqliteJobStore(JobStore):
                 ),
             )
             inserted = cur.rowcount == 1
-        job = self.by_token(run_id, client_token)
-        assert job is not None
-        return job, not inserted
+            row = self._db.execute(
+                f"SELECT {JOB_COLUMNS} FROM jobs WHERE run_id = ? AND client_token = ?",
+                (run_id, client_token),
+            ).fetchone()
+        if row is None:  # ignored for the id, not the token: another job has that id
+            raise ValueError(f"job_id {job_id!r} is taken by another job")
+        return job_from_row(row), not inserted
 
     def get(self, job_id: str) -> JobRecord | None:
         return self._one("WHERE job_id = ?", (job_id,))
@@ -433,8 +480,15 @@ class SqliteJobStore(JobStore):
         return [r[0] for r in rows]
 
     def append_event(
-        self, run_id: str, build: Callable[[int], str], *, held_job: str | None = None
+        self,
+        run_id: str,
+        make: EventMaker,
+        *,
+        held_job: str | None = None,
+        preamble: Sequence[EventMaker] | None = None,
     ) -> bool:
+        # BEGIN IMMEDIATE holds the file's write lock from the first read: every other
+        # writer, of any process, waits, so "no event yet" still holds at the insert
         with self._tx():
             if held_job is not None:
                 row = self._db.execute(
@@ -446,10 +500,14 @@ class SqliteJobStore(JobStore):
             (n,) = self._db.execute(
                 "SELECT COUNT(*) FROM events WHERE run_id = ?", (run_id,)
             ).fetchone()
-            self._db.execute(
-                "INSERT INTO events (run_id, eval_seq, event_json) VALUES (?, ?, ?)",
-                (run_id, int(n), build(int(n))),
-            )
+            seq = int(n)
+            makers = [*(preamble or ()), make] if seq == 0 else [make]
+            for maker in makers:
+                self._db.execute(
+                    "INSERT INTO events (run_id, eval_seq, event_json) VALUES (?, ?, ?)",
+                    (run_id, seq, maker(seq)),
+                )
+                seq += 1
         return True
 
     def events(self, run_id: str) -> list[str]:
@@ -458,3 +516,81 @@ class SqliteJobStore(JobStore):
                 "SELECT event_json FROM events WHERE run_id = ? ORDER BY eval_seq", (run_id,)
             ).fetchall()
         return [r[0] for r in rows]
+
+    # ------------------------------------------------------------------ runs --
+
+    def add_run(self, run: RunRecord) -> bool:
+        check_token_sha256(run.token_sha256)
+        with self._tx():
+            cur = self._db.execute(
+                f"INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (run_id) DO NOTHING",
+                (
+                    run.run_id,
+                    run.task_id,
+                    run.token_sha256,
+                    run.submission_dir,
+                    run.opened_unix,
+                    run.closed_unix,
+                ),
+            )
+        return cur.rowcount == 1
+
+    def _run_where(self, where: str, args: tuple[Any, ...]) -> RunRecord | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {RUN_COLUMNS} FROM runs WHERE {where}", args).fetchone()
+        return None if row is None else run_from_row(row)
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self._run_where("run_id = ?", (run_id,))
+
+    def open_run_by_token(self, token_sha256: str) -> RunRecord | None:
+        return self._run_where("token_sha256 = ? AND closed_unix = 0", (token_sha256,))
+
+    def revoke_run(self, run_id: str) -> RunRecord | None:
+        with self._tx():
+            self._db.execute(
+                "UPDATE runs SET closed_unix = ? WHERE run_id = ? AND closed_unix = 0",
+                (time.time(), run_id),
+            )
+            row = self._db.execute(
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else run_from_row(row)
+
+    # -------------------------------------------------------- practice steps --
+
+    def practice_steps(self, run_id: str) -> int:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT agent_steps FROM practice_steps WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def charge_practice_steps(self, run_id: str, n: int, *, limit: int | None) -> tuple[bool, int]:
+        if n < 0:
+            raise ValueError(f"cannot charge a negative number of practice steps ({n})")
+        # one write transaction: no other process charges between the read and the write
+        with self._tx(durable=False):
+            row = self._db.execute(
+                "SELECT agent_steps FROM practice_steps WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            used = 0 if row is None else int(row[0])
+            if limit is not None and used + n > limit:
+                return False, used
+            self._db.execute(
+                "INSERT INTO practice_steps (run_id, agent_steps) VALUES (?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET agent_steps = excluded.agent_steps",
+                (run_id, used + n),
+            )
+        return True, used + n
+
+    def import_practice_steps(self, counts: Mapping[str, int]) -> None:
+        rows = [(run_id, check_step_count(run_id, n)) for run_id, n in counts.items()]
+        with self._tx():
+            self._db.executemany(
+                "INSERT INTO practice_steps (run_id, agent_steps) VALUES (?, ?) "
+                "ON CONFLICT (run_id) DO UPDATE SET "
+                "agent_steps = MAX(agent_steps, excluded.agent_steps)",
+                rows,
+            )

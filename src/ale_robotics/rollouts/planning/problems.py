@@ -1,10 +1,9 @@
-"""The two planning backends as the evaluator sees them: load the artifact, run the problems.
+"""The two planning kinds' work: load the submitted configuration, run the problems.
 
-Like :mod:`ale_robotics.evaluator.replay`, this plugs into the shared pipeline at
-two points, dispatched on ``task.eval.backend``:
-:func:`load_planning_artifact` (from ``evaluator/plan.py``, so the runner and
-``ale-robotics audit`` load the same thing) and :func:`planning_episodes` (from
-``pipeline.rollout_episodes``, inside a rollout worker).
+:class:`~.kind.PlannerKind` and :class:`~.kind.EdmpKind` delegate to
+:func:`load_planning_artifact` (their ``load_artifact``, so the runner and
+``ale-robotics audit`` load the same thing) and :func:`planning_episodes`
+(their ``run_shard``, inside a rollout worker).
 
 * ``planner`` (``panda-planner-config-v1``, batch): the artifact is
   ``planner.yaml``; each problem is planned by OMPL in planner processes the
@@ -23,7 +22,7 @@ seconds, by the evaluator) and validated densely by
 time in one shard (``eval.envs_per_shard >= eval.episodes``), so
 that measured times are not shared with another problem of the same job.
 The task's shape (mode, contract, metrics, one shard) is checked when the task
-config is parsed, by :class:`~ale_robotics.tasks.spec.TaskSpec`.
+config is parsed, by the kind's ``check_task`` (:mod:`.kind`).
 """
 
 from __future__ import annotations
@@ -32,22 +31,22 @@ import functools
 import json
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.planning.edmp_config import load_edmp_config
-from ale_robotics.planning.planner_config import load_planner_config
+from ale_robotics.evaluator.snapshot import SnapshotFile
+from ale_robotics.planning.edmp import generate_trajectory
+from ale_robotics.planning.edmp_config import EdmpConfig, load_edmp_config
+from ale_robotics.planning.planner_config import PlannerConfig, load_planner_config
+from ale_robotics.planning.planner_procs import PlannerPool
+from ale_robotics.planning.scenes import Problem, generate_problem
+from ale_robotics.planning.validate import PathVerdict, validate_path
+from ale_robotics.planning.world import CollisionWorld
 from ale_robotics.submission.rejected import SubmissionRejected
-
-if TYPE_CHECKING:
-    from ale_robotics.evaluator.snapshot import SnapshotFile
-    from ale_robotics.planning.scenes import Problem
-    from ale_robotics.planning.validate import PathVerdict
-    from ale_robotics.planning.world import CollisionWorld
-    from ale_robotics.tasks.spec import TaskSpec
+from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["CONFIG_KEY", "load_planning_artifact", "planning_episodes"]
 
@@ -77,8 +76,6 @@ def load_planning_artifact(
 @functools.cache
 def _world() -> CollisionWorld:
     """The worker's PyBullet world, made once per process (loading the robot takes ~0.2 s)."""
-    from ale_robotics.planning.world import CollisionWorld
-
     return CollisionWorld()
 
 
@@ -102,9 +99,6 @@ def planning_episodes(
     on_episode: Callable[[EpisodeOutcome], None] | None = None,
 ) -> list[EpisodeOutcome]:
     """One planning problem per ``(index, hidden seed)``: generate, plan, time, validate."""
-    from ale_robotics.planning.scenes import generate_problem
-    from ale_robotics.planning.validate import validate_path
-
     planning = task.planning
     assert planning is not None
     doc = json.loads(bytes(np.asarray(artifact[CONFIG_KEY], dtype=np.uint8)).decode("utf-8"))
@@ -134,16 +128,13 @@ def planning_episodes(
     return out
 
 
-_Runner = Callable[["Problem", int], "tuple[npt.NDArray[np.float64] | None, float]"]
+_Runner = Callable[[Problem, int], tuple[npt.NDArray[np.float64] | None, float]]
 
 
 class _PlannerRunner:
     """OMPL in planner processes; ``close`` ends them when the shard is done."""
 
     def __init__(self, task: TaskSpec, doc: dict[str, Any]) -> None:
-        from ale_robotics.planning.planner_config import PlannerConfig
-        from ale_robotics.planning.planner_procs import PlannerPool
-
         assert task.planning is not None and task.planning.planner is not None
         self.cfg = PlannerConfig.model_validate(doc)
         self.grace = task.planning.planner.grace_s
@@ -163,9 +154,6 @@ def _planner_runner(task: TaskSpec, doc: dict[str, Any]) -> _PlannerRunner:
 
 
 def _edmp_runner(task: TaskSpec, doc: dict[str, Any]) -> _Runner:
-    from ale_robotics.planning.edmp import generate_trajectory
-    from ale_robotics.planning.edmp_config import EdmpConfig
-
     cfg = EdmpConfig.model_validate(doc)
 
     def run(problem: Problem, seed: int) -> tuple[npt.NDArray[np.float64] | None, float]:

@@ -28,11 +28,14 @@ Each violation raises :class:`SubmissionRejected` naming the file, the key and
 the rule; only ``MemoryError`` is left to the caller (an infrastructure
 failure).
 
-**The environment** is built from ``env.gym_id``; the Fetch task spells it
+**The environment** is built from ``env.gym_id`` by
+:func:`ale_robotics.envs.make.make_env`; the Fetch task spells it
 ``gymnasium_robotics:FetchPickAndPlace-v4``, Gymnasium's "module:id" form, so
-that every ``gym.make`` in the evaluator (this module, GetSpec, any audit)
+that every env the evaluator makes of it (this module, GetSpec, any audit)
 imports ``gymnasium_robotics`` first, which registers its envs (what
 ``gymnasium.register_envs(gymnasium_robotics)`` does by hand).
+
+The kind that uses all this, :class:`~.kind.ReplayKind`, is in :mod:`.kind`.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib import format as npy_format
 
+from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator.episode import EpisodeOutcome
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
 from ale_robotics.seeds import HiddenSeed
@@ -61,7 +65,8 @@ __all__ = [
 ]
 
 TRAJECTORIES_ROLE = "trajectories"
-"""Contract role of the npz file (spec.TaskSpec checks a replay contract has it)."""
+"""Contract role of the npz file (:meth:`.kind.ReplayKind.check_task` checks a replay
+contract has it)."""
 SEEDS_KEY = "seeds"
 ACTIONS_KEY = "actions"
 
@@ -297,7 +302,7 @@ def select_subset(task: TaskSpec, hidden: Sequence[HiddenSeed]) -> list[tuple[in
     """
     base = task.eval.base_seeds
     k = task.eval.replay_subset
-    if task.eval.backend != "replay" or k is None:
+    if k is None:  # only a replay task may set it (the task model refuses it elsewhere)
         raise ValueError(f"task {task.id} is not a replay task")
     if [h.index for h in hidden] != list(range(len(base))):
         raise ValueError("hidden seeds must be derived from the task's base_seeds, in order")
@@ -316,14 +321,7 @@ def _env(task: TaskSpec) -> Any:
     env replays bit for bit like a fresh one)."""
     key = task.env.model_dump_json()
     if key not in _ENVS:
-        import gymnasium as gym
-
-        _ENVS[key] = gym.make(
-            task.env.gym_id,
-            max_episode_steps=task.env.max_episode_steps,
-            disable_env_checker=True,
-            **task.env.kwargs,
-        )
+        _ENVS[key] = make_env(task.env)
     return _ENVS[key]
 
 

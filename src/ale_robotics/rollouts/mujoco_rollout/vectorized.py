@@ -13,16 +13,18 @@ One difference is deliberate: each control step starts the constraint solver
 cold (zero warm start), where Gymnasium warm-starts it from the previous step.
 Both converge to the solver's tolerance, so single steps agree to ~1e-9; over a
 long episode a chaotic gait can amplify that, so per-episode returns match
-Gymnasium's statistically, not bit for bit. The backend's own results are
+Gymnasium's statistically, not bit for bit. The kind's own results are
 exact: identical for any number of threads.
 
 Every batch of actions is checked finite before it is stepped, and every
-batch of rewards after (:func:`.pipeline.check_finite`): a NaN action would
-otherwise be zeroed by MuJoCo while the return turned NaN, voiding the whole
-evaluation late, as a non-finite metric, instead of naming the episode.
+batch of rewards after (:func:`~ale_robotics.evaluator.episode.check_finite`):
+a NaN action would otherwise be zeroed by MuJoCo while the return turned NaN,
+voiding the whole evaluation late, as a non-finite metric, instead of naming
+the episode.
 
-Only env families listed in :data:`FAMILIES` can use this backend; the task
-config chooses it with ``eval.backend = "mujoco_rollout"``.
+Only env families listed in :data:`FAMILIES` can use this kind (the kind's
+``check_task`` refuses any other env); the task config chooses it with
+``eval.backend = "mujoco_rollout"``.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator.episode import check_finite
 from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["FAMILIES", "Family", "rollout_vectorized"]
+__all__ = ["FAMILIES", "Family", "Policy", "family_of", "rollout_on", "rollout_vectorized"]
 
 Array = npt.NDArray[np.float64]
 
@@ -70,10 +73,24 @@ FAMILIES: dict[str, Family] = {
     "HalfCheetah-v5": Family(obs=_cheetah_obs, reward=_cheetah_reward),
 }
 
+Policy = Callable[[npt.NDArray[np.floating]], npt.NDArray[np.float32]]
+"""Observation batch -> action batch (the batched MLP, or any callable in tests)."""
+
+
+def family_of(task: TaskSpec) -> Family:
+    """The task env's family; ``ValueError`` when it has no vectorized step here."""
+    family = FAMILIES.get(task.env.gym_id)
+    if family is None:
+        raise ValueError(
+            f"no vectorized backend for {task.env.gym_id} (the mujoco_rollout kind steps "
+            f"{sorted(FAMILIES)}); use backend 'gymnasium'"
+        )
+    return family
+
 
 def rollout_vectorized(
     task: TaskSpec,
-    policy: Callable[[npt.NDArray[np.floating]], npt.NDArray[np.float32]],
+    policy: Policy,
     seeds: Sequence[tuple[int, int]],
     nthread: int = 1,
 ) -> list[tuple[int, float, int]]:
@@ -81,16 +98,32 @@ def rollout_vectorized(
 
     The env families here never terminate early, so every episode runs
     ``task.env.max_episode_steps`` steps (Gymnasium's TimeLimit truncation).
-    Raises :class:`.pipeline.PolicyFault` at the first non-finite action or reward.
+    Raises :class:`~ale_robotics.evaluator.episode.PolicyFault` at the first
+    non-finite action or reward.
     """
-    import gymnasium as gym
+    family = family_of(task)
+    env: Any = make_env(task.env, time_limit=False).unwrapped
+    try:
+        return rollout_on(env, family, task, policy, seeds, nthread)
+    finally:
+        env.close()
+
+
+def rollout_on(
+    env: Any,
+    family: Family,
+    task: TaskSpec,
+    policy: Policy,
+    seeds: Sequence[tuple[int, int]],
+    nthread: int = 1,
+) -> list[tuple[int, float, int]]:
+    """:func:`rollout_vectorized` on a given unwrapped env of the task (its model, its
+    ``reset``), for a caller that needs the env first (the action bound of the policy)."""
+    # The simulator is imported where a shard is stepped, not when the kind is loaded (every
+    # task-config parse loads its kind, e.g. in an agent's client reading GetSpec).
     import mujoco
     from mujoco import rollout
 
-    family = FAMILIES.get(task.env.gym_id)
-    if family is None:
-        raise ValueError(f"no vectorized backend for {task.env.gym_id}; use backend 'gymnasium'")
-    env: Any = gym.make(task.env.gym_id, disable_env_checker=True, **task.env.kwargs).unwrapped
     model, frame_skip = env.model, env.frame_skip
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     n = len(seeds)
@@ -124,7 +157,6 @@ def rollout_vectorized(
             returns += reward
     finally:
         runner.close()
-        env.close()
     return [
         (index, float(returns[row]), task.env.max_episode_steps)
         for row, (index, _) in enumerate(seeds)

@@ -1,0 +1,131 @@
+"""The one interface every rollout kind implements: :class:`RolloutKind`.
+
+A *rollout kind* is how a batch task's episodes are produced from a submission:
+stepping Gymnasium envs with the contract's policy (``gymnasium``), stepping the
+physics of a whole shard in C threads (``mujoco_rollout``), replaying submitted
+action sequences open-loop (``replay``), running a submitted planner
+configuration on hidden-seed scenes (``planner``, ``edmp``)... A task picks its
+kind by name in its config (``eval.backend``, the on-disk key; ``eval.rollout``
+in Python) and the evaluator reaches the kind only through this interface, found
+by :func:`ale_robotics.rollouts.registry.get_kind`. Everything that used to be an
+``if backend == ...`` somewhere in the evaluator is a method here, so that a new
+kind is one folder plus one entry point, and no other file changes.
+
+This module imports nothing of ours at run time (only under ``TYPE_CHECKING``):
+the task model (``tasks/spec.py``) validates a config through the registry, and
+the kinds themselves import the task model, so the interface must sit below
+both. Defaults that need evaluator code (loading policy weights, the rollout
+outcome record) are in :class:`ale_robotics.rollouts.policy.PolicyRolloutKind`,
+the base class of the policy kinds.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.episode import EpisodeOutcome
+    from ale_robotics.evaluator.result import BatchOutcomes
+    from ale_robotics.evaluator.snapshot import SnapshotFile
+    from ale_robotics.seeds import HiddenSeed
+    from ale_robotics.tasks.spec import EvalProtocol, TaskSpec
+
+__all__ = ["Artifact", "EpisodeCallback", "RolloutKind", "Shard"]
+
+Artifact = dict[str, npt.NDArray[Any]]
+"""What a kind loads from a frozen submission and hands to its shard runner: named arrays,
+because that is what travels to worker processes (pickled, or as Ray objects) unchanged
+for every kind (policy weights, a trajectory set, a planner configuration as JSON bytes)."""
+
+Shard = Sequence[tuple[int, int]]
+"""One shard's episodes: ``(index in the task's base seeds, env seed)`` each."""
+
+EpisodeCallback = Callable[["EpisodeOutcome"], None]
+"""Called once per finished episode, in the worker (progress reporting)."""
+
+
+class RolloutKind(abc.ABC):
+    """One way of turning a submission into per-episode outcomes, and all it needs to know.
+
+    Instances are stateless and shared (the registry keeps one per name and
+    process), so a kind keeps per-process caches (envs, simulator worlds) in its
+    module, not on ``self``. Subclasses set :attr:`name` (equal to the entry-point
+    name that registers them) and implement :meth:`load_artifact`,
+    :meth:`run_shard` and :meth:`outcome_record`; the other methods default to
+    "one episode per hidden seed, the first N for a smoke run".
+    """
+
+    name: ClassVar[str]
+    """The kind's name: the value of ``eval.backend`` in a task config, and its entry point."""
+
+    settings: ClassVar[frozenset[str]] = frozenset()
+    """The kind-specific task settings this kind reads, named as in
+    :data:`ale_robotics.tasks.spec.KIND_SETTINGS` (e.g. ``"eval.replay_subset"``). The task
+    model refuses a task that sets one its kind does not read, so that no setting in a
+    config is silently ignored."""
+
+    # ------------------------------------------------------------ task config --
+
+    def check_task(self, task: TaskSpec) -> None:
+        """Raise ``ValueError`` unless ``task`` is shaped the way this kind reads it.
+
+        Called by :class:`~ale_robotics.tasks.spec.TaskSpec`'s validator after the
+        generic checks, so a config that parses is one the kind can run.
+        """
+        return None  # a kind without rules of its own (B027: a default, not an abstract)
+
+    def evaluated_episodes(self, protocol: EvalProtocol) -> int:
+        """Episodes one evaluation runs: by default one per base seed."""
+        return protocol.episodes
+
+    def smoke_task(self, task: TaskSpec, episodes: int) -> TaskSpec:
+        """``task`` cut to its first ``episodes`` episodes (all of them if fewer), for a smoke
+        run: the same base seeds, so its hidden seeds are a prefix of the official run's.
+        ``episodes >= 1`` is checked by the caller."""
+        ev = task.eval
+        n = min(episodes, ev.episodes)
+        limited = ev.model_copy(update={"episodes": n, "base_seeds": ev.base_seeds[:n]})
+        return task.model_copy(update={"eval": limited})
+
+    # --------------------------------------------------------------- a job --
+
+    @abc.abstractmethod
+    def load_artifact(self, files: list[SnapshotFile], task: TaskSpec) -> Artifact:
+        """The submission's artifact from its frozen files, fully validated; raises
+        ``SubmissionRejected`` naming the file and the rule. Runs in the evaluator (and in
+        ``ale-robotics audit`` and ``check``), never in a worker."""
+
+    def episode_plan(self, task: TaskSpec, seeds: Sequence[HiddenSeed]) -> list[tuple[int, int]]:
+        """``(index, env seed)`` per episode this job runs, from the run's hidden seeds:
+        by default every hidden seed as the env seed of its episode."""
+        return [(s.index, s.value) for s in seeds]
+
+    @abc.abstractmethod
+    def run_shard(
+        self,
+        task: TaskSpec,
+        artifact: Artifact,
+        seeds: Shard,
+        on_episode: EpisodeCallback | None = None,
+    ) -> list[EpisodeOutcome]:
+        """Run one shard's episodes in this process; one outcome per ``(index, seed)``.
+
+        Raises :class:`~ale_robotics.evaluator.episode.PolicyFault` when the
+        submission makes a value non-finite (the submission's failure); any other
+        exception is an infrastructure failure, retried by the runner.
+        """
+
+    @abc.abstractmethod
+    def outcome_record(
+        self, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
+    ) -> BatchOutcomes:
+        """The typed per-episode record of a job's outcomes (stored in the result and the
+        signed ``result`` event), with enough to recompute every metric; ``base_seeds``
+        are the task's public base seeds (a replay task's instances)."""
+
+    def __repr__(self) -> str:
+        return f"<rollout kind {self.name!r} ({type(self).__module__}.{type(self).__qualname__})>"
