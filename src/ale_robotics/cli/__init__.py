@@ -1,0 +1,1 @@
+"""``ale-robotics``: the command line, the top layer (nothing else imports it; see .importlinter)."""
