@@ -1,1 +1,4 @@
-"""``ale-robotics``: the command line, the top layer (nothing else imports it; see .importlinter)."""
+"""``ale-robotics``: the command line, the top layer.
+
+Nothing else of ours imports it (a contract in .importlinter).
+"""
