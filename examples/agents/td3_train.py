@@ -1,17 +1,31 @@
 """Reference agent: train a TD3 policy with Stable-Baselines3 and submit the actor's weights.
 
 The evaluator never runs agent code: it builds the network named in the task's submission
-contract itself and only loads our weights. So this agent's job is (1) train offline within the
-wall-clock budget, (2) export SB3's actor under the contract's key names, and (3) submit.
+contract itself and only loads our weights. So this agent's job is (1) train within the
+budget, (2) export SB3's actor under the contract's key names, and (3) submit.
+
+Where the simulator runs decides how it trains:
+
+* the task keeps the simulator in the evaluator (``training.simulator`` "evaluator", e.g.
+  ``td3-walker2d-repro-v1``): MuJoCo cannot even be imported in the sandbox, so TD3 trains on a
+  *practice session* of the batch task (``RemoteEnv``), whose steps the evaluator counts against
+  the training budget. Where the task takes checkpoints (GetSpec's "checkpoints" capability),
+  every ``--checkpoint-every`` steps the actor is written to the submission dir and committed
+  with ``AleClient.submit_checkpoint``: the evaluator evaluates it on hidden seeds at its own
+  step count, and those points are the learning curve the faithfulness gate reads. The final
+  policy is the last checkpoint, byte for byte.
+* otherwise (``td3-inverted-pendulum-v1``, ``td3-halfcheetah-vec-v1``): SB3 trains on a local
+  Gymnasium env, as the TD3 authors' code does.
 
 Two modes:
 
 * under the harness (default): the task spec and the budget come from the evaluator through
-  ``AleClient``; the weights go to ``client.submission_dir``, are submitted, and the final job
-  state is printed. The official metric is computed by the evaluator and never shown here.
-* ``--offline --task-config PATH --out DIR``: no evaluator at all. The spec is read from the JSON
-  task config, the weights go to DIR and a local deterministic rollout check is printed. This is
-  how the shipped checkpoint in ``checkpoints/`` was produced.
+  ``AleClient``; the weights go to ``client.submission_dir`` (with ``meta.json`` for
+  reproduction contracts), are submitted, and the final job state is printed. The official
+  metric is computed by the evaluator and never shown here.
+* ``--offline --task-config PATH --out DIR``: no evaluator at all (a local simulator is needed).
+  The spec is read from the JSON task config, the weights go to DIR and a local deterministic
+  rollout check is printed. This is how the shipped checkpoint in ``checkpoints/`` was produced.
 
 No network access is needed at run time.
 """
@@ -20,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,7 +53,7 @@ from stable_baselines3.common.noise import NormalActionNoise
 from ale_robotics.tasks import SubmissionContract, TaskSpec
 
 if TYPE_CHECKING:
-    from ale_robotics.client import JobStatus
+    from ale_robotics.client import AleClient, CheckpointAck, JobStatus
 
 ExportFormat = Literal["safetensors", "pt"]
 
@@ -51,6 +67,13 @@ SB3_LINEAR_INDICES: tuple[int, ...] = (0, 2, 4)
 #: Default training length: the smallest count at which all five seeds tried (0-4) had local
 #: return 1000 on InvertedPendulum; see the README for the measurements.
 DEFAULT_TIMESTEPS = 25_000
+
+#: Environment variable for ``--checkpoint-every`` (the flag wins).
+CHECKPOINT_EVERY_ENV = "ALE_CHECKPOINT_EVERY"
+
+#: Checkpoints a run commits when ``--checkpoint-every`` is not given: enough for the
+#: learning-curve check (3 points, spread over the training) with one to spare.
+DEFAULT_CHECKPOINTS = 4
 
 
 class WallClockBudget(BaseCallback):
@@ -73,10 +96,10 @@ class WallClockBudget(BaseCallback):
 
 
 class LearningCurve(BaseCallback):
-    """Evaluate the actor on public seeds every ``every`` steps: the reproduction's curve.csv.
+    """Evaluate the actor locally on public seeds every ``every`` steps: the agent's curve.csv.
 
-    Reproduction tasks (genre "reproduction") ask for the learning curve as evidence that the
-    policy was trained with the declared algorithm and budget; the evaluator's gate checks it.
+    Only possible with a local simulator. It is the agent's own record: the faithfulness gate
+    reads the evaluator-measured curve of committed checkpoints instead, never this file.
     """
 
     def __init__(self, task: TaskSpec, every: int, episodes: int, seed: int) -> None:
@@ -103,17 +126,82 @@ class LearningCurve(BaseCallback):
         return True
 
 
-def write_reproduction_evidence(out_dir: Path, curve: LearningCurve, steps: int, seed: int) -> None:
-    """``curve.csv`` (step, eval_return) and ``meta.json``, as reproduction contracts ask."""
-    lines = ["step,eval_return", *(f"{s},{r!r}" for s, r in curve.rows)]
-    (out_dir / "curve.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    meta = {
+class Checkpoints:
+    """Commit the actor as a checkpoint after each training chunk (tasks that take them).
+
+    The policy file is written into the submission dir and committed with
+    ``AleClient.submit_checkpoint``; the evaluator snapshots it, stamps it with its own count of
+    the run's practice steps and evaluates it on hidden seeds (it never tells us the return).
+    The last commit is the final policy: nothing rewrites the file after it, so the submitted
+    policy is the same bytes as the curve's last point, as the faithfulness gate requires.
+    """
+
+    def __init__(
+        self,
+        client: AleClient,
+        out_dir: Path,
+        fmt: ExportFormat,
+        names: list[str],
+        contract: SubmissionContract | None,
+    ) -> None:
+        self.client = client
+        self.out_dir = out_dir
+        self.fmt: ExportFormat = fmt
+        self.names = names
+        self.contract = contract
+        self.acks: list[CheckpointAck] = []
+        self.committed_at: int | None = None
+        """Our step count at the last commit (None before the first)."""
+
+    def commit(self, model: TD3) -> Path:
+        """Export the actor and commit it; return the policy file's path."""
+        path = export_td3_actor(
+            model, self.out_dir, self.fmt, names=self.names, contract=self.contract
+        )
+        ack = self.client.submit_checkpoint()
+        self.acks.append(ack)
+        self.committed_at = int(model.num_timesteps)
+        print(
+            f"checkpoint {ack.index} at {self.committed_at} steps (evaluator counted "
+            f"{ack.practice_steps}; {ack.checkpoints_left} left)",
+            flush=True,
+        )
+        return path
+
+
+def checkpoint_interval(
+    requested: int | None, timesteps: int, max_checkpoints: int | None = None
+) -> int:
+    """Steps between checkpoints: the request (flag, else ``ALE_CHECKPOINT_EVERY``), else
+    a quarter of the run; raised where the run would commit more than the task allows."""
+    every = requested
+    if every is None and os.environ.get(CHECKPOINT_EVERY_ENV, "").strip():
+        every = int(os.environ[CHECKPOINT_EVERY_ENV])
+    if every is None:
+        every = math.ceil(timesteps / DEFAULT_CHECKPOINTS)
+    if every <= 0:
+        raise ValueError(f"checkpoint interval must be positive, got {every}")
+    if max_checkpoints is not None:
+        every = max(every, math.ceil(timesteps / max_checkpoints))
+    return max(1, every)
+
+
+def write_reproduction_evidence(
+    out_dir: Path, steps: int, seed: int, curve: LearningCurve | None = None
+) -> None:
+    """``meta.json`` (the declared algorithm and our step count), and ``curve.csv`` (step,
+    eval_return) when a local curve was measured: what reproduction contracts ask for."""
+    if curve is not None:
+        lines = ["step,eval_return", *(f"{s},{r!r}" for s, r in curve.rows)]
+        (out_dir / "curve.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    meta: dict[str, Any] = {
         "algorithm": "TD3",
         "training_steps": steps,
         "seeds": [seed],
-        "final_eval_return": curve.rows[-1][1] if curve.rows else None,
         "library": "stable-baselines3",
     }
+    if curve is not None:
+        meta["final_eval_return"] = curve.rows[-1][1] if curve.rows else None
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
@@ -144,8 +232,17 @@ def train(
     learning_starts: int = 1000,
     noise_std: float = 0.1,
     curve: LearningCurve | None = None,
+    *,
+    env: gym.Env[Any, Any] | None = None,
+    every: int | None = None,
+    on_chunk: Callable[[TD3], object] | None = None,
 ) -> tuple[TD3, int, bool]:
     """Train TD3 on the task's env; return the model, steps actually done, and early-stop flag.
+
+    ``env`` defaults to a local env of the task (``make_env``); a practice session
+    (``RemoteEnv``) trains the same way. With ``every``, training runs in chunks of that many
+    steps and ``on_chunk(model)`` is called after each one (and after a final, shorter chunk,
+    or one cut by the deadline): the weights it sees are exactly those at that step count.
 
     Hyperparameters follow the TD3 paper where SB3's defaults differ: 1000 random start steps
     and Gaussian exploration noise of 0.1 x the action bound. Actor and critics both use the
@@ -153,7 +250,7 @@ def train(
     """
     if task.policy is None:
         raise ValueError(f"task {task.id} declares no policy architecture to train")
-    env = make_env(task)
+    env = env if env is not None else make_env(task)
     space = env.action_space
     if not isinstance(space, gym.spaces.Box):
         raise ValueError(f"TD3 needs a continuous (Box) action space, got {space}")
@@ -177,7 +274,19 @@ def train(
     )
     callback = WallClockBudget(deadline)
     callbacks: list[BaseCallback] = [callback] if curve is None else [callback, curve]
-    model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=False)
+    chunk = every if every is not None else timesteps
+    while model.num_timesteps < timesteps and not callback.stopped_early:
+        steps = min(chunk, timesteps - int(model.num_timesteps))
+        before = int(model.num_timesteps)
+        # reset_num_timesteps=False: the next chunk carries on the same episode and counter.
+        model.learn(
+            total_timesteps=steps,
+            callback=callbacks,
+            progress_bar=False,
+            reset_num_timesteps=False,
+        )
+        if on_chunk is not None and model.num_timesteps > before:
+            on_chunk(model)
     env.close()
     return model, int(model.num_timesteps), callback.stopped_early
 
@@ -329,10 +438,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--check-seed", type=int, default=1000, help="first local-check seed")
     parser.add_argument("--meta", type=Path, help="offline: also write a JSON record of the run")
     parser.add_argument(
-        "--curve-every", type=int, default=1000, help="reproduction tasks: steps between evals"
+        "--checkpoint-every",
+        "--curve-every",
+        dest="checkpoint_every",
+        type=int,
+        help="steps between learning-curve points: committed checkpoints where the task takes "
+        f"them, local evaluations otherwise (default: ${CHECKPOINT_EVERY_ENV}, else a quarter "
+        "of --timesteps)",
     )
     parser.add_argument(
-        "--curve-episodes", type=int, default=3, help="reproduction tasks: episodes per eval"
+        "--curve-episodes",
+        type=int,
+        default=3,
+        help="local curve.csv (simulator on the agent's side only): episodes per point",
     )
     args = parser.parse_args(argv)
     if args.offline and (args.task_config is None or args.out is None):
@@ -437,7 +555,7 @@ class ProgressPrinter:
 
 def run_harness(args: argparse.Namespace, started: float) -> int:
     """Train within the evaluator's budget, write to the submission dir, submit and wait."""
-    from ale_robotics.client import AleClient  # imported here: offline mode needs no SDK
+    from ale_robotics.client import AleClient, RemoteEnv  # offline mode needs no SDK
 
     client = AleClient.from_env()
     if client.submission_dir is None:
@@ -456,25 +574,63 @@ def run_harness(args: argparse.Namespace, started: float) -> int:
         if FILE_NAMES[args.format] not in accepted:
             print(f"error: contract does not accept {FILE_NAMES[args.format]}: {sorted(accepted)}")
             return 2
+    # The simulator in the evaluator: train on a practice session, which it counts.
+    remote = task.simulator_in_evaluator
+    timesteps = args.timesteps
+    left = spec.training_agent_steps_left
+    if remote and left is not None and timesteps > left:
+        print(f"the training budget leaves {left} practice steps: training {left}", flush=True)
+        timesteps = left
+    settings = task.training.checkpoints if task.training is not None else None
+    takes_checkpoints = "checkpoints" in spec.raw.capabilities and settings is not None
+    every = checkpoint_interval(
+        args.checkpoint_every, timesteps, settings.max_checkpoints if settings else None
+    )
+    where = "a practice session of the evaluator" if remote else "a local env"
     print(
-        f"task {task.id}: training up to {args.timesteps} steps, budget {budget:.0f}s", flush=True
+        f"task {task.id}: training up to {timesteps} steps on {where}, budget {budget:.0f}s"
+        + (f", a checkpoint every {every} steps" if takes_checkpoints else ""),
+        flush=True,
     )
     roles = {f.role for f in contract.files} if contract is not None else set()
-    curve = (
-        LearningCurve(task, args.curve_every, args.curve_episodes, args.check_seed)
-        if {"meta", "curve"} <= roles
+    curve = (  # the agent's own curve.csv needs a local simulator to evaluate on
+        LearningCurve(task, every, args.curve_episodes, args.check_seed)
+        if {"meta", "curve"} <= roles and not remote
         else None
     )
+    names = layer_names(task)
+    checkpoints = (
+        Checkpoints(client, client.submission_dir, args.format, names, contract)
+        if takes_checkpoints
+        else None
+    )
+    env = RemoteEnv(client, kind="practice") if remote else None
     model, steps, stopped = train(
-        task, args.seed, args.timesteps, deadline, args.learning_starts, args.noise_std, curve
+        task,
+        args.seed,
+        timesteps,
+        deadline,
+        args.learning_starts,
+        args.noise_std,
+        curve,
+        env=env,
+        every=every if checkpoints is not None else None,
+        on_chunk=checkpoints.commit if checkpoints is not None else None,
     )
     print(f"trained {steps} steps{' (stopped at budget)' if stopped else ''}", flush=True)
-    path = export_td3_actor(
-        model, client.submission_dir, args.format, names=layer_names(task), contract=contract
-    )
-    if curve is not None:
-        write_reproduction_evidence(client.submission_dir, curve, steps, args.seed)
-        print(f"wrote curve.csv ({len(curve.rows)} points) and meta.json", flush=True)
+    if checkpoints is not None and checkpoints.committed_at != steps:
+        checkpoints.commit(model)  # the final policy must be the curve's last point
+    if checkpoints is not None:
+        # The last checkpoint's file, untouched since: the submission is those very bytes.
+        path = client.submission_dir / FILE_NAMES[args.format]
+    else:
+        path = export_td3_actor(
+            model, client.submission_dir, args.format, names=names, contract=contract
+        )
+    if "meta" in roles:
+        write_reproduction_evidence(client.submission_dir, steps, args.seed, curve)
+        extra = f"curve.csv ({len(curve.rows)} points) and " if curve is not None else ""
+        print(f"wrote {extra}meta.json", flush=True)
     check_state_dict(load_policy_file(path), contract)
     print(f"wrote {path}; submitting", flush=True)
     job_id = client.submit()

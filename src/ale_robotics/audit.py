@@ -29,9 +29,18 @@ mismatch names the signed event it contradicts (kind and position):
   An interactive eval session cannot be re-run without the
   agent that drove it, so there ``result.json``'s episodes are checked against
   the signed ``episode_summary`` events and the metrics recomputed from those;
+* the checkpoints of a task with ``training.checkpoints`` (SubmitCheckpoint):
+  the checkpoint seeds recomputed against the signed ``checkpoint_seed_commitments``;
+  then each signed ``checkpoint`` event re-evaluated from its snapshot in the
+  evaluator's state dir (``STATE_DIR/snapshots/ckpt-<id>``, files checked against
+  the signed hashes) on those seeds, its episodes and metrics compared exactly;
+  ``result.json``'s ``learning_curve`` against those signed events, and its
+  ``training`` (the evaluator's practice-step count) against the signed ``result``
+  event. A missing snapshot or a checkpoint that does not reproduce fails;
 * the score: recomputed from the signed metrics with the registry's target and
   the gate evidence (rebuilt from the verified submission files where the
-  audit has them), and compared with ``result.json``'s score report.
+  audit has them, with the signed learning curve and training count), and
+  compared with ``result.json``'s score report.
 
 Without a verified trajectory nothing is trusted: the checks that need signed
 events fail saying so rather than falling back to ``result.json``.
@@ -57,6 +66,14 @@ import numpy as np
 import pydantic
 
 from ale_robotics.errors import AleError
+from ale_robotics.evaluator.checkpoints import (
+    CHECKPOINT_EVENT,
+    CheckpointRecord,
+    checkpoint_settings,
+    checkpoint_task,
+    run_checkpoint,
+    snapshot_dir,
+)
 from ale_robotics.evaluator.evidence import collect_evidence
 from ale_robotics.evaluator.execution import make_executor
 from ale_robotics.evaluator.metrics import HOST_TIMED
@@ -64,9 +81,11 @@ from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.result import (
     BatchOutcomes,
+    CurvePoint,
     EpisodeRecord,
     EvalResult,
     SmokeRun,
+    TrainingUsage,
     batch_outcomes,
     episode_outcomes,
     outcome_entries,
@@ -181,11 +200,15 @@ def audit_run(
     public_key: str | None = None,
     registry: Registry | None = None,
     workers: int | None = None,
+    state_dir: Path | None = None,
 ) -> AuditReport:
     """Check everything ``run_dir``'s result.json claims; never raises for a bad run directory.
 
     A run without a readable result.json (interrupted before the harness wrote
     it) gives a report whose ``fatal`` says why, with one failing check.
+    ``state_dir``: the state dir of the evaluator that ran the run, whose
+    ``snapshots/ckpt-<id>/`` hold the run's checkpoints (needed to re-evaluate
+    them; without it the checkpoint checks of a task with checkpoints fail).
     """
     reg = registry or default_registry()
     loaded = load_report(run_dir / "result.json")
@@ -257,6 +280,11 @@ def audit_run(
     )
 
     evidence = _Evidence.claimed(result)
+    if checkpoint_settings(full_task) is not None:
+        curve = _audit_checkpoints(report, result, signed, full_task, secret, state_dir)
+        evidence.learning_curve = _check_learning_curve(report, result, signed, outcome, curve)
+    if task.mode is not TaskMode.INTERACTIVE:
+        evidence.training = _check_training(report, result, outcome)
     if result.state == "SUCCEEDED":
         if task.mode is TaskMode.INTERACTIVE:
             _audit_eval_session(report, result, signed, outcome, task)
@@ -612,6 +640,10 @@ class _Evidence:
     files: dict[str, str]
     shapes: dict[str, list[int]]
     note: str
+    learning_curve: list[CurvePoint] = field(default_factory=list)
+    """The learning curve of the signed checkpoint events (result.json's is a claim)."""
+    training: TrainingUsage | None = None
+    """The practice-step count of the signed ``result`` event (batch results)."""
 
     @classmethod
     def claimed(cls, result: EvalResult) -> _Evidence:
@@ -620,6 +652,8 @@ class _Evidence:
             dict(result.tensor_shapes),
             "gate evidence as result.json gives it (evidence files kept only where they hash "
             "to the signed submission; tensor shapes are unsigned and not recomputed)",
+            learning_curve=list(result.learning_curve),
+            training=result.training,
         )
 
 
@@ -682,7 +716,11 @@ def _audit_batch(
             return evidence
         blobs, shapes = collect_evidence(files, artifact)
         evidence = _Evidence(
-            blobs, shapes, "gate evidence rebuilt from the verified submission files"
+            blobs,
+            shapes,
+            "gate evidence rebuilt from the verified submission files",
+            learning_curve=evidence.learning_curve,
+            training=evidence.training,
         )
     runs = episode_plan(task, seeds)
     # the factory the evaluator builds its executor with (.evaluator.config.open_executor)
@@ -946,6 +984,234 @@ def _audit_eval_session(
     )
 
 
+# --------------------------------------------------------- checkpoints ---
+
+
+def _audit_checkpoints(
+    report: AuditReport,
+    result: EvalResult,
+    signed: _Signed | None,
+    task: TaskSpec,
+    secret: bytes,
+    state_dir: Path | None,
+) -> list[tuple[Event, CheckpointRecord]] | None:
+    """Re-evaluate every signed checkpoint from its snapshot; one check per checkpoint.
+
+    Returns the signed checkpoints that parse (verified or not: each failure is a
+    check of its own), or None without a verified trajectory.
+    """
+    ckpt = checkpoint_settings(task)
+    assert ckpt is not None
+    if signed is None:
+        report.add("checkpoints", False, "not checked: the trajectory does not verify")
+        return None
+    seeds = derive_seeds(ckpt.base_seeds, result.run_id, secret)
+    mine = [s.commitment for s in seeds]
+    commitment = signed.first(COMMITMENT_EVENT_KIND)
+    published = (
+        [] if commitment is None else _list(commitment.payload, "checkpoint_seed_commitments")
+    )
+    where = "a missing seed_commitment event" if commitment is None else _label(commitment)
+    report.add(
+        "checkpoint seed commitments",
+        published == mine,
+        f"{len(mine)} recomputed checkpoint seeds "
+        f"{'match' if published == mine else 'differ from'} the checkpoint_seed_commitments "
+        f"of {where}",
+    )
+    parsed: list[tuple[Event, CheckpointRecord]] = []
+    for event in (e for e in signed.events if e.kind == CHECKPOINT_EVENT):
+        try:
+            parsed.append((event, CheckpointRecord.model_validate(event.payload)))
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            report.add(
+                "checkpoints", False, f"{_label(event)} does not parse: {loc}: {first['msg']}"
+            )
+    records = [r for _, r in parsed]
+    problems = []
+    if [r.index for r in records] != list(range(len(records))):
+        problems.append(f"indices {[r.index for r in records]} are not 0, 1, 2, ... in order")
+    if len({r.checkpoint_id for r in records}) != len(records):
+        problems.append("a checkpoint id is signed twice")
+    steps = [r.practice_steps for r in records]
+    if steps != sorted(steps):
+        problems.append(f"practice steps {steps} decrease (the evaluator's count never does)")
+    if len(records) > ckpt.max_checkpoints:
+        problems.append(f"{len(records)} checkpoints, over max_checkpoints {ckpt.max_checkpoints}")
+    report.add(
+        "checkpoints",
+        not problems,
+        "; ".join(problems) or f"{len(records)} signed checkpoint events, in order",
+    )
+    ctask = checkpoint_task(task)
+    for event, record in parsed:
+        ok, detail = _audit_checkpoint(event, record, ctask, seeds, state_dir)
+        report.add(f"checkpoint {record.index}", ok, detail)
+    return parsed
+
+
+def _audit_checkpoint(
+    event: Event,
+    record: CheckpointRecord,
+    ctask: TaskSpec,
+    seeds: Sequence[HiddenSeed],
+    state_dir: Path | None,
+) -> tuple[bool, str]:
+    """One signed checkpoint: its seeds, its metrics from its episodes, then a re-run of its
+    snapshot compared exactly with its episodes and metrics."""
+    assert ctask.contract is not None
+    where = _label(event)
+    indices = [e.index for e in record.episodes]
+    if indices != list(range(len(seeds))):
+        return False, f"{where} holds episodes {indices}; the task's checkpoints run {len(seeds)}"
+    wrong = [e.index for e in record.episodes if e.seed_commitment != seeds[e.index].commitment]
+    if wrong:
+        return False, f"{where}: the seed commitments of episodes {wrong} are not the run's"
+    signed_outcomes = [
+        EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated) for e in record.episodes
+    ]
+    again = summarize(signed_outcomes)
+    for name in ("mean_return", "std_return"):
+        if not _same(again[name], getattr(record.metrics, name)):
+            return False, (
+                f"{where}: {name} {getattr(record.metrics, name)!r} is not what its episodes "
+                f"give ({again[name]!r})"
+            )
+    if state_dir is None:
+        return False, (
+            f"not re-run: pass the state dir of the evaluator that ran the run (it holds the "
+            f"snapshot snapshots/ckpt-{record.checkpoint_id} of {where})"
+        )
+    folder = snapshot_dir(state_dir / "snapshots", record.checkpoint_id)
+    if not folder.is_dir():
+        return (
+            False,
+            f"the snapshot {folder} of {where} is missing: the checkpoint cannot be re-run",
+        )
+    with tempfile.TemporaryDirectory(prefix="ale-audit-ckpt-") as tmp:
+        try:
+            files = snapshot_submission(folder, "", ctask.contract, Path(tmp) / "snap")
+        except (SubmissionRejected, OSError) as exc:
+            return False, f"the snapshot {folder} of {where} cannot be read: {exc}"
+        hashes = {f.name: f.sha256 for f in files}
+        if hashes != record.files:
+            return False, (
+                f"the snapshot {folder} holds {_files_text(hashes)}, not the files {where} "
+                f"signs: {_files_text(record.files)}"
+            )
+        try:
+            artifact = load_artifact(files, ctask)
+        except SubmissionRejected as exc:
+            return False, f"the snapshot of {where} no longer loads: {exc}"
+    try:
+        rerun = run_checkpoint(ctask, artifact, seeds)
+    except Exception as exc:  # a policy fault: the evaluator never signs a faulty checkpoint
+        return False, f"the re-run of {where} failed: {type(exc).__name__}: {exc}"
+    mine = [(o.index, o.ret, o.length, o.terminated) for o in rerun]
+    theirs = [(e.index, e.episode_return, e.length, e.terminated) for e in record.episodes]
+    if len(mine) != len(theirs):
+        return False, f"the re-run ran {len(mine)} episodes, {where} signs {len(theirs)}"
+    for a, b in zip(mine, theirs, strict=True):
+        if not _same(a, b):
+            return False, (
+                f"the re-run differs from {where}'s episodes: episode {a[0]} re-run "
+                f"(return {a[1]!r}, length {a[2]}, terminated {a[3]}) vs signed "
+                f"(return {b[1]!r}, length {b[2]}, terminated {b[3]})"
+            )
+    metrics = summarize(rerun)
+    return True, (
+        f"re-run from its snapshot on {len(rerun)} checkpoint seeds matches {where}: "
+        f"practice_steps {record.practice_steps}, mean_return {metrics['mean_return']!r}"
+    )
+
+
+def _check_learning_curve(
+    report: AuditReport,
+    result: EvalResult,
+    signed: _Signed | None,
+    outcome: Event | None,
+    checkpoints: list[tuple[Event, CheckpointRecord]] | None,
+) -> list[CurvePoint]:
+    """result.json's learning curve against the signed checkpoints; returns the signed curve.
+
+    The evaluator builds the curve from the checkpoints signed when it builds the
+    result, right before it signs the ``result`` event: so the curve holds every
+    checkpoint signed before the job's last ``progress_summary`` (which precedes the
+    build), in order, and may hold those signed between it and the ``result`` event.
+    Anything else (a point missing, added, reordered or edited) fails.
+    """
+    if checkpoints is None or outcome is None or outcome.kind != "result":
+        ok = not result.learning_curve
+        report.add(
+            "learning curve",
+            ok,
+            "no signed result or checkpoints: result.json has no curve either"
+            if ok
+            else "result.json has a learning curve, but no verified signed result and "
+            "checkpoints to check it against",
+        )
+        return []
+    assert signed is not None
+    result_seq = _eval_seq(outcome)
+    progress = signed.last_of_job("progress_summary")
+    built_after = -1 if progress is None else _eval_seq(progress)
+    before = [(e, r) for e, r in checkpoints if _eval_seq(e) < result_seq]
+    must = [r.curve_point() for e, r in before if _eval_seq(e) < built_after]
+    may = [r.curve_point() for _, r in before]
+    claimed = list(result.learning_curve)
+    n = len(claimed)
+    ok = n >= len(must) and _same(
+        [c.model_dump() for c in claimed], [c.model_dump() for c in may[:n]]
+    )
+    if ok:
+        detail = f"{n} points match the signed checkpoint events signed before {_label(outcome)}"
+    else:
+        diff = _first_diff([c.model_dump() for c in claimed], [c.model_dump() for c in may])
+        detail = (
+            f"result.json's learning_curve ({n} points) is not the signed checkpoints before "
+            f"{_label(outcome)} ({len(may)} points, at least {len(must)} of them): {diff}"
+        )
+    report.add("learning curve", ok, detail)
+    return claimed if ok else must
+
+
+def _check_training(
+    report: AuditReport, result: EvalResult, outcome: Event | None
+) -> TrainingUsage | None:
+    """A batch result's training count against the signed ``result`` event's; returns the
+    signed one (None when the evaluator signed none: its simulator was the agent's)."""
+    signed_raw = None
+    if outcome is not None and outcome.kind == "result":
+        signed_raw = outcome.payload.get("training")
+    claimed = None if result.training is None else result.training.model_dump(mode="json")
+    if signed_raw is None and claimed is None:
+        return None
+    where = "no signed result" if outcome is None else _label(outcome)
+    ok = _same(claimed, signed_raw)
+    report.add(
+        "training steps",
+        ok,
+        f"result.json's training {'matches' if ok else 'differs from'} {where}: "
+        + (
+            f"{claimed} vs {signed_raw}"
+            if not ok
+            else f"{result.training and result.training.summary()}"
+        ),
+    )
+    if not isinstance(signed_raw, dict):
+        return None
+    try:
+        return TrainingUsage.model_validate(signed_raw)
+    except pydantic.ValidationError:
+        return None
+
+
+def _eval_seq(event: Event) -> int:
+    return -1 if event.sig is None else event.sig.eval_seq
+
+
 # --------------------------------------------------------------- score ---
 
 
@@ -997,9 +1263,14 @@ def _check_score(
                         "evidence_files": evidence.files,
                         "tensor_shapes": evidence.shapes,
                         "submission_files": signed_files,
+                        "learning_curve": evidence.learning_curve,
+                        "training": evidence.training,
                     }
                 )
-                again = score(task, metrics, target, gate_evidence(basis, Path(tmp)))
+                # the harness's own measurements (wall clock, CPU) as result.json records
+                # them: the harness is their only witness, the audit has nothing to re-run
+                measured = gate_evidence(basis, Path(tmp), task=task, harness=doc.harness_evidence)
+                again = score(task, metrics, target, measured)
             source = f"{_label(outcome)}'s metrics"
         else:
             again = score(task, {}, target, no_result=f"submission {state.lower()}")

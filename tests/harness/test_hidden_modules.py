@@ -12,7 +12,7 @@ import pytest
 
 from ale_robotics.harness.hidden_modules import module_path, sandbox_hidden_paths
 from ale_robotics.harness.sandbox import bwrap_command, sandbox_available
-from ale_robotics.tasks import default_registry
+from ale_robotics.tasks import TaskSpec, default_registry
 
 REG = default_registry()
 MW_TASK = "tdmpc2-mw-push-v1"
@@ -43,13 +43,24 @@ def test_module_paths_are_found_without_importing() -> None:
     assert not {m for m in set(sys.modules) - before if m.startswith("metaworld")}
 
 
-def test_only_the_metaworld_task_hides_modules() -> None:
+def _agent_side(task_id: str) -> TaskSpec:
+    """The task as if its agent simulated itself (no training section): only its
+    env.agent_hidden_modules are hidden, which is what these tests are about."""
+    return REG.get(task_id).model_copy(update={"training": None})
+
+
+def test_only_the_metaworld_task_hides_modules_of_its_own() -> None:
+    """env.agent_hidden_modules: only Meta-World's scripted policies. (Tasks whose simulator
+    runs only in the evaluator hide the whole simulator too: tests/hardening/
+    test_simulator_hidden.py.)"""
     for entry in REG:
-        paths = sandbox_hidden_paths(entry.spec)
+        paths = sandbox_hidden_paths(entry.spec.model_copy(update={"training": None}))
         if entry.spec.id == MW_TASK:
             assert paths == [module_path("metaworld.policies").resolve()]  # type: ignore[union-attr]
         else:
             assert paths == [], entry.spec.id
+        if not entry.spec.simulator_in_evaluator:
+            assert sandbox_hidden_paths(entry.spec) == paths, entry.spec.id
 
 
 @needs_bwrap
@@ -65,7 +76,7 @@ def test_hidden_package_cannot_be_imported_or_read_in_the_sandbox(short_tmp: Pat
             scratch_dir=short_tmp / "scratch",
             submission_dir=short_tmp / "sub",
             agent_socket=short_tmp / "sock" / "a.sock",
-            block_imports=sandbox_hidden_paths(REG.get(MW_TASK)),
+            block_imports=sandbox_hidden_paths(_agent_side(MW_TASK)),
         )
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     finally:
@@ -76,10 +87,21 @@ def test_hidden_package_cannot_be_imported_or_read_in_the_sandbox(short_tmp: Pat
     assert "listing: ['__init__.py']" in out.stdout
 
 
+RUN_PROBE = """
+for name in ("metaworld.policies", "metaworld", "mujoco"):
+    try:
+        __import__(name)
+        print(name + ": imported")
+    except ImportError as exc:
+        print(name + ": ImportError:", exc)
+"""
+
+
 @needs_bwrap
 def test_agent_of_the_metaworld_task_cannot_import_the_scripted_policies(short_tmp: Path) -> None:
-    """Through `ale-robotics run`: the harness passes the task's hidden modules to bwrap."""
-    (short_tmp / "agent.py").write_text(PROBE)
+    """Through `ale-robotics run`: the harness passes the task's hidden modules to bwrap,
+    and, as its simulator runs only in the evaluator, Meta-World and MuJoCo whole."""
+    (short_tmp / "agent.py").write_text(RUN_PROBE)
     proc = subprocess.run(
         [
             *(sys.executable, "-m", "ale_robotics", "run", MW_TASK),
@@ -94,5 +116,8 @@ def test_agent_of_the_metaworld_task_cannot_import_the_scripted_policies(short_t
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     log = (short_tmp / "run" / "agent.log").read_text()
-    assert "policies: ImportError" in log and "metaworld: imported" in log, log
+    for name in ("metaworld.policies", "metaworld", "mujoco"):
+        assert f"{name}: ImportError: " in log, log
+    assert "metaworld: ImportError: metaworld is hidden from agents" in log, log
+    assert "mujoco: ImportError: mujoco is hidden from agents" in log, log
     assert json.loads((short_tmp / "run" / "result.json").read_text())["sandbox"] == "bwrap"

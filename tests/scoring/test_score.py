@@ -7,6 +7,7 @@ import math
 from collections.abc import Callable
 
 import pytest
+from gate_helpers import FORGED_EVALUATOR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -313,7 +314,33 @@ def test_reproduction_passing_gate_scores(
     assert report.status == "scored"
     assert report.score == pytest.approx(1.0)
     assert report.gate is not None and report.gate.passed
-    assert "Faithfulness gate passed (4 checks)." in report.explanation
+    assert (
+        "Faithfulness gate passed (4 checks). Gate evidence: architecture verified on the "
+        "policy tensors as the evaluator loaded them; algorithm_allowlist on the agent's "
+        "declaration only (declared, not verified); budget verified on the evaluator's "
+        "practice-step count and the harness's clock; learning_curve verified on the "
+        "evaluator's own measurements." in report.explanation
+    )
+
+
+def test_the_forged_agent_scores_zero_naming_the_evaluator_evidence(
+    repro_task: TaskSpec, td3_target: PaperTarget, make_evidence: Evidence
+) -> None:
+    """Issue 17's forgery (a random actor, meta.json claiming TD3 and 1M steps, a curve
+    ramping to 4600) with a return that would otherwise score: the gate fails on what the
+    evaluator observed (no practice step, no checkpoint)."""
+    forged = make_evidence(evaluator=FORGED_EVALUATOR)
+    report = score(repro_task, {"mean_return": td3_target.value}, td3_target, forged)
+    assert (report.status, report.score) == ("gate_failed", 0.0)
+    assert report.score_line() == (
+        "score: 0.000 (faithfulness gate failed: budget: meta.json declares training_steps "
+        "1,000,000, but the evaluator observed 0 practice steps)"
+    )
+    assert (
+        "learning_curve: 0 practice steps observed; 0 checkpoints evaluated (at least 3 "
+        "needed)" in report.explanation
+    )
+    assert "algorithm_allowlist on the agent's declaration only" in report.explanation
 
 
 def test_reproduction_failing_gate_scores_zero(

@@ -17,8 +17,10 @@ from pydantic import ValidationError
 import ale_robotics.scoring as scoring
 from ale_robotics.errors import ConfigError
 from ale_robotics.scoring import (
+    BudgetCheck,
     Condition,
     FaithfulnessGate,
+    LearningCurveCheck,
     SafetyPenalty,
     ScoringConfig,
     check_scorable,
@@ -104,6 +106,21 @@ def test_condition_default_direction() -> None:
         ),
         ({"checks": [{"kind": "architecture", "tensors": [{"key": "a", "shape": [-1]}]}]}, "0"),
         ({"checks": [{"kind": "budget", "max_steps": 5, "surprise": True}]}, "Extra inputs"),
+        (
+            {"checks": [{"kind": "algorithm_allowlist", "allowed": ["TD3"]}]},
+            "only declared checks (algorithm_allowlist)",
+        ),
+        (
+            {"checks": [{"kind": "learning_curve", "max_step": 9, "declared_final": {}}]},
+            "declared_final configured the agent-written curve (curve.csv)",
+        ),
+        ({"checks": [{"kind": "learning_curve", "max_step": 9, "min_points": 0}]}, "1"),
+        ({"checks": [{"kind": "learning_curve", "max_step": 9, "max_gap_fraction": 0}]}, "0"),
+        ({"checks": [{"kind": "learning_curve", "max_step": 9, "max_gap_fraction": 1.5}]}, "1"),
+        (
+            {"checks": [{"kind": "learning_curve", "max_step": 9, "max_gap_fraction": "nan"}]},
+            "finite",
+        ),
     ],
 )
 def test_gate_config_refuses(gate: dict[str, Any], why: str) -> None:
@@ -132,6 +149,26 @@ def test_gate_config_parses_each_kind_and_budget_limit() -> None:
         "algorithm_allowlist",
     ]
     assert gate.budget_max_steps() == 100
+    curve = gate.checks[2]
+    assert isinstance(curve, LearningCurveCheck)
+    assert (curve.min_points, curve.max_gap_fraction, curve.max_step) == (3, 0.5, None)
+
+
+def test_the_repro_task_gates_on_evaluator_evidence() -> None:
+    """td3-walker2d-repro-v1: architecture, the declared algorithm, the evaluator's step
+    count and its learning curve of at least 3 checkpoints; curve.csv no longer required."""
+    from ale_robotics.tasks import default_registry
+
+    task = default_registry().get("td3-walker2d-repro-v1")
+    assert task.scoring.gate is not None
+    checks = {c.kind: c for c in task.scoring.gate.checks}
+    assert sorted(checks) == ["algorithm_allowlist", "architecture", "budget", "learning_curve"]
+    curve, budget = checks["learning_curve"], checks["budget"]
+    assert isinstance(curve, LearningCurveCheck) and curve.min_points == 3
+    assert isinstance(budget, BudgetCheck) and budget.max_steps == 1_000_000
+    assert task.contract is not None
+    assert not task.contract.file_for_role("curve").required
+    assert task.contract.file_for_role("meta").required
 
 
 def test_scoring_config_refuses_unknown_fields() -> None:

@@ -45,6 +45,16 @@ def audit(
         str | None,
         typer.Option(metavar="KEY", help="Expected evaluator public key (hex, or a key file)."),
     ] = None,
+    state_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--state-dir",
+            metavar="DIR",
+            help="The state dir of the evaluator that ran the run: its snapshots/ckpt-*/ hold "
+            "the run's checkpoints, which the audit re-evaluates (default: the --secret file's "
+            "directory when it has snapshots/).",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document on stdout instead.")
     ] = False,
@@ -98,7 +108,12 @@ def audit(
             raise InvalidArgumentError(
                 f"cannot read the secret file {secret}: {exc.strerror}"
             ) from None
-        report = audit_run(run_dir, revealed, submission_dir=submission, public_key=key)
+        state = state_dir
+        if state is None and (secret.parent / "snapshots").is_dir():
+            state = secret.parent
+        report = audit_run(
+            run_dir, revealed, submission_dir=submission, public_key=key, state_dir=state
+        )
     if as_json:
         emit_json(_document(report, run_dir))
     elif report.stopped is not None:

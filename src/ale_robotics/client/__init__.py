@@ -1,6 +1,7 @@
 """The agent-side SDK: :class:`AleClient` (batch mode and the connection) and Gymnasium envs.
 
-``RemoteEnv`` and ``RemoteVectorEnv`` (interactive mode) import Gymnasium, so
+``RemoteEnv`` and ``RemoteVectorEnv`` (interactive tasks, and the practice sessions of
+a batch task whose simulator runs only in the evaluator) import Gymnasium, so
 they are loaded on first use (PEP 562): a batch agent that only submits files
 does not pay for it. ``RemoteEnv`` works with Gymnasium 0.29 and 1.x,
 ``RemoteVectorEnv`` needs 1.x. A task registers as a Gymnasium id with
@@ -15,7 +16,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ale_robotics.client.sdk import ENV_VARS, AleClient, JobStatus, RunGrant, TaskView
+from ale_robotics.client.sdk import (
+    ENV_VARS,
+    AleClient,
+    CheckpointAck,
+    JobStatus,
+    RunGrant,
+    TaskView,
+)
 
 if TYPE_CHECKING:
     from ale_robotics.client.remote_env import RemoteEnv
@@ -26,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ENV_VARS",
     "AleClient",
+    "CheckpointAck",
     "JobStatus",
     "RemoteEnv",
     "RemoteSession",

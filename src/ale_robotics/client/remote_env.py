@@ -49,6 +49,13 @@ bounds), and so is every episode never started. Practice steps count against
 the run's training budget (``AleClient.get_spec().training_agent_steps``,
 one per env per ``step``); past it ``step`` and ``reset`` raise
 :class:`~ale_robotics.errors.ResourceExhaustedError`.
+
+A batch task whose simulator runs only in the evaluator (its config's
+``training.simulator`` is "evaluator"; GetSpec's capabilities have
+``practice_sessions``) is trained the same way: its sandbox cannot import the
+simulator, so ``RemoteEnv.from_env()`` is the agent's env. Such a task offers no
+eval session (it is evaluated on its submission). Nothing here imports a
+simulator, so the SDK works in that sandbox.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ An agent launched by the harness finds everything in its environment::
     job_id = client.submit()
     status = client.wait(job_id)        # state and progress; never the metric
 
+On a task with checkpoints (the ``checkpoints`` capability), an agent commits its
+policy while it trains, and the evaluator measures the learning curve itself::
+
+    ack = client.submit_checkpoint()    # the policy file of submission_dir, now
+    ack.index, ack.practice_steps       # never a return
+
 Every gRPC failure becomes the matching :mod:`ale_robotics.errors` class
 (translated in :func:`ale_robotics.errors.from_rpc_error`, the one place).
 
@@ -44,7 +50,7 @@ from ale_robotics.tasks.spec import SubmissionContract, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
-__all__ = ["ENV_VARS", "AleClient", "JobStatus", "RunGrant", "TaskView"]
+__all__ = ["ENV_VARS", "AleClient", "CheckpointAck", "JobStatus", "RunGrant", "TaskView"]
 
 ENV_VARS = ("ALE_ENDPOINT", "ALE_TOKEN", "ALE_TASK_ID", "ALE_RUN_ID", "ALE_SUBMISSION_DIR")
 
@@ -95,6 +101,31 @@ class JobStatus:
             failure_reason=r.failure_reason,
             heartbeat_unix=r.heartbeat_unix,
             progress_coarse=r.progress.coarse,
+        )
+
+
+@dataclass(frozen=True)
+class CheckpointAck:
+    """A committed checkpoint, as the agent may know it: never its returns (no oracle)."""
+
+    checkpoint_id: str
+    index: int
+    """0-based position of the checkpoint in the run's learning curve."""
+    practice_steps: int
+    """The run's practice agent steps, counted by the evaluator, when it was received."""
+    deduplicated: bool
+    """True when the client token matched an earlier checkpoint (a retry)."""
+    checkpoints_left: int
+    """Checkpoints the run may still commit."""
+
+    @classmethod
+    def from_proto(cls, r: pb.SubmitCheckpointResponse) -> CheckpointAck:
+        return cls(
+            checkpoint_id=r.checkpoint_id,
+            index=r.index,
+            practice_steps=r.practice_steps,
+            deduplicated=r.deduplicated,
+            checkpoints_left=r.checkpoints_left,
         )
 
 
@@ -214,14 +245,21 @@ class AleClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: Callable[..., T], request: Any, retries: int = 0) -> T:
+    def _call(
+        self,
+        method: Callable[..., T],
+        request: Any,
+        retries: int = 0,
+        timeout_s: float | None = None,
+    ) -> T:
         if self._closed:
             raise FailedPreconditionError(
                 f"this AleClient ({self.endpoint}) is closed: make a new one"
             )
         for attempt in range(retries + 1):
             try:
-                return method(request, metadata=self._metadata, timeout=self.timeout_s)
+                timeout = self.timeout_s if timeout_s is None else timeout_s
+                return method(request, metadata=self._metadata, timeout=timeout)
             except ValueError as err:  # grpc: "Cannot invoke RPC on closed channel!"
                 if "closed channel" not in str(err):
                     raise
@@ -295,6 +333,35 @@ class AleClient:
         )
         r = self._call(self._stub.SubmitBatchEval, request, retries=3)
         return str(r.job_id)
+
+    def submit_checkpoint(
+        self,
+        path: Path | str | None = None,
+        client_token: str | None = None,
+        *,
+        timeout_s: float = 300.0,
+    ) -> CheckpointAck:
+        """Commit the policy at ``path`` (default: the submission directory) as a checkpoint.
+
+        The evaluator snapshots only the contract's policy file there, stamps it
+        with its own count of the run's practice steps and evaluates it on hidden
+        seeds before answering (hence the longer ``timeout_s``); the answer never
+        holds a return. Retried on UNAVAILABLE with the same ``client_token``, so a
+        retry can never commit a second checkpoint. A path that cannot hold a
+        policy is refused here, before any call (:class:`InvalidArgumentError`), as
+        by :meth:`submit`.
+        """
+        where = "." if path is None else path
+        rel = self._relative(where)
+        self._check_local_path(where)
+        request = pb.SubmitCheckpointRequest(
+            task_id=self.task_id,
+            run_id=self.run_id,
+            submission_path=rel,
+            client_token=client_token or uuid.uuid4().hex,
+        )
+        r = self._call(self._stub.SubmitCheckpoint, request, retries=3, timeout_s=timeout_s)
+        return CheckpointAck.from_proto(r)
 
     def _check_local_path(self, path: Path | str) -> None:
         """Refuse a submission path that cannot hold a submission (see :meth:`submit`)."""

@@ -10,6 +10,8 @@ collaborators it uses and nothing more:
   event payload;
 * :class:`~.runner.JobRunner`: a single thread taking queued jobs one at a time
   (validation, the native pipeline on hidden seeds, the stored result);
+* :class:`~.checkpoints.CheckpointService`: a run's checkpoints, snapshotted,
+  evaluated in-process and signed as they arrive (SubmitCheckpoint);
 * :class:`~.jobs.JobService`, :class:`~.sessions.SessionManager`,
   :class:`~.run_service.RunService`: what the gRPC servicer (:mod:`.service`)
   translates requests to, with :class:`~.access.RunAccess` (who acts for which
@@ -31,6 +33,7 @@ from typing import Any
 
 from ale_robotics.evaluator.access import RunAccess
 from ale_robotics.evaluator.catalog import TaskCatalog
+from ale_robotics.evaluator.checkpoints import CheckpointReceipt, CheckpointService
 from ale_robotics.evaluator.config import EvaluatorConfig, open_executor, open_job_store
 from ale_robotics.evaluator.eval_record import EvalRecords
 from ale_robotics.evaluator.jobs import JobService
@@ -78,7 +81,9 @@ class Evaluator:
         self.access = RunAccess(
             self.runs, bound_run=config.run_id, submission_volume=config.submission_volume
         )
-        self.results = ResultBuilder(self.tasks, self.ledger.secret_sha256)
+        self.results = ResultBuilder(
+            self.tasks, self.ledger.secret_sha256, events=self.ledger.events, training=self.training
+        )
         records = EvalRecords(self.store, self.ledger, self.results, self.training, self.tasks)
         reaper = LeaseReaper(self.store, records, bound_run=config.run_id)
         self.runner = JobRunner(
@@ -110,6 +115,9 @@ class Evaluator:
             self.runner,
             config,
             snapshots=self.state.snapshots,
+        )
+        self.checkpoints = CheckpointService(
+            self.ledger, self.tasks, self.access, self.training, snapshots=self.state.snapshots
         )
         self.run_service = RunService(
             self.runs,
@@ -194,6 +202,17 @@ class Evaluator:
     ) -> tuple[JobRecord, bool]:
         """Snapshot and queue a submission: :meth:`.JobService.submit`."""
         return self.jobs.submit(task_id, run_id, rel_path, client_token, scope)
+
+    def submit_checkpoint(
+        self,
+        task_id: str,
+        run_id: str,
+        rel_path: str,
+        client_token: str,
+        scope: Scope = TRUSTED,
+    ) -> CheckpointReceipt:
+        """Snapshot, evaluate and sign a checkpoint: :meth:`.CheckpointService.submit`."""
+        return self.checkpoints.submit(task_id, run_id, rel_path, client_token, scope)
 
     def job(self, job_id: str, run_id: str, scope: Scope = TRUSTED) -> JobRecord:
         """A job by id, or the run's newest: :meth:`.JobService.job`."""

@@ -8,8 +8,10 @@ seeds and the public commitment (:attr:`RunLedger.secret_sha256`) from it,
 never the secret.
 
 A run's first two events are fixed, ``evaluator_key`` (the public key) then
-``seed_commitment`` (SHA-256 of the secret and one commitment per hidden seed),
-so every later event is checkable against them; :meth:`RunLedger.event`
+``seed_commitment`` (SHA-256 of the secret and one commitment per hidden seed;
+for a task with checkpoints also ``checkpoint_seed_commitments``, one per
+checkpoint episode, so that an audit can check the seeds every checkpoint was
+evaluated on), so every later event is checkable against them; :meth:`RunLedger.event`
 hands that preamble to the store with every event, which stores it before a
 run's first event, in the same transaction, however many processes (or
 replicas) write the run's first events at once (:meth:`.store.JobStore.append_event`).
@@ -46,6 +48,17 @@ class RunLedger:
     def hidden_seeds(self, task: TaskSpec, run_id: str) -> list[HiddenSeed]:
         """The run's hidden episode seeds; their values never leave the evaluator."""
         return derive_seeds(task.eval.base_seeds, run_id, self._secret)
+
+    def checkpoint_seeds(self, task: TaskSpec, run_id: str) -> list[HiddenSeed]:
+        """The run's hidden seeds of the checkpoint episodes (``training.checkpoints``), derived
+        like the eval seeds from their own public base seeds (disjoint from the eval ones, so
+        no checkpoint evaluation replays an official episode); [] for a task without
+        checkpoints. Every checkpoint of the run is evaluated on these same seeds, so the
+        points of its learning curve compare like with like."""
+        ckpt = task.training.checkpoints if task.training is not None else None
+        if ckpt is None:
+            return []
+        return derive_seeds(ckpt.base_seeds, run_id, self._secret)
 
     # --------------------------------------------------------------- events --
 
@@ -116,12 +129,16 @@ class RunLedger:
             return signer.key_event(extra={"evaluator_version": __version__}).model_dump_json()
 
         def commitment(seq: int) -> str:
+            extra: dict[str, object] = {"task_id": task.id}
+            checkpoint_seeds = self.checkpoint_seeds(task, run_id)
+            if checkpoint_seeds:
+                extra["checkpoint_seed_commitments"] = [s.commitment for s in checkpoint_seeds]
             return (
                 self._signer.for_run(run_id, seq)
                 .commitment_event(
                     secret=self._secret,
                     seed_commitments=[s.commitment for s in self.hidden_seeds(task, run_id)],
-                    extra={"task_id": task.id},
+                    extra=extra,
                 )
                 .model_dump_json()
             )

@@ -12,6 +12,11 @@ what version 1 called ``official`` in two: :attr:`EvalResult.read_on_harness_cha
 (where the result was read) and :attr:`EvalResult.official` (that, *and* the
 task's full protocol: never a smoke run). Version 1 results are still read,
 their ``official`` flag mapped onto the two.
+
+Fields added since within version 2 are optional with an empty default, so that
+a result stored before them still reads: :attr:`EvalResult.learning_curve` (the
+checkpoints the evaluator measured during training) and :attr:`EvalResult.training`
+on batch results.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEMA_VERSION",
     "BatchOutcomes",
+    "CurvePoint",
     "EpisodeRecord",
     "EvalResult",
     "HostInfo",
@@ -111,7 +117,8 @@ class Timings(_Model):
 
 
 class TrainingUsage(_Model):
-    """A run's practice-session steps as the evaluator counted them (interactive tasks)."""
+    """A run's practice-session steps as the evaluator counted them (interactive tasks, and
+    batch tasks whose simulator is the evaluator's: ``training.simulator`` 'evaluator')."""
 
     agent_steps: int = Field(
         description="Agent steps (Step calls x envs) over every practice session of the run "
@@ -138,6 +145,28 @@ class TrainingUsage(_Model):
         if self.agent_steps_budget is None:
             return f"trained {self.agent_steps:,} agent steps (no training budget)"
         return f"trained {self.agent_steps:,} / {self.agent_steps_budget:,} agent steps"
+
+
+class CurvePoint(_Model):
+    """One checkpoint of the run's learning curve, as the evaluator measured it.
+
+    Each point is a signed ``checkpoint`` event of the run (SubmitCheckpoint): the
+    policy the agent committed at that moment (by its hash), the evaluator's own
+    count of the run's practice steps when it arrived, and its mean return over
+    the task's checkpoint episodes on hidden seeds. Nothing here is the agent's
+    word, which is why the faithfulness gate may rest on it.
+    """
+
+    index: int = Field(description="0-based position of the checkpoint in the run.")
+    checkpoint_id: str = Field(description="The checkpoint's id (its snapshot: ckpt-<id>).")
+    practice_steps: int = Field(
+        description="The run's practice agent steps, counted by the evaluator, when the "
+        "checkpoint was received."
+    )
+    policy_sha256: str = Field(description="SHA-256 of the evaluated policy file.")
+    episodes: int = Field(description="Hidden-seed checkpoint episodes evaluated.")
+    mean_return: float = Field(description="Mean undiscounted return over those episodes.")
+    std_return: float = Field(description="Standard deviation of those returns.")
 
 
 class HostInfo(_Model):
@@ -463,8 +492,16 @@ class EvalResult(_Model):
     )
     training: TrainingUsage | None = Field(
         default=None,
-        description="Interactive eval sessions: the run's practice steps, counted by the "
-        "evaluator, against the task's training budget; None for batch results.",
+        description="The run's practice steps, counted by the evaluator, against the task's "
+        "training budget: interactive eval sessions, and batch results of tasks whose "
+        "simulator is the evaluator's (training.simulator 'evaluator'; counted when the "
+        "result was built); None for other batch results.",
+    )
+    learning_curve: list[CurvePoint] = Field(
+        default_factory=list,
+        description="Batch results of tasks with training.checkpoints: the run's checkpoints "
+        "as the evaluator measured them (signed `checkpoint` events, in order) when the "
+        "result was built; empty otherwise.",
     )
 
     @model_validator(mode="before")

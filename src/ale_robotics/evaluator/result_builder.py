@@ -14,18 +14,27 @@ together, for each way a job ends:
 
 Every result carries the same provenance (task config hash, the secret's
 commitment, versions, smoke run), filled in here only.
+
+A batch result of a task whose simulator is the evaluator's (``training.simulator``
+'evaluator') also carries what the evaluator observed of the run's training when
+the result was built: its practice-step count (:attr:`.result.EvalResult.training`,
+signed in the ``result`` event too) and, for a task with checkpoints, the learning
+curve of the run's signed ``checkpoint`` events (:attr:`.result.EvalResult.learning_curve`;
+the events themselves are what the audit checks it against).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ale_robotics import __version__
 from ale_robotics.evaluator.catalog import TaskCatalog
+from ale_robotics.evaluator.checkpoints import checkpoint_settings, learning_curve
 from ale_robotics.evaluator.episode import EpisodeOutcome
 from ale_robotics.evaluator.result import (
+    CurvePoint,
     EpisodeRecord,
     EvalResult,
     Timings,
@@ -35,8 +44,9 @@ from ale_robotics.evaluator.result import (
     simulator_versions,
 )
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.seeds import HiddenSeed
-from ale_robotics.tasks.spec import TaskSpec
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 __all__ = ["ResultBuilder", "Verdict", "result_payload"]
 
@@ -59,11 +69,12 @@ def result_payload(
     episode_returns: list[float] | None = None,
     outcomes: dict[str, Any] | None = None,
     smoke_run: dict[str, Any] | None = None,
+    training: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The payload of a ``result`` event: the keys given, always in this order.
 
     The order is the one the evaluator has always signed, so payloads of old and
-    new runs compare key for key.
+    new runs compare key for key (``training``, the newest, comes last).
     """
     payload: dict[str, Any] = {"job_id": job_id, "state": state.value}
     if failure_source is not None:
@@ -74,17 +85,47 @@ def result_payload(
         ("episode_returns", episode_returns),
         ("outcomes", outcomes),
         ("smoke_run", smoke_run),
+        ("training", training),
     )
     payload.update((key, value) for key, value in optional if value is not None)
     return payload
 
 
 class ResultBuilder:
-    """Builds results with this evaluator's provenance; holds the secret's commitment only."""
+    """Builds results with this evaluator's provenance; holds the secret's commitment only.
 
-    def __init__(self, tasks: TaskCatalog, secret_sha256: str) -> None:
+    ``events`` (a run's stored signed events, :meth:`.ledger.RunLedger.events`) and
+    ``training`` (the practice-step counts) give batch results their learning curve
+    and training usage (module docstring); without them, batch results carry neither.
+    """
+
+    def __init__(
+        self,
+        tasks: TaskCatalog,
+        secret_sha256: str,
+        *,
+        events: Callable[[str], list[dict[str, Any]]] | None = None,
+        training: TrainingLedger | None = None,
+    ) -> None:
         self._tasks = tasks
         self._secret_sha256 = secret_sha256
+        self._events = events
+        self._training = training
+
+    def _learning_curve(self, run_id: str, task: TaskSpec) -> list[CurvePoint]:
+        """The run's signed checkpoints now, for a task with checkpoints; else []."""
+        if self._events is None or checkpoint_settings(task) is None:
+            return []
+        return learning_curve(self._events(run_id))
+
+    def _batch_training(self, run_id: str, task: TaskSpec) -> TrainingUsage | None:
+        """The run's practice steps now, for a batch task whose simulator is the
+        evaluator's (the only batch tasks whose training the evaluator sees); else None."""
+        if self._training is None or task.mode is TaskMode.INTERACTIVE:
+            return None
+        if not task.simulator_in_evaluator:
+            return None
+        return self._training.usage(run_id, self._tasks.training_budget(task))
 
     # ------------------------------------------------------ measured results --
 
@@ -102,7 +143,9 @@ class ResultBuilder:
         env_steps: int,
         workers: int,
     ) -> Verdict:
-        """A batch job that ran every episode: metrics, episodes, typed outcomes, evidence."""
+        """A batch job that ran every episode: metrics, episodes, typed outcomes, evidence,
+        and what the evaluator observed of the run's training (module docstring)."""
+        training = self._batch_training(job.run_id, task)
         result = EvalResult(
             job_id=job.job_id,
             run_id=job.run_id,
@@ -132,6 +175,8 @@ class ResultBuilder:
             timings=_timings(wall_s, env_steps, workers),
             attempts=job.attempts,
             smoke_run=self._tasks.smoke_run(task.id),
+            training=training,
+            learning_curve=self._learning_curve(job.run_id, task),
         )
         assert result.outcomes is not None
         payload = result_payload(
@@ -143,6 +188,7 @@ class ResultBuilder:
             # against them
             outcomes=result.outcomes.model_dump(mode="json"),
             smoke_run=_smoke(result),
+            training=None if training is None else training.model_dump(mode="json"),
         )
         return Verdict(result, payload)
 
@@ -152,6 +198,7 @@ class ResultBuilder:
         ``reason`` (which episode, which step) is for the harness only: it goes
         into the result and the signed event, never into the agent's job status.
         """
+        training = self._batch_training(job.run_id, task)
         result = EvalResult(
             job_id=job.job_id,
             run_id=job.run_id,
@@ -167,9 +214,15 @@ class ResultBuilder:
             host=host_info(),
             attempts=job.attempts,
             smoke_run=self._tasks.smoke_run(task.id),
+            training=training,
+            learning_curve=self._learning_curve(job.run_id, task),
         )
         payload = result_payload(
-            job.job_id, JobState.FAILED, failure_source=FailureSource.SUBMISSION, reason=reason
+            job.job_id,
+            JobState.FAILED,
+            failure_source=FailureSource.SUBMISSION,
+            reason=reason,
+            training=None if training is None else training.model_dump(mode="json"),
         )
         return Verdict(result, payload)
 

@@ -105,6 +105,7 @@ def _backends(evaluator: Evaluator) -> Backends:
         sessions=evaluator.sessions,
         runs=evaluator.run_service,
         training=evaluator.training,
+        checkpoints=evaluator.checkpoints,
     )
 
 

@@ -36,6 +36,7 @@ from ale_robotics.errors import (
 from ale_robotics.evaluator import rendering
 from ale_robotics.evaluator.access import RunAccess
 from ale_robotics.evaluator.catalog import TaskCatalog
+from ale_robotics.evaluator.checkpoints import CheckpointService
 from ale_robotics.evaluator.config import EvaluatorConfig
 from ale_robotics.evaluator.jobs import JobService
 from ale_robotics.evaluator.run_service import RunService
@@ -93,6 +94,7 @@ class Backends:
     sessions: SessionManager
     runs: RunService
     training: TrainingLedger
+    checkpoints: CheckpointService
 
 
 def listener_scope(config: EvaluatorConfig, role: Role) -> Scope:
@@ -216,19 +218,27 @@ def _capabilities(task: TaskSpec, shared: bool) -> list[str]:
     the default); ``watch_sessions``: WatchSessions frees a dead client's sessions;
     ``float64_actions``: OpenSession may ask for float64 actions passed unrounded;
     ``render``: the task offers render modes (OpenSessionResponse.render_modes).
+    ``practice_sessions`` / ``eval_sessions``: OpenSession opens sessions of that kind for
+    the task; a batch task whose simulator runs only in the evaluator (training.simulator
+    "evaluator") offers practice sessions, its agent's only way to train, and never eval
+    sessions (its mode stays "batch"). ``checkpoints``: SubmitCheckpoint is offered for the
+    task (training.checkpoints).
     """
     runs = ["open_run", "coarse_progress"] if shared else ["coarse_progress"]
-    if task.mode is not TaskMode.INTERACTIVE:
-        return [task.mode.value, *runs]
+    ckpt = ["checkpoints"] if task.training is not None and task.training.checkpoints else []
+    if not task.offers_eval_sessions and not task.offers_practice_sessions:
+        return [task.mode.value, *ckpt, *runs]
     autoreset = [f"autoreset:{AUTORESET_MODE}"]
     autoreset += [f"autoreset:{m}" for m in AUTORESET_MODES if m != AUTORESET_MODE]
-    caps = ["interactive", "eval_sessions", *autoreset, "step_stream", "watch_sessions"]
-    caps.append("float64_actions")
+    caps = ["interactive" if task.mode is TaskMode.INTERACTIVE else task.mode.value]
+    if task.offers_practice_sessions:
+        caps.append("practice_sessions")
+    if task.offers_eval_sessions:
+        caps.append("eval_sessions")
+    caps += [*autoreset, "step_stream", "watch_sessions", "float64_actions"]
     if rendering.offered_modes(task):
         caps.append("render")
-    if settings_for(task).practice_allowed:
-        caps.insert(1, "practice_sessions")
-    return [*caps, *runs]
+    return [*caps, *ckpt, *runs]
 
 
 def _box_spec(name: str, space: Any) -> pb.TensorSpec:
@@ -254,6 +264,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         self._sessions = backends.sessions
         self._runs = backends.runs
         self._training = backends.training
+        self._checkpoints = backends.checkpoints
         self._role = role
         self._auth = auth
         self._max_message_bytes = max_message_bytes
@@ -315,15 +326,16 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             limits.training_steps_enforced = budget.enforced
             limits.training_budget = budget.describe()
         run = scope.run_id if scope.bound else (self._access.bound_run or "")
-        if run and task.mode is TaskMode.INTERACTIVE:
+        if run and task.evaluator_counts_training:
             limits.training_agent_steps_used = self._training.used(run)
-        if task.mode is TaskMode.INTERACTIVE:
+        if task.offers_eval_sessions or task.offers_practice_sessions:
             session = settings_for(task)
             limits.max_sessions = session.max_sessions
             limits.max_envs_per_session = session.max_envs_per_session
             limits.session_idle_timeout_s = session.idle_timeout_s
             limits.call_deadline_s = session.call_deadline_s
-            limits.eval_episodes = task.eval.episodes
+            if task.offers_eval_sessions:  # a batch task's episodes are its submission's
+                limits.eval_episodes = task.eval.episodes
             limits.max_step_streams = self._max_step_streams
             limits.max_sessions, limits.max_sessions_total = self._sessions.caps(task)
         return pb.GetSpecResponse(
@@ -541,6 +553,30 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             task_id, request.run_id, request.submission_path, request.client_token, scope
         )
         return pb.SubmitBatchEvalResponse(job_id=job.job_id, deduplicated=dedup)
+
+    @_rpc
+    def SubmitCheckpoint(
+        self, request: pb.SubmitCheckpointRequest, context: grpc.ServicerContext
+    ) -> pb.SubmitCheckpointResponse:
+        """Commit a checkpoint of the run's training (:class:`.checkpoints.CheckpointService`);
+        answered once it is evaluated, with no return in the answer."""
+        scope = self._scope(context)
+        if self._role is not Role.AGENT:
+            raise PermissionDeniedError("SubmitCheckpoint is an agent-channel call")
+        receipt = self._checkpoints.submit(
+            check_task(scope, request.task_id),
+            request.run_id,
+            request.submission_path,
+            request.client_token,
+            scope,
+        )
+        return pb.SubmitCheckpointResponse(
+            checkpoint_id=receipt.checkpoint_id,
+            index=receipt.index,
+            practice_steps=receipt.practice_steps,
+            deduplicated=receipt.deduplicated,
+            checkpoints_left=receipt.checkpoints_left,
+        )
 
     def _status(self, job: JobRecord) -> pb.GetBatchEvalStatusResponse:
         """The job's status; coarse on the agent channel.

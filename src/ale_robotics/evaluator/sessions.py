@@ -41,6 +41,9 @@ never scores a budget it did not simulate.
 
 Practice sessions of a run charge the run's training budget
 (:mod:`.training_budget`); run-less ones (no run to charge) charge nothing.
+Sessions open on interactive tasks and, practice sessions only, on a batch task
+whose simulator runs only in the evaluator (``training.simulator`` "evaluator"):
+its agent cannot import the simulator, so it trains here, counted the same way.
 """
 
 from __future__ import annotations
@@ -74,7 +77,7 @@ from ale_robotics.evaluator.vector_session import (
     make_envs,
 )
 from ale_robotics.tasks.registry import TrainingBudget
-from ale_robotics.tasks.spec import SessionSettings, TaskMode, TaskSpec
+from ale_robotics.tasks.spec import SessionSettings, TaskSpec
 
 __all__ = [
     "DEFAULT_MAX_SESSIONS_TOTAL",
@@ -233,14 +236,8 @@ class SessionManager:
         autoreset_mode: str = AUTORESET_MODE,
     ) -> Session:
         """A new session; ``run_id`` must already be checked (eval sessions are run-bound)."""
-        if task.mode is not TaskMode.INTERACTIVE:
-            raise FailedPreconditionError(
-                f"task {task.id} is a {task.mode.value} task, not interactive: it offers no "
-                "sessions (see GetSpec.mode and the submission contract)"
-            )
+        self._check_offered(task, kind)
         limits = settings_for(task)
-        if kind is SessionKind.PRACTICE and not limits.practice_allowed:
-            raise FailedPreconditionError(f"task {task.id} allows no practice sessions")
         if num_envs < 1:
             raise InvalidArgumentError(f"num_envs must be at least 1, got {num_envs}")
         if autoreset_mode not in AUTORESET_MODES:
@@ -433,6 +430,31 @@ class SessionManager:
         return orphaned
 
     # --------------------------------------------------------------- private --
+
+    @staticmethod
+    def _check_offered(task: TaskSpec, kind: SessionKind) -> None:
+        """Refuse a session of a kind the task does not offer (FAILED_PRECONDITION).
+
+        An interactive task offers eval sessions, and practice ones unless its config
+        forbids them. A batch task whose simulator runs only in the evaluator
+        (``training.simulator`` "evaluator") offers practice sessions, its agent's only
+        way to train, but never an eval session: it is evaluated on its submission, and
+        an eval session would be a second, unscored way to run the hidden-seed episodes.
+        """
+        if not task.offers_eval_sessions and not task.offers_practice_sessions:
+            raise FailedPreconditionError(
+                f"task {task.id} is a {task.mode.value} task, not interactive: it offers no "
+                "sessions (see GetSpec.mode and the submission contract)"
+            )
+        if kind is SessionKind.EVAL and not task.offers_eval_sessions:
+            raise FailedPreconditionError(
+                f"task {task.id} is a {task.mode.value} task, not interactive: it offers "
+                "practice sessions only (its simulator runs only in the evaluator, so its "
+                "agent trains in them), never an eval session: it is evaluated on its "
+                "submission (SubmitBatchEval)"
+            )
+        if kind is SessionKind.PRACTICE and not task.offers_practice_sessions:
+            raise FailedPreconditionError(f"task {task.id} allows no practice sessions")
 
     def _check_limits(self, task: TaskSpec, run_id: str) -> None:
         """Refuse a session over the run's limit or the evaluator-wide one (lock held)."""

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ale_robotics.evaluator.store import JobStore
 
 __all__ = [
+    "CHECKPOINT_PREFIX",
     "MAX_PATH_BYTES",
     "RECLAIM_MIN_AGE_S",
     "STAGING_PREFIX",
@@ -49,6 +50,10 @@ log = logging.getLogger(__name__)
 
 STAGING_PREFIX = "staging-"
 """Names of the directories a snapshot is copied into before it becomes a job's."""
+CHECKPOINT_PREFIX = "ckpt-"
+"""Names of the snapshots of checkpoints (``ckpt-<checkpoint_id>``, :mod:`.checkpoints`):
+kept for good, since an audit re-evaluates every checkpoint of a run from its snapshot
+(a job id never starts so: ``job-...``)."""
 RECLAIM_MIN_AGE_S = 3600.0
 """How long a snapshot directory no job (yet) claims is left alone: far longer than
 copying a submission can take (the contract caps its size), and than the moment
@@ -278,6 +283,8 @@ def reclaim_snapshots(
       (a restarted evaluator re-runs the job from it, another replica may be running
       it now);
     * ``<job_id>/`` of a terminal job: deleted (nobody reads it again);
+    * ``ckpt-*/``: a checkpoint's snapshot, never deleted (an audit re-evaluates it;
+      :data:`CHECKPOINT_PREFIX`);
     * ``<job_id>/`` of a job the store does not have, and ``staging-*/``: deleted
       only once untouched for ``min_age_s`` (:data:`RECLAIM_MIN_AGE_S`; by mtime,
       see :func:`_last_touched`). Younger, they may be a submission another process
@@ -295,7 +302,7 @@ def reclaim_snapshots(
     at = time.time() if now is None else now
     removed = []
     for entry in sorted(snapshots.iterdir()):
-        if entry.is_symlink() or not entry.is_dir():
+        if entry.is_symlink() or not entry.is_dir() or entry.name.startswith(CHECKPOINT_PREFIX):
             continue
         if not entry.name.startswith(STAGING_PREFIX):
             job = store.get(entry.name)

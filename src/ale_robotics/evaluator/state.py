@@ -19,6 +19,7 @@ Layout::
       jobs.sqlite3      job store (WAL), unless --store names another; it also holds
                         the runs opened with OpenRun and their practice step counts
       snapshots/<job>/  frozen copies of submitted files
+      snapshots/ckpt-<id>/  a run's checkpoints (SubmitCheckpoint), kept for the audit
       runs.json, practice_steps.json
                         before schema 3 of the store: imported into it once, then
                         renamed ``*.imported``

@@ -13,8 +13,11 @@ agent's side). A practice Step that would go past the budget, or a practice
 Reset once it is reached, is RESOURCE_EXHAUSTED naming the budget, the unit and
 the count. Eval sessions are not training and are not charged.
 
-Batch tasks train inside the agent's sandbox; their budget is only declared
-(``enforced`` false) and the report says so.
+Tasks whose agent simulates itself (a batch task with ``training.simulator``
+"agent") train inside the agent's sandbox; their budget is only declared
+(``enforced`` false) and the report says so. A task whose ``training.simulator``
+is "evaluator" (a batch task too) trains only in practice sessions, counted and
+enforced like an interactive task's.
 
 The counts live in the job store (:meth:`.store.JobStore.charge_practice_steps`),
 not in the process: every replica sharing the store charges one counter per run,

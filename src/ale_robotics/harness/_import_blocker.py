@@ -9,5 +9,6 @@ namespace package. See :mod:`ale_robotics.harness.hidden_modules`.
 
 raise ImportError(
     f"{__name__} is hidden from agents: the task forbids importing it in the agent "
-    "sandbox (task config env.agent_hidden_modules)"
+    "sandbox (task config env.agent_hidden_modules, or training.simulator 'evaluator': "
+    "the simulator runs only in the evaluator, so train through practice sessions)"
 )

@@ -9,6 +9,17 @@ where they are installed, and the sandbox (``bwrap_command(block_imports=...)``)
 lays an empty tmpfs over each package with an ``__init__.py`` that raises
 ``ImportError``, so the files cannot be imported, read or listed inside.
 
+A task whose simulator runs only in the evaluator (``training.simulator``
+``"evaluator"``) hides the simulator itself the same way: every installed
+package of its simulator family (:data:`SIMULATOR_PACKAGES`: for MuJoCo the
+``mujoco`` bindings, whose directory also holds ``libmujoco.so``, and the
+suites built on them), so that inside the sandbox ``import mujoco`` fails and
+the shared library cannot be loaded by its host path either (the tmpfs covers
+the file). The agent can then take training steps only in practice sessions,
+which the evaluator counts against the task's budget. What this does not cover:
+a copy the agent's own workspace brings (a vendored wheel); the hiding is of
+what this Python environment has installed.
+
 The modules are located without importing them or the packages above them:
 importing a simulator in the harness would be slow and would run its code.
 """
@@ -20,7 +31,26 @@ from pathlib import Path
 
 from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["module_path", "sandbox_hidden_paths"]
+__all__ = ["SIMULATOR_PACKAGES", "hidden_module_names", "module_path", "sandbox_hidden_paths"]
+
+_MUJOCO_FAMILY = ("mujoco", "mujoco_mjx", "dm_control", "metaworld", "gymnasium_robotics")
+
+SIMULATOR_PACKAGES: dict[str, tuple[str, ...]] = {
+    "mujoco": _MUJOCO_FAMILY,
+    "dm_control": _MUJOCO_FAMILY,  # dm_control simulates with the same MuJoCo bindings
+    "pybullet": (
+        "pybullet",
+        "pybullet_data",
+        "pybullet_envs",
+        "pybullet_utils",
+        "pybullet_robots",
+        "pybullet_examples",
+    ),
+}
+"""Top-level packages hidden from the agent of a task whose simulator runs only in the
+evaluator, by the task's ``simulator.name``: the simulator and every package that embeds
+or drives it (a suite built on MuJoCo would hand the agent MuJoCo again). Those not
+installed here are skipped."""
 
 
 def module_path(name: str) -> Path | None:
@@ -54,11 +84,24 @@ def module_path(name: str) -> Path | None:
     return bases[0]
 
 
+def hidden_module_names(task: TaskSpec) -> list[str]:
+    """The modules ``task``'s agent must not import: its ``env.agent_hidden_modules``, then,
+    when its simulator runs only in the evaluator, its simulator family's packages."""
+    names = list(task.env.agent_hidden_modules)
+    if task.simulator_in_evaluator:
+        names += [n for n in SIMULATOR_PACKAGES[task.simulator.name] if n not in names]
+    return names
+
+
 def sandbox_hidden_paths(task: TaskSpec) -> list[Path]:
-    """The resolved install paths of ``task``'s ``env.agent_hidden_modules`` that exist here."""
-    out: list[Path] = []
-    for name in task.env.agent_hidden_modules:
+    """The resolved install paths of :func:`hidden_module_names` that exist here.
+
+    A path inside another one of the list is left out: hiding the package above it
+    already hides it (``metaworld.policies`` once ``metaworld`` itself is hidden).
+    """
+    found: list[Path] = []
+    for name in hidden_module_names(task):
         path = module_path(name)
-        if path is not None and path.resolve() not in out:
-            out.append(path.resolve())
-    return out
+        if path is not None and path.resolve() not in found:
+            found.append(path.resolve())
+    return [p for p in found if not any(q in p.parents for q in found)]

@@ -12,8 +12,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from ale_robotics.evaluator.result import EvalResult, SmokeRun
-from ale_robotics.harness.plot import plot_episodes
-from ale_robotics.scoring import ScoreReport
+from ale_robotics.harness.plot import plot_episodes, plot_learning_curve, wants_learning_curve
+from ale_robotics.scoring import HarnessEvidence, ScoreReport
 
 __all__ = ["RunReport", "StoppedRunReport", "load_run_report", "write_report", "write_stopped"]
 
@@ -86,6 +86,12 @@ class RunReport(BaseModel):
     eval_result: EvalResult | None = Field(
         description="The official EvalResult read over the harness channel (events are in "
         "trajectory.jsonl)."
+    )
+    harness_evidence: HarnessEvidence | None = Field(
+        default=None,
+        description="What the harness measured of the agent for the faithfulness gate (its "
+        "wall clock, frozen time excluded, and CPU time) against the task's budget; None in "
+        "reports written before it existed.",
     )
     score: ScoreReport = Field(description="The full score report.")
     smoke_run: SmokeRun | None = Field(
@@ -183,7 +189,8 @@ def write_stopped(run_dir: Path, report: StoppedRunReport, trajectory: Path) -> 
 
 
 def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
-    """Write ``result.json`` atomically, then ``episodes.png`` when there are episodes.
+    """Write ``result.json`` atomically, then ``episodes.png`` when there are episodes and
+    ``learning_curve.png`` when the run has a learning curve (or its task takes checkpoints).
 
     The result comes first and the plot can only fail on its own: a report that
     cannot be drawn (a broken font cache, a full disk, a hostile config) is
@@ -199,5 +206,15 @@ def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
         except Exception as exc:  # BaseException (SystemExit) is matplotlib's to not raise
             log.warning(
                 "episodes.png not drawn (%s: %s); result.json is complete", type(exc).__name__, exc
+            )
+    if report.eval_result is not None:
+        try:
+            if wants_learning_curve(report.eval_result):
+                plot_learning_curve(report.eval_result, run_dir / "learning_curve.png")
+        except Exception as exc:  # as above: the plot never costs the result
+            log.warning(
+                "learning_curve.png not drawn (%s: %s); result.json is complete",
+                type(exc).__name__,
+                exc,
             )
     return out

@@ -33,7 +33,7 @@ from ale_robotics.harness.agent_proc import (
     run_agent,
 )
 from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.evidence import gate_evidence
+from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.options import RunOptions, default_state_dir, new_run_id
 from ale_robotics.harness.preflight import check_agent_command, check_options, make_run_dir
@@ -412,7 +412,10 @@ def _drive(
         ctx, harness, agent_endpoint, agent_token, on_started=lambda: ctx.phase.set("agent")
     )
     ctx.phase.agent_exit_code = agent.exit_code
-    if ctx.task.mode is TaskMode.INTERACTIVE:
+    # The agent's own wall clock, as its budget counts it (frozen time excluded); the
+    # evaluation that follows is not the agent's time.
+    agent_wall_s = ctx.elapsed() - agent.frozen_s
+    if ctx.task.offers_eval_sessions or ctx.task.offers_practice_sessions:
         _close_sessions(harness, ctx.run_id, ctx.traj)
     submit_agent_copy(harness, ctx.task, ctx.run_id, ctx.traj)  # task_config tasks: now
     ctx.phase.name = "evaluating"
@@ -420,7 +423,7 @@ def _drive(
     result = _await_result(ctx, harness)
     ctx.phase.name = "scoring"
     ctx.stop.check()
-    return _report(ctx, agent, result)
+    return _report(ctx, agent, result, agent_wall_s)
 
 
 def _await_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
@@ -452,13 +455,28 @@ def _await_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
     return result
 
 
-def _report(ctx: _RunContext, agent: AgentRun, result: EvalResult | None) -> RunOutcome:
-    """Score the result, write result.json (with the trajectory head) and say the verdict."""
+def _report(
+    ctx: _RunContext, agent: AgentRun, result: EvalResult | None, agent_wall_s: float
+) -> RunOutcome:
+    """Score the result, write result.json (with the trajectory head) and say the verdict.
+
+    The gate's evidence is the evaluator's (the result: frozen files, tensors, practice
+    steps, learning curve) and the harness's own measurements of the agent (its wall
+    clock and cgroup CPU time), kept in result.json so the audit can recompute the score.
+    """
     task, opts = ctx.task, ctx.opts
     target = ctx.registry.target(task.id)
+    usage = agent.usage
+    measured = harness_evidence(
+        agent_wall_s=agent_wall_s,
+        run_budget_s=ctx.budget_s,
+        agent_cpu_s=usage.cpu_s if usage is not None else None,
+        manifest_entry=ctx.manifest_entry,
+    )
     if result is not None and result.state == "SUCCEEDED":
         with tempfile.TemporaryDirectory(prefix="ale-evidence-") as tmp:
-            report = score(task, result.metrics, target, gate_evidence(result, Path(tmp)))
+            evidence = gate_evidence(result, Path(tmp), task=task, harness=measured)
+            report = score(task, result.metrics, target, evidence)
         if task.mode is TaskMode.INTERACTIVE:  # unfinished episodes: played out with null actions
             report = report.with_abandoned(
                 sum(e.abandoned for e in result.episodes), len(result.episodes)
@@ -483,7 +501,6 @@ def _report(ctx: _RunContext, agent: AgentRun, result: EvalResult | None) -> Run
             update={"explanation": f"This is {what}, not an official result. {report.explanation}"}
         )
         line += f" [smoke run: {smoke.episodes} of {smoke.of} episodes, not official]"
-    usage = agent.usage
     run_report = RunReport(
         run_id=ctx.run_id,
         task_id=task.id,
@@ -504,6 +521,7 @@ def _report(ctx: _RunContext, agent: AgentRun, result: EvalResult | None) -> Run
         wall_s=ctx.elapsed(),
         job_state=result.state if result else "NO_SUBMISSION",
         eval_result=result.model_copy(update={"events": []}) if result else None,
+        harness_evidence=measured,
         score=report,
         smoke_run=smoke,
     )

@@ -348,12 +348,15 @@ def _block_import_args(path: Path) -> list[str]:
     """Mounts that make the package directory or module file ``path`` unimportable.
 
     An empty directory alone would not do: Python imports it as an empty
-    namespace package. Paths that do not exist need nothing.
+    namespace package. The tmpfs is then made read-only, so that nothing can be
+    planted where the hidden package was (not even Python's own ``__pycache__``).
+    Paths that do not exist need nothing.
     """
     if not path.is_absolute():
         raise SandboxError(f"a module to block must be an absolute path, not {path}")
     if path.is_dir():
-        return ["--tmpfs", str(path), "--ro-bind", str(_IMPORT_BLOCKER), str(path / "__init__.py")]
+        blocker = ["--ro-bind", str(_IMPORT_BLOCKER), str(path / "__init__.py")]
+        return ["--tmpfs", str(path), *blocker, "--remount-ro", str(path)]
     if path.is_file():
         return ["--ro-bind", str(_IMPORT_BLOCKER), str(path)]
     return []

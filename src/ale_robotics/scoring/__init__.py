@@ -12,7 +12,6 @@ from ale_robotics.scoring.config import (
     ArchitectureCheck,
     BudgetCheck,
     Condition,
-    DeclaredFinalValue,
     ExpectedTensor,
     FaithfulnessGate,
     GateCheck,
@@ -21,10 +20,15 @@ from ale_robotics.scoring.config import (
     ScoringConfig,
 )
 from ale_robotics.scoring.gate import (
+    EVIDENCE_WORDS,
     MAX_EVIDENCE_BYTES,
     CheckResult,
+    CurveEvidence,
+    EvaluatorEvidence,
+    EvidenceKind,
     GateEvidence,
     GateOutcome,
+    HarnessEvidence,
     run_gate,
 )
 from ale_robotics.scoring.report import (
@@ -36,6 +40,7 @@ from ale_robotics.scoring.report import (
 from ale_robotics.scoring.score import UNSCORED_PHRASE, check_scorable, penalty_factor, score
 
 __all__ = [
+    "EVIDENCE_WORDS",
     "MAX_EVIDENCE_BYTES",
     "UNSCORED_PHRASE",
     "AlgorithmAllowlistCheck",
@@ -44,12 +49,15 @@ __all__ = [
     "CheckResult",
     "Condition",
     "ConditionResult",
-    "DeclaredFinalValue",
+    "CurveEvidence",
+    "EvaluatorEvidence",
+    "EvidenceKind",
     "ExpectedTensor",
     "FaithfulnessGate",
     "GateCheck",
     "GateEvidence",
     "GateOutcome",
+    "HarnessEvidence",
     "LearningCurveCheck",
     "PenaltyResult",
     "SafetyPenalty",

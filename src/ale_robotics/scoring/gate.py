@@ -3,29 +3,42 @@
 A reproduction-genre task scores only when its submission shows the paper's
 method (ARCHITECTURE.md §5). The checks are declared in the task config
 (:class:`~ale_robotics.scoring.config.FaithfulnessGate`) and run here over
-:class:`GateEvidence`: the evaluator's frozen snapshot of the submission (never
-the agent's live volume) plus the policy's tensor shapes as the evaluator loaded
-them.
+:class:`GateEvidence`, and every check says what it rests on
+(:attr:`CheckResult.evidence`), because a check is only as strong as its evidence
+(ARCHITECTURE.md §10):
+
+* ``architecture``: the policy's tensor shapes as the evaluator loaded them;
+* ``budget``: the evaluator's own count of the run's practice steps, and the
+  harness's measurements of the agent's wall clock and CPU time;
+* ``learning_curve``: the evaluator-measured curve, one point per checkpoint the
+  agent committed while training, each evaluated by the evaluator at its own
+  practice-step count;
+* ``algorithm_allowlist``: only what the agent declares in ``meta.json``. Nothing
+  observed shows which algorithm produced a set of weights, so this check is
+  "declared, not verified": a value outside the list fails it, a value inside
+  never counts as verified.
+
+Agent-written files (``meta.json``, ``curve.csv``) may be read and compared, but
+never make a check pass on their own: :attr:`GateOutcome.passed` needs every check
+not failed *and* at least one check passed on verified evidence.
 
 The gate fails closed. Missing, unreadable, malformed or contradictory evidence
 fails the check that needed it, with the check named and the reason; an
 exception raised inside a check fails that check too. :func:`run_gate` never
 raises (short of ``KeyboardInterrupt``/``SystemExit``, which are not errors of
-the gate): the evidence is written by an untrusted agent, so every way of
+the gate): part of the evidence is written by an untrusted agent, so every way of
 breaking a parser must end in "failed", never in "skipped" or a crash that a
-caller might mishandle.
+caller might mishandle. This module imports neither the evaluator nor the
+harness: they build the evidence models below from what they measured.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,29 +52,108 @@ from ale_robotics.scoring.config import (
 )
 
 __all__ = [
+    "EVIDENCE_WORDS",
     "MAX_EVIDENCE_BYTES",
     "CheckResult",
+    "CurveEvidence",
+    "EvaluatorEvidence",
+    "EvidenceKind",
     "GateEvidence",
     "GateOutcome",
+    "HarnessEvidence",
     "run_gate",
 ]
 
 MAX_EVIDENCE_BYTES = 16 * 1024 * 1024
-"""Largest evidence file the gate reads; bigger ones fail (a curve or meta file is small)."""
+"""Largest evidence file the gate reads; bigger ones fail (a meta file is small)."""
 
 _MAX_REASON = 400
 _MAX_LISTED = 5
-_UINT_RE = re.compile(r"[0-9]+")
 
 _Check = ArchitectureCheck | AlgorithmAllowlistCheck | BudgetCheck | LearningCurveCheck
+
+EvidenceKind = Literal["evaluator", "harness", "tensors", "declared"]
+"""What a check rests on: the evaluator's own measurements, the harness's, the policy
+tensors as the evaluator loaded them, or only what the agent declared."""
+
+EVIDENCE_WORDS: dict[str, str] = {
+    "evaluator": "the evaluator's own measurements",
+    "harness": "the harness's measurements",
+    "tensors": "the policy tensors as the evaluator loaded them",
+    "declared": "the agent's declaration only (declared, not verified)",
+}
+"""Each evidence kind in words, for the report."""
+
+_EVIDENCE_OF: dict[str, EvidenceKind] = {
+    "architecture": "tensors",
+    "budget": "evaluator",
+    "learning_curve": "evaluator",
+    "algorithm_allowlist": "declared",
+}
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class CurveEvidence(_Model):
+    """One point of the evaluator-measured learning curve: a checkpoint as it evaluated it."""
+
+    practice_steps: int = Field(
+        ge=0, description="The evaluator's count of the run's practice steps at the checkpoint."
+    )
+    mean_return: float = Field(
+        description="Mean return of the checkpoint over the evaluator's hidden-seed episodes."
+    )
+    policy_sha256: str = Field(description="SHA-256 of the checkpoint's policy file.")
+
+
+class EvaluatorEvidence(_Model):
+    """What the evaluator itself observed of the run's training."""
+
+    practice_steps: int | None = Field(
+        ge=0,
+        description="The evaluator's count of the run's practice steps; None when it counted "
+        "none because the task keeps the simulator on the agent's side.",
+    )
+    practice_steps_budget: int | None = Field(
+        default=None, ge=0, description="The training budget it enforced, in practice steps."
+    )
+    curve: list[CurveEvidence] = Field(
+        default_factory=list,
+        description="The evaluator-measured learning curve: the committed checkpoints in order.",
+    )
+    submitted_policy_sha256: str | None = Field(
+        description="SHA-256 of the policy file of the submission that was scored; None when "
+        "unknown (the curve's last point then cannot be matched to it)."
+    )
+
+
+class HarnessEvidence(_Model):
+    """What the harness measured of the agent."""
+
+    wall_s: float = Field(
+        description="The agent's wall-clock seconds as the harness timed them (frozen time "
+        "excluded, as from the budget)."
+    )
+    wall_budget_s: float = Field(gt=0, description="The task's wall-clock budget for the agent.")
+    agent_cpu_s: float | None = Field(
+        description="CPU seconds of all the agent's processes (its cgroup); None: not measured."
+    )
+    cpu_budget_s: float | None = Field(
+        description="The most CPU seconds the task's budget allows; None: it sets no CPU budget."
+    )
+
+
 class GateEvidence(_Model):
-    """What the gate may look at: the evaluator's snapshot of the submission."""
+    """What the gate may look at.
+
+    The evaluator's snapshot of the submission files (never the agent's live
+    volume) and the policy's tensor shapes as the evaluator loaded them, plus what
+    the evaluator (:class:`EvaluatorEvidence`) and the harness
+    (:class:`HarnessEvidence`) measured of the run; either is None when nobody
+    gave it, and the checks that need it then fail.
+    """
 
     files: dict[str, Path] = Field(
         default_factory=dict,
@@ -73,15 +165,26 @@ class GateEvidence(_Model):
         description="State-dict key -> shape of the submitted policy, as the evaluator loaded "
         "it; None when no policy was loaded (an architecture check then fails).",
     )
+    evaluator: EvaluatorEvidence | None = Field(
+        default=None, description="The evaluator's observations of the run's training."
+    )
+    harness: HarnessEvidence | None = Field(
+        default=None, description="The harness's measurements of the agent."
+    )
 
     @classmethod
     def from_directory(
-        cls, directory: Path, tensor_shapes: Mapping[str, Sequence[int]] | None = None
+        cls,
+        directory: Path,
+        tensor_shapes: Mapping[str, Sequence[int]] | None = None,
+        *,
+        evaluator: EvaluatorEvidence | None = None,
+        harness: HarnessEvidence | None = None,
     ) -> GateEvidence:
         """Evidence made of every regular file directly inside ``directory`` (a snapshot)."""
         files = {p.name: p for p in sorted(directory.iterdir()) if p.is_file()}
         shapes = None if tensor_shapes is None else {k: list(v) for k, v in tensor_shapes.items()}
-        return cls(files=files, tensor_shapes=shapes)
+        return cls(files=files, tensor_shapes=shapes, evaluator=evaluator, harness=harness)
 
 
 class CheckResult(_Model):
@@ -91,14 +194,30 @@ class CheckResult(_Model):
     kind: str = Field(
         description="The check kind, e.g. 'architecture'; 'gate' for the gate itself."
     )
-    passed: bool = Field(description="True only when the check ran to the end and found no fault.")
+    passed: bool = Field(
+        description="True when the check ran to the end and found no fault; for a declared "
+        "check that only means the declaration is acceptable (see 'verified')."
+    )
     reason: str = Field(description="Why it passed or failed, one line, for the report.")
+    evidence: EvidenceKind | None = Field(
+        default=None,
+        description="What the check rests on: 'evaluator', 'harness', 'tensors' or "
+        "'declared'; None for the gate itself (and in reports written before it existed).",
+    )
+    verified: bool = Field(
+        default=False,
+        description="True when the check passed on evidence the evaluator or the harness "
+        "observed; never for a declared check.",
+    )
 
 
 class GateOutcome(_Model):
-    """The outcome of the whole gate: passed only when every check passed."""
+    """The outcome of the whole gate."""
 
-    passed: bool = Field(description="True when there was at least one check and all passed.")
+    passed: bool = Field(
+        description="True when no check failed and at least one passed verified: declared "
+        "checks alone never pass the gate."
+    )
     checks: list[CheckResult] = Field(description="Every check, in config order.")
 
     @property
@@ -113,6 +232,32 @@ class GateOutcome(_Model):
             passed=False,
             checks=[CheckResult(name=name, kind="gate", passed=False, reason=_one_line(reason))],
         )
+
+    @classmethod
+    def of(cls, checks: list[CheckResult]) -> GateOutcome:
+        """The gate over ``checks``: passed when none failed and one or more is verified."""
+        passed = bool(checks) and all(c.passed for c in checks) and any(c.verified for c in checks)
+        return cls(passed=passed, checks=checks)
+
+    def evidence_text(self) -> str:
+        """Which checks rest on what evidence, in words, for the score explanation.
+
+        E.g. "architecture verified on the policy tensors as the evaluator loaded them;
+        algorithm_allowlist on the agent's declaration only (declared, not verified)".
+        """
+        parts = []
+        for c in self.checks:
+            if c.evidence is None:
+                continue
+            words = EVIDENCE_WORDS[c.evidence]
+            if c.kind == "budget":
+                words = "the evaluator's practice-step count and the harness's clock"
+            if c.evidence == "declared":
+                state = "failed " if not c.passed else ""
+            else:
+                state = "verified " if c.verified else "failed "
+            parts.append(f"{c.name} {state}on {words}")
+        return "; ".join(parts)
 
 
 class _EvidenceError(Exception):
@@ -138,7 +283,21 @@ def run_gate(
         if not gate.checks:
             return GateOutcome.failed("gate", "the faithfulness gate has no checks")
         results = [_run_one(check, gate, evidence, contract_tensors) for check in gate.checks]
-        return GateOutcome(passed=all(r.passed for r in results), checks=results)
+        outcome = GateOutcome.of(results)
+        if not outcome.passed and all(r.passed for r in results):  # declared checks only
+            return GateOutcome(
+                passed=False,
+                checks=[
+                    *results,
+                    CheckResult(
+                        name="gate",
+                        kind="gate",
+                        passed=False,
+                        reason="no check passed on verified evidence (declared, not verified)",
+                    ),
+                ],
+            )
+        return outcome
     except Exception as exc:  # fail closed: nothing escapes the gate
         return GateOutcome.failed("gate", f"internal error: {type(exc).__name__}: {exc}")
 
@@ -166,7 +325,15 @@ def _run_one(
         reason, passed = str(exc), False
     except Exception as exc:  # fail closed: a crashing check is a failed check
         reason, passed = f"error in check: {type(exc).__name__}: {exc}", False
-    return CheckResult(name=name, kind=check.kind, passed=passed, reason=_one_line(reason))
+    kind = _EVIDENCE_OF.get(check.kind)
+    return CheckResult(
+        name=name,
+        kind=check.kind,
+        passed=passed,
+        reason=_one_line(reason),
+        evidence=kind,
+        verified=passed and kind is not None and kind != "declared",
+    )
 
 
 # -- evidence readers ------------------------------------------------------------------------
@@ -237,16 +404,6 @@ def _int_field(evidence: GateEvidence, name: str, field: str) -> int:
     return value
 
 
-def _number_field(evidence: GateEvidence, name: str, field: str) -> float:
-    value = _field(evidence, name, field)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _EvidenceError(f"{name} {field} must be a number, got {value!r}")
-    number = float(value)
-    if not math.isfinite(number):
-        raise _EvidenceError(f"{name} {field} must be finite, got {value!r}")
-    return number
-
-
 # -- checks: each returns the pass reason or raises _EvidenceError ----------------------------
 
 
@@ -296,105 +453,157 @@ def _algorithm(check: AlgorithmAllowlistCheck, evidence: GateEvidence) -> str:
             f"{check.file} {check.field} {value!r} is not in the allow-list "
             f"[{', '.join(check.allowed)}]"
         )
-    return f"{check.field} {value!r} is allowed"
+    return (
+        f"declared, not verified: {check.file} {check.field} {value!r} is in the allow-list "
+        f"(nothing the evaluator or the harness observes shows the algorithm)"
+    )
+
+
+def _observed_steps(ev: EvaluatorEvidence | None) -> int:
+    """The evaluator's practice-step count, or the reason there is none."""
+    if ev is None:
+        raise _EvidenceError("no evaluator evidence: the result says nothing of the training")
+    if ev.practice_steps is None:
+        raise _EvidenceError("the evaluator observed no training (simulator on the agent's side)")
+    return ev.practice_steps
+
+
+def _step_limit(max_steps: int, ev: EvaluatorEvidence) -> int:
+    """The check's limit, or the evaluator's enforced budget where that is smaller."""
+    if ev.practice_steps_budget is not None:
+        return min(max_steps, ev.practice_steps_budget)
+    return max_steps
 
 
 def _budget(check: BudgetCheck, evidence: GateEvidence) -> str:
-    steps = _int_field(evidence, check.file, check.field)
-    if steps > check.max_steps:
-        raise _EvidenceError(
-            f"{check.file} {check.field} {steps} exceeds the budget of {check.max_steps}"
+    problems: list[str] = []
+    ev = evidence.evaluator
+    steps = _observed_steps(ev)
+    assert ev is not None
+    limit = _step_limit(check.max_steps, ev)
+    if steps > limit:
+        problems.append(f"{steps:,} practice steps observed, over the budget of {limit:,}")
+    declared = _declared_steps(check, evidence)
+    if declared is not None and declared > steps:
+        problems.append(
+            f"{check.file} declares {check.field} {declared:,}, but the evaluator observed "
+            f"{steps:,} practice steps"
         )
-    return f"{check.field} {steps} within the budget of {check.max_steps}"
+
+    h = evidence.harness
+    if h is None:
+        problems.append("no harness measurement of the agent's wall clock")
+        timing = ""
+    else:
+        if not (math.isfinite(h.wall_s) and h.wall_s <= h.wall_budget_s):
+            problems.append(
+                f"the agent ran {h.wall_s:.1f} s by the harness's clock, over the wall-clock "
+                f"budget of {h.wall_budget_s:g} s"
+            )
+        if h.agent_cpu_s is None:
+            cpu = "agent CPU time not measured"
+        elif h.cpu_budget_s is None:
+            cpu = f"agent CPU {h.agent_cpu_s:.1f} s (no CPU budget)"
+        elif not (math.isfinite(h.agent_cpu_s) and h.agent_cpu_s <= h.cpu_budget_s):
+            problems.append(
+                f"the agent used {h.agent_cpu_s:.1f} CPU seconds, over the budget of "
+                f"{h.cpu_budget_s:g}"
+            )
+            cpu = ""
+        else:
+            cpu = f"agent CPU {h.agent_cpu_s:.1f} s of {h.cpu_budget_s:g} s"
+        timing = f"; harness: agent wall clock {h.wall_s:.1f} s of {h.wall_budget_s:g} s, {cpu}"
+    if problems:
+        raise _EvidenceError("; ".join(problems))
+    said = "" if declared is None else f" ({check.file} declares {declared:,})"
+    return f"{steps:,} practice steps observed by the evaluator, budget {limit:,}{said}{timing}"
+
+
+def _declared_steps(check: BudgetCheck, evidence: GateEvidence) -> int | None:
+    """The training steps the agent declares, when it declares a readable number; else None.
+
+    Never a reason to pass: it is only compared with the evaluator's count, and an
+    absent or unreadable declaration is no contradiction.
+    """
+    if check.file is None or check.file not in evidence.files:
+        return None
+    try:
+        return _int_field(evidence, check.file, check.field)
+    except _EvidenceError:
+        return None
 
 
 def _learning_curve(
     check: LearningCurveCheck, gate: FaithfulnessGate, evidence: GateEvidence
 ) -> str:
-    name = check.file
-    text = _read_text(evidence, name)
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        raise _EvidenceError(f"{name} is not valid CSV: {exc}") from exc
-    rows = [r for r in rows if any(cell.strip() for cell in r)]  # blank lines carry nothing
-    if not rows:
-        raise _EvidenceError(f"{name} is empty")
-    header = [cell.strip() for cell in rows[0]]
-    for column in (check.step_column, check.value_column):
-        count = header.count(column)
-        if count != 1:
-            what = "no" if count == 0 else f"{count}"
-            raise _EvidenceError(f"{name} header has {what} {column!r} column(s): {header}")
-    step_at, value_at = header.index(check.step_column), header.index(check.value_column)
-
-    steps: list[int] = []
-    values: list[float] = []
-    for line, row in enumerate(rows[1:], start=2):
-        if len(row) != len(header):
+    ev = evidence.evaluator
+    if ev is None:
+        raise _EvidenceError(
+            f"no evaluator evidence: 0 checkpoints evaluated (at least {check.min_points} needed)"
+        )
+    observed = (
+        "the evaluator observed no training (simulator on the agent's side)"
+        if ev.practice_steps is None
+        else f"{ev.practice_steps:,} practice steps observed"
+    )
+    curve = ev.curve
+    steps = [p.practice_steps for p in curve]
+    for i in range(1, len(steps)):
+        if steps[i] < steps[i - 1]:  # the evaluator's count never goes back: forged evidence
             raise _EvidenceError(
-                f"{name} row {line} has {len(row)} cells, the header {len(header)}"
+                f"checkpoint {i} was evaluated at {steps[i]:,} practice steps, before "
+                f"checkpoint {i - 1} at {steps[i - 1]:,}: the evaluator's count cannot decrease"
             )
-        step_cell, value_cell = row[step_at].strip(), row[value_at].strip()
-        if not _UINT_RE.fullmatch(step_cell):
-            raise _EvidenceError(f"{name} row {line}: step {step_cell!r} is not a whole number")
-        step = int(step_cell)
-        try:
-            value = float(value_cell)
-        except ValueError as exc:
-            raise _EvidenceError(f"{name} row {line}: {value_cell!r} is not a number") from exc
-        if not math.isfinite(value):
-            raise _EvidenceError(f"{name} row {line}: {check.value_column} is {value_cell}")
-        if steps and step <= steps[-1]:
-            raise _EvidenceError(
-                f"{name} row {line}: step {step} does not increase (previous {steps[-1]})"
-            )
-        steps.append(step)
-        values.append(value)
-
-    if len(steps) < check.min_rows:
-        raise _EvidenceError(f"{name} has {len(steps)} data rows, at least {check.min_rows} needed")
+    # Points are counted at distinct step counts: committing the same training twice adds
+    # no point, and (doing less never pays) neither does it remove one.
+    distinct = len(set(steps))
+    if distinct < check.min_points:
+        at = "" if distinct == len(curve) else f" at {distinct} distinct practice-step counts"
+        raise _EvidenceError(
+            f"{observed}; {len(curve)} checkpoints evaluated{at} "
+            f"(at least {check.min_points} needed)"
+        )
     max_step = check.max_step if check.max_step is not None else gate.budget_max_steps()
     if max_step is None:
         raise _EvidenceError("no step limit: set max_step or add a budget check")
-    if steps[-1] > max_step:
-        raise _EvidenceError(f"{name} last step {steps[-1]} exceeds the budget of {max_step}")
-    _curve_within_declared_steps(gate, evidence, steps[-1], name)
-
-    detail = ""
-    if check.declared_final is not None:
-        decl = check.declared_final
-        declared = _number_field(evidence, decl.file, decl.field)
-        allowed = max(decl.abs_tolerance, decl.rel_tolerance * abs(declared))
-        if not abs(values[-1] - declared) <= allowed:
-            raise _EvidenceError(
-                f"{name} final {check.value_column} {values[-1]:g} contradicts {decl.file} "
-                f"{decl.field} {declared:g} (tolerance {allowed:g})"
-            )
-        detail = f", matches declared {decl.field} {declared:g}"
+    limit = _step_limit(max_step, ev)
+    if steps[-1] > limit:
+        raise _EvidenceError(
+            f"checkpoint {len(steps) - 1} was evaluated at {steps[-1]:,} practice steps, over "
+            f"the budget of {limit:,}"
+        )
+    allowed = check.max_gap_fraction * steps[-1]
+    gaps = [b - a for a, b in zip([0, *steps[:-1]], steps, strict=True)]
+    widest = max(range(len(gaps)), key=lambda i: gaps[i])
+    if gaps[widest] > allowed:
+        where = (
+            f"before checkpoint 0 (at {steps[0]:,})"
+            if widest == 0
+            else f"between checkpoints {widest - 1} and {widest} "
+            f"({steps[widest - 1]:,} and {steps[widest]:,})"
+        )
+        raise _EvidenceError(
+            f"a gap of {gaps[widest]:,} practice steps {where} is more than "
+            f"{check.max_gap_fraction:g} of the last checkpoint's {steps[-1]:,}: the checkpoints "
+            "are not spread over the training"
+        )
+    last = curve[-1]
+    if ev.submitted_policy_sha256 is None:
+        raise _EvidenceError(
+            "the submitted policy's SHA-256 is unknown, so the last checkpoint cannot be "
+            "matched to it"
+        )
+    if last.policy_sha256 != ev.submitted_policy_sha256:
+        raise _EvidenceError(
+            f"the last checkpoint ({len(curve) - 1}, at {steps[-1]:,} practice steps, policy "
+            f"sha256 {last.policy_sha256[:12]}) is not the submitted policy (sha256 "
+            f"{ev.submitted_policy_sha256[:12]})"
+        )
     return (
-        f"{len(steps)} rows, steps {steps[0]}..{steps[-1]}, "
-        f"final {check.value_column} {values[-1]:g}{detail}"
+        f"{len(curve)} checkpoints evaluated by the evaluator at {steps[0]:,}..{steps[-1]:,} "
+        f"practice steps (largest gap {gaps[widest]:,}), mean return "
+        f"{curve[0].mean_return:.1f} -> {last.mean_return:.1f}; the last is the submitted policy"
     )
-
-
-def _curve_within_declared_steps(
-    gate: FaithfulnessGate, evidence: GateEvidence, last_step: int, name: str
-) -> None:
-    """A curve evaluated past the training steps the submission declares contradicts it.
-
-    Only when the declared value is readable: an unreadable one already fails the
-    budget check, which names the real problem.
-    """
-    for budget in (c for c in gate.checks if isinstance(c, BudgetCheck)):
-        try:
-            declared = _int_field(evidence, budget.file, budget.field)
-        except _EvidenceError:
-            continue
-        if last_step > declared:
-            raise _EvidenceError(
-                f"{name} last step {last_step} is past the declared {budget.field} {declared}"
-            )
 
 
 def _listed(items: Sequence[str]) -> str:

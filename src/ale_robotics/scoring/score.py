@@ -260,6 +260,9 @@ def _explain(r: ScoreReport) -> str:
         else:
             failed = "; ".join(f"{c.name}: {c.reason}" for c in r.gate.checks if not c.passed)
             parts.append(f"Faithfulness gate failed: {failed}.")
+        evidence = r.gate.evidence_text()
+        if evidence:  # which checks rest on what: a declared one is never evidence of itself
+            parts.append(f"Gate evidence: {evidence}.")
     if r.status == "no_result" and r.problems:
         parts.append(f"No result: {r.problems[0]}.")
     elif r.problems:

@@ -31,7 +31,7 @@ from ale_robotics.tasks.manifest import (
     config_sha256,
 )
 from ale_robotics.tasks.scorable import check_scorable
-from ale_robotics.tasks.spec import TaskMode, TaskSpec, TrainingStepUnit
+from ale_robotics.tasks.spec import TaskSpec, TrainingStepUnit
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -220,7 +220,8 @@ class TrainingBudget:
     simulator: str
     """The task's simulator, for the text ('mujoco', 'dm_control'...)."""
     enforced: bool
-    """Whether the evaluator counts and enforces it (interactive tasks)."""
+    """Whether the evaluator counts and enforces it (interactive tasks, and tasks whose
+    training.simulator is "evaluator")."""
 
     @property
     def agent_steps(self) -> int:
@@ -256,14 +257,16 @@ def budget_for(task: TaskSpec, entry: ManifestEntry | None) -> TrainingBudget | 
     """The task's training budget from its manifest entry; None when it declares none."""
     if entry is None or entry.compute_budget.training_steps is None:
         return None
-    interactive = task.mode is TaskMode.INTERACTIVE and task.session is not None
+    # Counted where the agent can only train in practice sessions: an interactive task, or
+    # one whose simulator is the evaluator's (training.simulator "evaluator", a batch task too).
+    counted = task.evaluator_counts_training
     unit = task.session.training_step_unit if task.session is not None else None
     return TrainingBudget(
         steps=entry.compute_budget.training_steps,
         unit=unit or TrainingStepUnit.AGENT_STEP,
-        action_repeat=action_repeat(task) if interactive else 1,
+        action_repeat=action_repeat(task) if counted else 1,
         simulator=task.simulator.name,
-        enforced=interactive,
+        enforced=counted,
     )
 
 

@@ -9,7 +9,11 @@ that need the whole task (does a named metric exist?) are in
 :func:`ale_robotics.tasks.scorable.check_scorable`, not in these validators.
 
 Every field added after the first release has a default, so configs written
-before it stay valid.
+before it stay valid. One exception on purpose: a ``learning_curve`` check that
+still configures the agent-written ``curve.csv`` (``file``, ``min_rows``,
+``declared_final``...) is refused with the reason, because the check now reads
+the evaluator-measured curve and silently ignoring those settings would change
+what an old config means.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ __all__ = [
     "ArchitectureCheck",
     "BudgetCheck",
     "Condition",
-    "DeclaredFinalValue",
     "ExpectedTensor",
     "FaithfulnessGate",
     "GateCheck",
@@ -107,7 +110,13 @@ class ArchitectureCheck(_CheckBase):
 
 
 class AlgorithmAllowlistCheck(_CheckBase):
-    """A field of a JSON evidence file (the declared algorithm) is in an allow-list."""
+    """A field of a JSON evidence file (the declared algorithm) is in an allow-list.
+
+    Nothing the evaluator or the harness observes shows which algorithm produced a set
+    of weights, so this check can only be *declared*: a value outside the list fails
+    it, a value inside is reported as "declared, not verified" and never makes the
+    gate pass on its own (:func:`ale_robotics.scoring.gate.run_gate`).
+    """
 
     kind: Literal["algorithm_allowlist"] = "algorithm_allowlist"
     file: str = "meta.json"
@@ -119,44 +128,79 @@ class AlgorithmAllowlistCheck(_CheckBase):
 
 
 class BudgetCheck(_CheckBase):
-    """The declared number of training steps is within the task's compute budget."""
+    """Training stayed within the task's compute budget, as those who can observe it measured it.
+
+    The steps are the evaluator's own count of the run's practice steps (a task whose
+    budget is in env steps keeps the simulator on the evaluator's side); the wall clock
+    and CPU time are the harness's measurements of the agent. A step count the agent
+    declares (``file``/``field``) is only compared with the evaluator's: claiming more
+    training than the evaluator observed fails the check, and no declaration makes it
+    pass.
+    """
 
     kind: Literal["budget"] = "budget"
-    file: str = "meta.json"
-    field: str = "training_steps"
-    max_steps: int = Field(gt=0, description="Largest accepted value of the field.")
-
-
-class DeclaredFinalValue(_Strict):
-    """Where the submission declares its final evaluation value, and how close the curve must be."""
-
-    file: str = "meta.json"
-    field: str = "final_eval_return"
-    abs_tolerance: float = Field(default=0.0, ge=0)
-    rel_tolerance: float = Field(
-        default=0.0, ge=0, description="Relative to the declared value's magnitude."
+    max_steps: int = Field(
+        gt=0, description="Most practice steps the evaluator may have counted for the run."
     )
+    file: str | None = Field(
+        default="meta.json",
+        description="Evidence file whose 'field' declares the training steps (compared with "
+        "the evaluator's count, never trusted); None: no declaration is read.",
+    )
+    field: str = "training_steps"
+
+
+_AGENT_CURVE_FIELDS = ("file", "step_column", "value_column", "min_rows", "declared_final")
 
 
 class LearningCurveCheck(_CheckBase):
-    """A learning-curve CSV is present, well formed and consistent with the budget."""
+    """The evaluator-measured learning curve shows training spread over the budget.
+
+    Its points are the checkpoints the agent committed while it trained, each
+    evaluated by the evaluator on hidden-seed episodes at the run's practice-step
+    count of that moment. The check wants at least ``min_points`` of them at
+    distinct, increasing step counts within the budget, no gap between consecutive
+    ones (counting from step 0) larger than ``max_gap_fraction`` of the last one's
+    steps, and the last one the very policy that was submitted. A checkpoint
+    committed twice at one step count is no extra point and no fault, so
+    committing more checkpoints never fails a curve that fewer would pass.
+    """
 
     kind: Literal["learning_curve"] = "learning_curve"
-    file: str = "curve.csv"
-    step_column: str = "step"
-    value_column: str = "eval_return"
-    min_rows: int = Field(default=2, ge=1)
+    min_points: int = Field(
+        default=3,
+        ge=1,
+        description="Fewest evaluated checkpoints, at distinct practice-step counts, the "
+        "curve must have.",
+    )
+    max_gap_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Largest gap, in practice steps, between consecutive checkpoints (and "
+        "before the first, from step 0), as a fraction of the last checkpoint's steps.",
+    )
     max_step: int | None = Field(
         default=None,
         gt=0,
-        description="Largest accepted last step; None means the gate's budget check's max_steps "
-        "(a gate without a budget check must set it).",
+        description="Most practice steps a checkpoint may have been taken at; None means the "
+        "gate's budget check's max_steps (a gate without a budget check must set it).",
     )
-    declared_final: DeclaredFinalValue | None = Field(
-        default=None,
-        description="When set, the curve's last value must match the value declared there "
-        "within max(abs_tolerance, rel_tolerance * |declared|).",
-    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_agent_curve(cls, data: object) -> object:
+        """Say why the settings of the agent-written curve.csv are gone, not just 'extra'."""
+        if isinstance(data, dict):
+            old = [f for f in _AGENT_CURVE_FIELDS if f in data]
+            if old:
+                raise ValueError(
+                    f"learning_curve: {', '.join(old)} configured the agent-written curve "
+                    "(curve.csv), which can no longer make the check pass; the check reads "
+                    "the evaluator-measured curve of committed checkpoints: set min_points "
+                    "and max_gap_fraction instead"
+                )
+        return data
 
 
 GateCheck = Annotated[
@@ -168,7 +212,8 @@ GateCheck = Annotated[
 class FaithfulnessGate(_Strict):
     """Declarative checks that a reproduction followed the paper's method.
 
-    All checks run; the gate passes only when every one passes (fail closed).
+    All checks run; the gate passes only when no check failed and at least one passed
+    on verified evidence (fail closed): a declared check never passes it on its own.
     """
 
     checks: list[GateCheck] = Field(min_length=1)
@@ -181,6 +226,12 @@ class FaithfulnessGate(_Strict):
             raise ValueError(
                 f"scoring.gate.checks: names must be unique, {', '.join(dupes)} repeated; "
                 "give each check a distinct 'name'"
+            )
+        if all(isinstance(c, AlgorithmAllowlistCheck) for c in self.checks):
+            raise ValueError(
+                "scoring.gate.checks: only declared checks (algorithm_allowlist); the gate "
+                "passes only with at least one verified check (architecture, budget, "
+                "learning_curve), so it could never pass"
             )
         budget = self.budget_max_steps()
         for c in self.checks:

@@ -23,6 +23,7 @@ from ale_robotics.tasks.scoring_config import ScoringConfig
 
 __all__ = [
     "KIND_SETTINGS",
+    "CheckpointSettings",
     "ContractFile",
     "Direction",
     "EnvSpec",
@@ -38,6 +39,7 @@ __all__ = [
     "TaskMode",
     "TaskSpec",
     "TensorRule",
+    "TrainingSettings",
     "TrainingStepUnit",
 ]
 
@@ -325,6 +327,61 @@ class SessionSettings(_Strict):
     )
 
 
+class CheckpointSettings(_Strict):
+    """Checkpoints of a batch task's training, evaluated by the evaluator (SubmitCheckpoint).
+
+    A learning curve the agent writes itself proves nothing: any numbers fit in a
+    CSV. Here the agent commits intermediate policies while it trains; the
+    evaluator runs each on ``episodes`` hidden-seed episodes of its own and stamps
+    it with its own count of the run's practice steps at that moment, so the curve
+    the faithfulness gate reads is measured, not declared. The agent never sees
+    the returns (no evaluation oracle).
+    """
+
+    episodes: int = Field(gt=0, description="Hidden-seed episodes per checkpoint evaluation.")
+    base_seeds: list[int] = Field(
+        description="Public base seeds of the checkpoint episodes, one per episode, distinct and "
+        "disjoint from eval.base_seeds; the hidden seeds are SHA256(s_i || run_id || secret), "
+        "as for the evaluation."
+    )
+    max_checkpoints: int = Field(
+        default=50,
+        gt=0,
+        description="Checkpoints one run may submit (each costs the evaluator an evaluation).",
+    )
+
+    @model_validator(mode="after")
+    def _seeds_cover_episodes(self) -> CheckpointSettings:
+        if len(self.base_seeds) != self.episodes:
+            raise ValueError(
+                f"training.checkpoints.base_seeds has {len(self.base_seeds)} entries; "
+                f"training.checkpoints.episodes is {self.episodes}: give exactly one base seed "
+                "per episode"
+            )
+        if len(set(self.base_seeds)) != len(self.base_seeds):
+            raise ValueError("training.checkpoints.base_seeds must be distinct")
+        return self
+
+
+class TrainingSettings(_Strict):
+    """Where the agent's training simulator runs, and what the evaluator measures of it."""
+
+    simulator: Literal["agent", "evaluator"] = Field(
+        default="agent",
+        description="'agent': the agent may simulate in its own sandbox, and its training "
+        "steps are only declared. 'evaluator': the simulator runs only in the evaluator; the "
+        "agent sandbox hides the simulator packages at the filesystem level, and the agent "
+        "trains through practice sessions, counted by the evaluator against the manifest's "
+        "compute_budget.training_steps (also on a batch task, which then offers practice "
+        "sessions, never eval sessions).",
+    )
+    checkpoints: CheckpointSettings | None = Field(
+        default=None,
+        description="Batch tasks with a policy only: SubmitCheckpoint is offered, and the "
+        "evaluator measures the learning curve on hidden seeds.",
+    )
+
+
 class TaskSpec(_Strict):
     """One task, as shipped. Identity is ``id`` (``name-vN``)."""
 
@@ -342,7 +399,14 @@ class TaskSpec(_Strict):
     contract: SubmissionContract | None = None
     eval: EvalProtocol
     session: SessionSettings | None = Field(
-        default=None, description="Interactive tasks only: session limits."
+        default=None,
+        description="Session limits: interactive tasks, and batch tasks whose "
+        "training.simulator is 'evaluator' (practice sessions only).",
+    )
+    training: TrainingSettings | None = Field(
+        default=None,
+        description="Where training simulates and what the evaluator measures of it; None: "
+        "as training.simulator 'agent' without checkpoints.",
     )
     scoring: ScoringConfig = Field(default_factory=ScoringConfig)
     planning: PlanningSettings | None = Field(
@@ -379,7 +443,83 @@ class TaskSpec(_Strict):
         kind.check_task(self)
         if self.mode is TaskMode.INTERACTIVE and self.session is None:
             raise ValueError(f"task {self.id}: an interactive task needs 'session' settings")
+        self._check_training()
         return self
+
+    def _check_training(self) -> None:
+        """The rules of ``training`` and of sessions outside interactive tasks.
+
+        Each refusal keeps a setting from being silently ignored or a promise from
+        being broken: a session block a task cannot use, a simulator the agent is
+        told is the evaluator's while it cannot train there, checkpoints nobody
+        could submit or whose step counts would all be zero.
+        """
+        evaluator_side = self.training is not None and self.training.simulator == "evaluator"
+        if (
+            self.session is not None
+            and self.mode is not TaskMode.INTERACTIVE
+            and not evaluator_side
+        ):
+            raise ValueError(
+                f"task {self.id}: a {self.mode.value} task offers no sessions, so its 'session' "
+                "settings would be ignored; set training.simulator to 'evaluator' to offer "
+                "practice sessions, or remove 'session'"
+            )
+        if evaluator_side and (self.session is None or not self.session.practice_allowed):
+            raise ValueError(
+                f"task {self.id}: training.simulator 'evaluator' hides the simulator from the "
+                "agent, so it can only train through practice sessions: give the task a "
+                "'session' section with practice_allowed true"
+            )
+        ckpt = self.training.checkpoints if self.training is not None else None
+        if ckpt is None:
+            return
+        if self.mode is not TaskMode.BATCH or self.policy is None:
+            raise ValueError(
+                f"task {self.id}: training.checkpoints apply only to batch tasks with a "
+                f"'policy' (SubmitCheckpoint evaluates policy weights), not to a "
+                f"{self.mode.value} task" + ("" if self.policy is not None else " without one")
+            )
+        if not evaluator_side:
+            raise ValueError(
+                f"task {self.id}: training.checkpoints need training.simulator 'evaluator': "
+                "each checkpoint is stamped with the evaluator's count of the run's practice "
+                "steps, which counts nothing while the agent simulates on its own side"
+            )
+        shared = sorted(set(ckpt.base_seeds) & set(self.eval.base_seeds))
+        if shared:
+            raise ValueError(
+                f"task {self.id}: training.checkpoints.base_seeds {shared} are also "
+                "eval.base_seeds: checkpoint episodes must not replay the evaluation's"
+            )
+
+    @property
+    def simulator_in_evaluator(self) -> bool:
+        """Whether the simulator runs only in the evaluator (training.simulator 'evaluator'):
+        hidden from the agent's sandbox, training counted through practice sessions."""
+        return self.training is not None and self.training.simulator == "evaluator"
+
+    @property
+    def offers_practice_sessions(self) -> bool:
+        """Whether practice sessions open on this task: an interactive task allowing them,
+        or a task whose simulator is the evaluator's (a batch task too)."""
+        if self.session is None or not self.session.practice_allowed:
+            return False
+        return self.mode is TaskMode.INTERACTIVE or self.simulator_in_evaluator
+
+    @property
+    def offers_eval_sessions(self) -> bool:
+        """Whether an eval session may open: interactive tasks only (a batch task is
+        evaluated on its submission, never on a live session)."""
+        return self.mode is TaskMode.INTERACTIVE
+
+    @property
+    def evaluator_counts_training(self) -> bool:
+        """Whether the evaluator counts and enforces the training budget: the agent's
+        training steps can only happen in its practice sessions (the simulator is on the
+        evaluator's side: an interactive task, or training.simulator 'evaluator')."""
+        interactive = self.mode is TaskMode.INTERACTIVE and self.session is not None
+        return interactive or self.simulator_in_evaluator
 
     @property
     def version(self) -> int:

@@ -377,6 +377,32 @@ class GetEvalResultResponse(_message.Message):
     official: bool
     def __init__(self, eval_result_json: _Optional[str] = ..., official: _Optional[bool] = ...) -> None: ...
 
+class SubmitCheckpointRequest(_message.Message):
+    __slots__ = ("task_id", "run_id", "submission_path", "client_token")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBMISSION_PATH_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    run_id: str
+    submission_path: str
+    client_token: str
+    def __init__(self, task_id: _Optional[str] = ..., run_id: _Optional[str] = ..., submission_path: _Optional[str] = ..., client_token: _Optional[str] = ...) -> None: ...
+
+class SubmitCheckpointResponse(_message.Message):
+    __slots__ = ("checkpoint_id", "index", "practice_steps", "deduplicated", "checkpoints_left")
+    CHECKPOINT_ID_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PRACTICE_STEPS_FIELD_NUMBER: _ClassVar[int]
+    DEDUPLICATED_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTS_LEFT_FIELD_NUMBER: _ClassVar[int]
+    checkpoint_id: str
+    index: int
+    practice_steps: int
+    deduplicated: bool
+    checkpoints_left: int
+    def __init__(self, checkpoint_id: _Optional[str] = ..., index: _Optional[int] = ..., practice_steps: _Optional[int] = ..., deduplicated: _Optional[bool] = ..., checkpoints_left: _Optional[int] = ...) -> None: ...
+
 class OpenRunRequest(_message.Message):
     __slots__ = ("run_id", "task_id")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]

@@ -91,6 +91,11 @@ class AleEnvStub:
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultRequest.SerializeToString,
                 response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultResponse.FromString,
                 _registered_method=True)
+        self.SubmitCheckpoint = channel.unary_unary(
+                '/ale_robotics.v1.AleEnv/SubmitCheckpoint',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.SubmitCheckpointRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.SubmitCheckpointResponse.FromString,
+                _registered_method=True)
         self.OpenRun = channel.unary_unary(
                 '/ale_robotics.v1.AleEnv/OpenRun',
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenRunRequest.SerializeToString,
@@ -188,6 +193,14 @@ class AleEnvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitCheckpoint(self, request, context):
+        """Agent channel: commit a policy checkpoint during training (see
+        "checkpoints" above); the "checkpoints" capability in GetSpec.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OpenRun(self, request, context):
         """Harness channel: register a run on a shared evaluator (see "runs" above).
         """
@@ -260,6 +273,11 @@ def add_AleEnvServicer_to_server(servicer, server):
                     servicer.GetEvalResult,
                     request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultRequest.FromString,
                     response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultResponse.SerializeToString,
+            ),
+            'SubmitCheckpoint': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitCheckpoint,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.SubmitCheckpointRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.SubmitCheckpointResponse.SerializeToString,
             ),
             'OpenRun': grpc.unary_unary_rpc_method_handler(
                     servicer.OpenRun,
@@ -571,6 +589,33 @@ class AleEnv:
             '/ale_robotics.v1.AleEnv/GetEvalResult',
             ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultRequest.SerializeToString,
             ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalResultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitCheckpoint(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ale_robotics.v1.AleEnv/SubmitCheckpoint',
+            ale__robotics_dot_v1_dot_ale__env__pb2.SubmitCheckpointRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.SubmitCheckpointResponse.FromString,
             options,
             channel_credentials,
             insecure,
