@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
-.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps postgres-deps
+.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps postgres-deps browser-deps
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,15 @@ postgres-deps:
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
 		else echo "PostgreSQL missing: install it (apt-get install postgresql) to test the PostgreSQL job store"; fi; }
 
+# Chromium for the report's browser test (tests/report): Playwright drives Debian's build
+# (executable_path), never one it downloads. Installed from Debian when missing and we are
+# root; otherwise that test is skipped with the reason.
+browser-deps:
+	@{ command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; } || { \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+		else echo "chromium missing: install it (apt-get install chromium) to run the report's browser test"; fi; }
+
 demo: venv sandbox-deps
 	$(BIN)/ale-robotics run td3-inverted-pendulum-v1 \
 		--agent "$(BIN)/python examples/agents/submit_checkpoint.py"
@@ -44,7 +53,7 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
-unit: venv sandbox-deps postgres-deps
+unit: venv sandbox-deps postgres-deps browser-deps
 	$(BIN)/pytest -q
 
 test: lint typecheck unit

@@ -14,6 +14,9 @@ import typer
 
 from ale_robotics import __version__
 from ale_robotics.cli import agent_cmd, audit_cmd, check_cmd, evaluator_cmd, run_cmd, tasks_cmd
+from ale_robotics.cli import evalset_cmd as evalset_cmd  # registers 'eval-set'
+from ale_robotics.cli import report_cmd as report_cmd  # registers 'report' and 'view'
+from ale_robotics.cli import runs_cmd as runs_cmd  # registers 'runs' and 'leaderboard'
 from ale_robotics.cli.app import app, out
 from ale_robotics.cli.trajectory import app as trajectory_app
 

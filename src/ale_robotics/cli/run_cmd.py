@@ -22,6 +22,9 @@ _EXAMPLE = """Examples:
   ale-robotics run td3-inverted-pendulum-v1 --agent "python train.py"
   --episodes 2 --budget 600
 
+  ale-robotics run td3-inverted-pendulum-v1 --agent "python train.py"
+  --label td3-lr3e-4
+
   ale-robotics run td3-halfcheetah-vec-v1 --agent "python train.py"
   --executor ray --ray-address HEAD_IP:6379
 
@@ -122,16 +125,28 @@ def run(
     pids_max: Annotated[
         int, typer.Option(min=1, help="Most processes and threads the agent may have at once.")
     ] = 4096,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TEXT",
+            help="Name of the agent for 'runs list' and the leaderboard, which rank the best "
+            "official run per task and label (letters, digits, . _ + -; default: the agent "
+            "script's stem, e.g. td3_train for 'python td3_train.py').",
+        ),
+    ] = None,
 ) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
     from ale_robotics.cli.progress import run_progress
     from ale_robotics.harness.host_guard import harden_harness_process
     from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
+    from ale_robotics.harness.options import check_label
     from ale_robotics.harness.run import HarnessError, RunInterruptedError, RunOptions, run_task
     from ale_robotics.tasks import default_registry
 
     logging.basicConfig(level=logging.WARNING)
     default_registry().get(task_id)  # an unknown id fails here, before any progress display
+    if label is not None:
+        check_label(label)  # a label that cannot be one: exit 2 before anything starts
     if sandbox not in ("auto", "bwrap", "none"):
         raise typer.BadParameter("use 'auto', 'bwrap' or 'none'", param_hint="--sandbox")
     if executor not in ("local", "ray"):
@@ -182,6 +197,7 @@ def run(
         pids_max=pids_max,
         executor=executor,
         ray_address=ray_address,
+        label=label,
     )
     harden_harness_process()
 

@@ -1,4 +1,11 @@
-"""The run report: ``result.json`` (versioned schema) and a plot a person can look at."""
+"""The run report: ``result.json`` (versioned schema) and a plot a person can look at.
+
+Schema 3 records what comparing runs needs (:mod:`ale_robotics.runs`): when the run
+started and ended, its label, a digest of the evaluated submission, the evaluator's
+and the simulators' versions and whether the result is official. Files of schemas 1
+and 2 still load: the label is derived from the agent command and the rest from the
+``eval_result`` they hold (the times stay None).
+"""
 
 from __future__ import annotations
 
@@ -6,18 +13,51 @@ import hashlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from ale_robotics.evaluator.result import EvalResult, SmokeRun
+from ale_robotics.harness.options import default_label
 from ale_robotics.harness.plot import plot_episodes, plot_learning_curve, wants_learning_curve
 from ale_robotics.scoring import HarnessEvidence, ScoreReport
 
-__all__ = ["RunReport", "StoppedRunReport", "load_run_report", "write_report", "write_stopped"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "RunReport",
+    "StoppedRunReport",
+    "load_run_report",
+    "submission_sha256",
+    "write_report",
+    "write_stopped",
+]
 
 log = logging.getLogger(__name__)
+
+SCHEMA_VERSION: Literal[3] = 3
+"""The ``result.json`` schema written now (1 and 2 are still read)."""
+
+
+def submission_sha256(files: Mapping[str, str]) -> str | None:
+    """One digest of a submission's files (name -> SHA-256), None for no submission.
+
+    The SHA-256 of the sorted ``name:sha256`` lines, each ending in a newline: two runs
+    evaluated the same artifact exactly when their digests are equal, whatever the
+    order the evaluator listed the files in.
+    """
+    if not files:
+        return None
+    lines = "".join(f"{name}:{digest}\n" for name, digest in sorted(files.items()))
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()
+
+
+def _with_label(data: Any) -> Any:
+    """A report read from a file older than schema 3: its label from its agent command."""
+    if isinstance(data, dict) and "label" not in data and isinstance(data.get("agent_cmd"), str):
+        data = {**data, "label": default_label(data["agent_cmd"])}
+    return data
 
 
 class RunReport(BaseModel):
@@ -25,8 +65,10 @@ class RunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1, 2] = 2
-    """2 added ``state``; a version-1 file is a completed run."""
+    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
+    """2 added ``state``; a version-1 file is a completed run. 3 added ``started_at``,
+    ``ended_at``, ``label``, ``submission_sha256``, ``evaluator_version``,
+    ``simulator_versions`` and ``official``."""
     state: Literal["completed"] = Field(
         default="completed",
         description="'completed': the run reached a verdict (a score, possibly 0). An "
@@ -108,6 +150,67 @@ class RunReport(BaseModel):
         default="", description="SHA-256 of trajectory.jsonl when the report was written."
     )
     trajectory_events: int = Field(default=0, description="Events in trajectory.jsonl then.")
+    started_at: AwareDatetime | None = Field(
+        default=None,
+        description="When the run started (ISO 8601, UTC); None in reports before schema 3.",
+    )
+    ended_at: AwareDatetime | None = Field(
+        default=None,
+        description="When the verdict was reached (ISO 8601, UTC); None before schema 3.",
+    )
+    label: str = Field(
+        default="",
+        description="What groups this run with others of the same agent ('run --label'; "
+        "by default the agent script's stem). Derived from agent_cmd before schema 3.",
+    )
+    submission_sha256: str | None = Field(
+        default=None,
+        description="SHA-256 over the evaluated submission's files: of the sorted "
+        "'name:sha256' lines of eval_result.submission_files; None without a submission. "
+        "Derived from eval_result when absent.",
+    )
+    evaluator_version: str | None = Field(
+        default=None,
+        description="The evaluator's version (eval_result's); None without a result.",
+    )
+    simulator_versions: dict[str, str] = Field(
+        default_factory=dict,
+        description="The simulator stack's versions the result was measured with "
+        "(eval_result's); empty without a result.",
+    )
+    official: bool = Field(
+        default=False,
+        description="True when this is the task's official result: not a smoke run, and "
+        "the result was read on the harness channel. Only official runs are ranked. "
+        "Derived from eval_result when absent.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_older_schemas(cls, data: Any) -> Any:
+        return _with_label(data)
+
+    @model_validator(mode="after")
+    def _from_eval_result(self) -> RunReport:
+        """What the result says, where the report does not say it itself (files before
+        schema 3, and the harness, which leaves these to the one rule here)."""
+        given = self.model_fields_set
+        result = self.eval_result
+        if result is None:
+            return self
+        if "submission_sha256" not in given:
+            self.submission_sha256 = submission_sha256(result.submission_files)
+        if "evaluator_version" not in given:
+            self.evaluator_version = result.evaluator_version
+        if "simulator_versions" not in given:
+            self.simulator_versions = dict(result.simulator_versions)
+        if "official" not in given:
+            self.official = (
+                result.read_on_harness_channel
+                and result.smoke_run is None
+                and self.smoke_run is None
+            )
+        return self
 
 
 class StoppedRunReport(BaseModel):
@@ -123,7 +226,8 @@ class StoppedRunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[2] = 2
+    schema_version: Literal[2, 3] = SCHEMA_VERSION
+    """3 added ``started_at``, ``ended_at`` and ``label``."""
     state: Literal["interrupted", "failed"] = Field(description="How the run ended.")
     run_id: str = Field(description="Identifier the harness created for this run.")
     task_id: str = Field(description="Task the run was for.")
@@ -150,6 +254,24 @@ class StoppedRunReport(BaseModel):
         default="", description="SHA-256 of trajectory.jsonl when the report was written."
     )
     trajectory_events: int = Field(default=0, description="Events in trajectory.jsonl then.")
+    started_at: AwareDatetime | None = Field(
+        default=None,
+        description="When the run started (ISO 8601, UTC); None in reports before schema 3.",
+    )
+    ended_at: AwareDatetime | None = Field(
+        default=None,
+        description="When the run was stopped (ISO 8601, UTC); None before schema 3.",
+    )
+    label: str = Field(
+        default="",
+        description="What groups this run with others of the same agent ('run --label'); "
+        "derived from agent_cmd before schema 3.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_older_schemas(cls, data: Any) -> Any:
+        return _with_label(data)
 
 
 _AnyReport = TypeAdapter(Annotated[RunReport | StoppedRunReport, Field(discriminator="state")])

@@ -10,6 +10,7 @@ gets the harness token, the evaluator state dir or the result.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import os
 import tempfile
@@ -35,7 +36,13 @@ from ale_robotics.harness.agent_proc import (
 from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
-from ale_robotics.harness.options import RunOptions, default_state_dir, new_run_id
+from ale_robotics.harness.options import (
+    RunOptions,
+    check_label,
+    default_label,
+    default_state_dir,
+    new_run_id,
+)
 from ale_robotics.harness.preflight import check_agent_command, check_options, make_run_dir
 from ale_robotics.harness.report import RunReport, StoppedRunReport, write_report, write_stopped
 from ale_robotics.harness.run_dirs import record_run_dir
@@ -113,6 +120,10 @@ class _RunContext(AgentRunContext):
 
     registry: Registry = dataclasses.field(default_factory=default_registry)
     phase: _Phase = dataclasses.field(default_factory=lambda: _Phase())
+    label: str = ""
+    """The run's label (--label, else the agent command's default), for every report."""
+    started_at: dt.datetime | None = None
+    """When the run started (UTC), for every report: runs are compared and ordered by it."""
 
 
 def run_task(
@@ -145,6 +156,8 @@ def run_task(
     opts = dataclasses.replace(opts, sandbox=_sandbox_mode(opts.sandbox))
     workspace = (opts.workspace or Path.cwd()).resolve()
     check_agent_command(opts, workspace)
+    label = check_label(opts.label) if opts.label is not None else default_label(opts.agent_cmd)
+    started_at = dt.datetime.now(dt.UTC)
     run_id = opts.run_id or new_run_id()
     run_dir = make_run_dir(opts.run_dir or (opts.runs_root or Path("runs")) / run_id)
     record_run_dir(run_dir)  # hidden from every later agent, wherever it is
@@ -158,6 +171,8 @@ def run_task(
             "task_id": task.id,
             "task_config_sha256": entry.sha256,
             "agent_cmd": opts.agent_cmd,
+            "label": label,
+            "started_at": started_at.isoformat().replace("+00:00", "Z"),
             "budget_s": budget,
             "target": target.model_dump(mode="json") if target else None,
             "sandbox": opts.sandbox,
@@ -177,6 +192,8 @@ def run_task(
         stop=stop,
         on_progress=on_progress,
         registry=reg,
+        label=label,
+        started_at=started_at,
     )
     if on_start is not None:
         on_start(run_id, run_dir)
@@ -361,6 +378,9 @@ def _record_interrupt(ctx: _RunContext, signal_name: str) -> RunInterruptedError
             agent_exit_code=phase.agent_exit_code,
             wall_s=wall,
             trajectory_head=last.hash,
+            label=ctx.label,
+            started_at=ctx.started_at,
+            ended_at=dt.datetime.now(dt.UTC),
         ),
         ctx.traj.path,
     )
@@ -397,6 +417,9 @@ def _record_failure(ctx: _RunContext, reason: str) -> None:
             agent_exit_code=phase.agent_exit_code,
             wall_s=ctx.elapsed(),
             trajectory_head=last.hash,
+            label=ctx.label,
+            started_at=ctx.started_at,
+            ended_at=dt.datetime.now(dt.UTC),
         ),
         ctx.traj.path,
     )
@@ -524,6 +547,11 @@ def _report(
         harness_evidence=measured,
         score=report,
         smoke_run=smoke,
+        # submission_sha256, evaluator_version, simulator_versions and official follow
+        # from eval_result and smoke_run (RunReport's one rule, also for older files)
+        label=ctx.label,
+        started_at=ctx.started_at,
+        ended_at=dt.datetime.now(dt.UTC),
     )
     last = ctx.traj.append(
         "harness",

@@ -1,0 +1,493 @@
+"""``ale-robotics runs list|show|compare`` and ``ale-robotics leaderboard``: runs compared.
+
+This module parses arguments, draws tables and sets exit codes; what a run is, which
+runs rank and how two runs compare is :mod:`ale_robotics.runs`, which the HTML report
+reads too. Tables fit 80 columns and never cut a run id (what a user copies into the
+next command); ``--json`` prints one document instead.
+
+Exit codes: 0 ok (an empty list or leaderboard too), 2 a usage error (no such runs
+directory, no such run, a run id prefix naming several runs, fewer than two runs to
+compare).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Annotated, Any
+
+import pydantic
+import typer
+from rich import box
+from rich.table import Table
+from rich.text import Text
+
+from ale_robotics.cli.app import AleTyper, app, console, emit_json, friendly, out
+from ale_robotics.errors import InvalidArgumentError, NotFoundError
+from ale_robotics.runs import (
+    Comparison,
+    LeaderRow,
+    RunIndex,
+    RunSummary,
+    compare,
+    leaderboard,
+    load_summary,
+    spread,
+)
+from ale_robotics.scoring.report import fmt_number
+
+__all__ = ["runs_app"]
+
+JSON_SCHEMA_VERSION = 1
+"""``schema_version`` of every document these commands print with ``--json``."""
+
+runs_app = AleTyper(
+    help="List, show and compare runs (the run directories 'ale-robotics run' writes).",
+    no_args_is_help=True,
+)
+app.add_typer(runs_app, name="runs")
+
+RootArg = Annotated[
+    Path,
+    typer.Argument(
+        metavar="RUNS_ROOT",
+        help="The directory holding the run directories (default: runs, where "
+        "'ale-robotics run' puts them).",
+        show_default=False,
+    ),
+]
+RootOpt = Annotated[
+    Path,
+    typer.Option(
+        "--root",
+        metavar="RUNS_ROOT",
+        help="Where run ids are looked up (default: runs).",
+        show_default=False,
+    ),
+]
+TaskOpt = Annotated[
+    str | None, typer.Option("--task", metavar="ID", help="Only the runs of this task.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead.")]
+RunArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="RUN",
+        help="A run id (or a prefix naming one run), or a run directory.",
+    ),
+]
+
+
+def _table(
+    title: str | None = None, caption: str | None = None, *, show_header: bool = True
+) -> Table:
+    return Table(
+        show_header=show_header,
+        title=Text(title) if title else None,
+        title_justify="left",
+        caption=Text(caption) if caption else None,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
+def _when(t: dt.datetime, *, date_only: bool = False, year: bool = True) -> str:
+    shown = ("%Y-%m-%d" if year else "%m-%d") + ("" if date_only else " %H:%M")
+    return t.astimezone(dt.UTC).strftime(shown)
+
+
+def _started_header(times: list[dt.datetime]) -> tuple[str, bool]:
+    """('started 2026', False) when every time is of one year (then not repeated in
+    each row: the label column keeps the room), else ('started', True)."""
+    years = {t.astimezone(dt.UTC).year for t in times}
+    return (f"started {years.pop()}", False) if len(years) == 1 else ("started", True)
+
+
+def _score(s: RunSummary) -> str:
+    if s.state != "completed":
+        return "-"
+    return "unscored" if s.score is None else f"{s.score:.3f}"
+
+
+def _warn(index: RunIndex) -> None:
+    for line in index.warnings:
+        console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+    for problem in index.problems():
+        console.print(
+            f"warning: skipped {problem.path}: {problem.reason}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _check_task(task_id: str | None, found: bool) -> None:
+    """An unknown task id matching no run: the registry's error (with suggestions)."""
+    if task_id is None or found:
+        return
+    from ale_robotics.tasks import default_registry
+
+    default_registry().get(task_id)  # raises TaskNotFoundError for an unregistered id
+
+
+def _by_task(runs: list[RunSummary]) -> dict[str, list[RunSummary]]:
+    groups: dict[str, list[RunSummary]] = {}
+    for s in runs:
+        groups.setdefault(s.task_id, []).append(s)
+    return dict(sorted(groups.items()))
+
+
+# ------------------------------------------------------------------ runs list --
+
+
+@runs_app.command("list")
+@friendly
+def runs_list(root: RootArg = Path("runs"), task: TaskOpt = None, as_json: JsonOpt = False) -> None:
+    """Every run under RUNS_ROOT, oldest first, grouped by task: its id, label, start
+    (UTC), score and kind (official, smoke N/M, unofficial, interrupted, failed).
+
+    The index RUNS_ROOT/index.sqlite3 is brought up to date first (rebuilt if deleted
+    or stale). With --json, one document: {"schema_version", "root", "runs": a list
+    of run summaries {"run_id", "run_dir", "task_id", "label", "state", "started_at",
+    "ended_at", "official", "smoke_episodes", "score", "status", "primary_metric",
+    "primary_value", "episode_values", "ranked", "not_ranked_because", ...},
+    "problems": [{"path", "reason"}]}.
+    Exit codes: 0 ok (no runs too), 2 a usage error (no such RUNS_ROOT).
+    """
+    with RunIndex(root) as index:
+        runs = index.runs(task)
+        _check_task(task, bool(runs))
+        if as_json:
+            emit_json(
+                {
+                    "schema_version": JSON_SCHEMA_VERSION,
+                    "root": str(index.root),
+                    "runs": [s.model_dump(mode="json") for s in runs],
+                    "problems": [
+                        {"path": str(p.path), "reason": p.reason} for p in index.problems()
+                    ],
+                }
+            )
+            return
+        _warn(index)
+        if not runs:
+            what = f" of {task}" if task else ""
+            console.print(
+                f"no runs{what} under {index.root} (ale-robotics run ... writes them to ./runs)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
+            return
+        widest = max(len(s.run_id) for s in runs)
+        for task_id, group in _by_task(runs).items():
+            n = len(group)
+            table = _table(f"{task_id}: {n} run{'s' if n != 1 else ''}")
+            header, year = _started_header([s.started_at for s in group])
+            table.add_column("run", no_wrap=True, min_width=widest)
+            table.add_column("label", overflow="fold")
+            table.add_column(header, no_wrap=True)
+            table.add_column("score", justify="right", no_wrap=True)
+            table.add_column("kind", no_wrap=True)
+            for s in group:
+                table.add_row(
+                    Text(s.run_id), Text(s.label), _when(s.started_at, year=year), _score(s), s.kind
+                )
+            out.print(table)
+        console.print(
+            "times are UTC; only official completed runs rank ('ale-robotics leaderboard'); "
+            "'ale-robotics runs show RUN' for one run",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+# ------------------------------------------------------------------ runs show --
+
+
+def _resolve(ref: str, root: Path, index: RunIndex | None) -> RunSummary:
+    """The run ``ref`` names: a run directory, else a run id under ``root``."""
+    candidate = Path(ref)
+    if (candidate / "result.json").is_file():
+        try:
+            return load_summary(candidate.absolute())
+        except OSError as exc:
+            raise InvalidArgumentError(
+                f"{candidate / 'result.json'} cannot be read: {exc.strerror or exc}"
+            ) from None
+        except (ValueError, pydantic.ValidationError) as exc:
+            raise InvalidArgumentError(
+                f"{candidate / 'result.json'} is not a run report ({type(exc).__name__}); "
+                "pass a run directory written by 'ale-robotics run'"
+            ) from None
+    if candidate.is_dir():
+        raise NotFoundError(
+            f"{ref} has no result.json: the run is still going, or this is not a run "
+            "directory (RUNS_ROOT holds them: 'ale-robotics runs list')"
+        )
+    if index is None:
+        if not root.exists():
+            raise NotFoundError(
+                f"no run directory {ref!r} and no runs directory {str(root)!r} to look the "
+                "run id up in: pass --root RUNS_ROOT, or the run's directory"
+            )
+        index = RunIndex(root)
+    return index.find(ref)
+
+
+def _index_for(root: Path) -> RunIndex | None:
+    return RunIndex(root) if root.is_dir() else None
+
+
+@runs_app.command("show")
+@friendly
+def runs_show(run: RunArg, root: RootOpt = Path("runs"), as_json: JsonOpt = False) -> None:
+    """One run: label, kind, score line, times, per-episode spread, submission digest,
+    versions, agent command and every metric.
+
+    With --json, one document: {"schema_version", "run": the run's summary (as in
+    'runs list --json'), "result": the path of its result.json (everything else)}.
+    Exit codes: 0 ok, 2 a usage error (no such run).
+    """
+    index = _index_for(root)
+    try:
+        s = _resolve(run, root, index)
+    finally:
+        if index is not None:
+            index.close()
+    if as_json:
+        emit_json(
+            {
+                "schema_version": JSON_SCHEMA_VERSION,
+                "run": s.model_dump(mode="json"),
+                "result": str(s.run_dir / "result.json"),
+            }
+        )
+        return
+    table = _table(f"{s.run_id} ({s.task_id})", show_header=False)
+    table.add_column("", no_wrap=True, style="bold")
+    table.add_column("", overflow="fold")
+    ranked = "ranked" if s.ranked else f"not ranked: {s.not_ranked_because}"
+    rows: list[tuple[str, str]] = [
+        ("label", s.label),
+        ("kind", f"{s.kind} ({ranked})"),
+        ("score", s.score_line or f"none: {s.reason}"),
+        ("started", f"{_when(s.started_at)} UTC"),
+        ("wall", f"{s.wall_s:.1f} s"),
+    ]
+    if s.episode_values:
+        values = s.episode_values
+        sd = spread(values)
+        rows.append(
+            (
+                "episodes",
+                f"{len(values)} {s.primary_metric}: mean "
+                f"{fmt_number(sum(values) / len(values))}, std {fmt_number(sd or 0.0)}, "
+                f"min {fmt_number(min(values))}, max {fmt_number(max(values))}",
+            )
+        )
+    if s.submission_sha256:
+        rows.append(("sha256", s.submission_sha256))
+    if s.evaluator_version:
+        rows.append(("evaluator", s.evaluator_version))
+    if s.simulator_versions:
+        rows.append(("simulators", ", ".join(f"{k} {v}" for k, v in s.simulator_versions.items())))
+    rows += [("agent", s.agent_cmd), ("dir", str(s.run_dir))]
+    for key, value in rows:
+        table.add_row(key, Text(value))
+    out.print(table)
+    if s.metrics:
+        metrics = _table()
+        metrics.add_column("metric", no_wrap=True)
+        metrics.add_column("value", justify="right", no_wrap=True)
+        for name, measured in s.metrics.items():
+            mark = " (primary)" if name == s.primary_metric else ""
+            metrics.add_row(Text(name + mark), fmt_number(measured))
+        out.print(metrics)
+
+
+# --------------------------------------------------------------- runs compare --
+
+
+def _cell(row_values: list[float | None], i: int, metric: str) -> str:
+    v = row_values[i]
+    if v is None:
+        return "-"
+    return f"{v:.3f}" if metric == "score" else fmt_number(v)
+
+
+def _diff_text(d: float | None, within: bool | None) -> str:
+    if d is None:
+        return ""
+    mark = "" if within is None else (" ≈" if within else " ≠")
+    return f"Δ {d:+.4g}{mark}"
+
+
+def _print_comparison(c: Comparison) -> None:
+    legend = _table()
+    legend.add_column("#", no_wrap=True)
+    legend.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in c.runs))
+    legend.add_column("label", overflow="fold")
+    legend.add_column("task", overflow="fold")
+    for i, r in enumerate(c.runs, 1):
+        legend.add_row(f"#{i}", Text(r.run_id), Text(r.label), Text(r.task_id))
+    out.print(legend)
+    table = _table(
+        caption="Δ: difference to #1; ≈ within the episodes' spread (|Δ| <= the larger "
+        "per-episode std of the primary metric), ≠ beyond it"
+    )
+    table.add_column("metric", overflow="fold")
+    for i in range(len(c.runs)):
+        table.add_column(f"#{i + 1}", justify="right", overflow="fold")
+    table.add_row("kind", *[r.kind for r in c.runs])
+    for row in c.rows:
+        cells = []
+        for i in range(len(c.runs)):
+            text = _cell(row.values, i, row.metric)
+            extra = _diff_text(row.diffs[i], row.within_spread[i])
+            cells.append(f"{text}\n{extra}" if extra else text)
+        name = f"{row.metric} (primary)" if row.primary else row.metric
+        table.add_row(Text(name), *cells)
+    table.add_row(
+        "episode std",
+        *[
+            "-" if sd is None else f"{fmt_number(sd)} (n={len(r.episode_values)})"
+            for sd, r in zip(c.spreads, c.runs, strict=True)
+        ],
+    )
+    out.print(table)
+    for note in c.notes:
+        console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+
+
+@runs_app.command("compare")
+@friendly
+def runs_compare(
+    runs: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="RUN",
+            help="Two or more runs (run ids, prefixes naming one run, or run directories); "
+            "the first is the one the others are compared with.",
+        ),
+    ],
+    root: RootOpt = Path("runs"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Runs side by side: score and every metric, each run's difference to the first,
+    and whether a difference of the primary metric is within the episodes' spread
+    (|difference| <= the larger per-episode standard deviation of the two runs).
+
+    With --json, one document: {"schema_version", "runs": the run summaries,
+    "spreads": each run's std (or null), "rows": [{"metric", "primary", "values", "diffs",
+    "within_spread"}], "notes": [...]}.
+    Exit codes: 0 ok, 2 a usage error (fewer than two runs, no such run).
+    """
+    if len(runs) < 2:
+        raise InvalidArgumentError(
+            "give at least two runs to compare (run ids or run directories; "
+            "'ale-robotics runs list' shows them)"
+        )
+    index = _index_for(root)
+    try:
+        summaries = [_resolve(ref, root, index) for ref in runs]
+    finally:
+        if index is not None:
+            index.close()
+    comparison = compare(summaries)
+    if as_json:
+        doc: dict[str, Any] = comparison.model_dump(mode="json")
+        emit_json(doc)
+        return
+    _print_comparison(comparison)
+
+
+# ---------------------------------------------------------------- leaderboard --
+
+
+@app.command("leaderboard")
+@friendly
+def leaderboard_cmd(
+    root: RootArg = Path("runs"), task: TaskOpt = None, as_json: JsonOpt = False
+) -> None:
+    """The best official run of each label on each task, ranked by score (ties: the
+    earlier run first), with how many ranked runs each label has.
+
+    Smoke runs (--episodes), interrupted and failed runs, unofficial and unscored ones
+    never rank ('runs list' shows them all). With --json, one document:
+    {"schema_version", "root", "rows": [{"rank", "task_id", "label", "score", "run_id",
+    "run_dir", "started_at", "runs", "primary_metric", "primary_value"}], "not_ranked":
+    [{"run_id", "task_id", "label", "reason"}]}.
+    Exit codes: 0 ok (nothing to rank too), 2 a usage error (no such RUNS_ROOT).
+    """
+    with RunIndex(root) as index:
+        runs = index.runs(task)
+        _check_task(task, bool(runs))
+        rows = leaderboard(runs, task)
+        left_out = [s for s in runs if not s.ranked]
+        if as_json:
+            emit_json(
+                {
+                    "schema_version": JSON_SCHEMA_VERSION,
+                    "root": str(index.root),
+                    "rows": [r.model_dump(mode="json") for r in rows],
+                    "not_ranked": [
+                        {
+                            "run_id": s.run_id,
+                            "task_id": s.task_id,
+                            "label": s.label,
+                            "reason": s.not_ranked_because,
+                        }
+                        for s in left_out
+                    ],
+                }
+            )
+            return
+        _warn(index)
+        _print_leaderboard(rows, left_out, index.root)
+
+
+def _print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: Path) -> None:
+    if not rows:
+        console.print(
+            f"nothing to rank under {root}: only official completed runs with a score rank "
+            "(a full run of the task without --episodes)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+    groups: dict[str, list[LeaderRow]] = {}
+    for r in rows:
+        groups.setdefault(r.task_id, []).append(r)
+    widest = max((len(r.run_id) for r in rows), default=3)
+    for task_id, group in groups.items():
+        table = _table(task_id)
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("label", overflow="fold")
+        table.add_column("score", justify="right", no_wrap=True)
+        table.add_column("runs", justify="right", no_wrap=True)
+        table.add_column("best run", no_wrap=True, min_width=widest)
+        table.add_column("started", no_wrap=True)
+        for r in group:
+            table.add_row(
+                str(r.rank),
+                Text(r.label),
+                f"{r.score:.3f}",
+                str(r.runs),
+                Text(r.run_id),
+                _when(r.started_at, date_only=True),
+            )
+        out.print(table)
+    if left_out:
+        n = len(left_out)
+        console.print(
+            f"{n} run{'s' if n != 1 else ''} not ranked (smoke, interrupted, failed, "
+            "unofficial or unscored): 'ale-robotics runs list' shows them",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )

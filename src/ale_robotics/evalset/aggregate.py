@@ -1,0 +1,383 @@
+"""The aggregate of an eval set: per-cell and per-agent statistics with intervals.
+
+Scores are the runs' own ``score.score``: already normalized (1.0 = the paper's
+value, clamped to the task's cap), which is what makes them comparable across tasks
+and what rliable's aggregate metrics assume.
+
+Per (task, agent) cell: the number of scored runs, and the mean and the IQM of their
+scores, each with a stratified-bootstrap interval over the repetitions (one task, so
+the one stratum is the cell; with fewer than 4 runs the 25% trim removes nothing and
+the IQM equals the mean). Per agent, across tasks: the median, IQM, mean and
+optimality gap (``1 - mean(min(score, 1))``) of its (runs x tasks) score matrix, with
+runs resampled within each task, and its performance profile (the fraction of runs
+scoring above each threshold). A matrix needs the same number of runs on every task:
+when some runs failed, the first ``k`` scored repetitions of each task are used, ``k``
+the smallest count, and a note says so.
+
+The aggregate is a pure function of the runs' scores and the bootstrap settings (no
+time stamp, no dependence on the order in which runs finished), so a resumed set and
+an uninterrupted one over the same runs write the same ``aggregate.json``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from ale_robotics.evalset import rliable_api
+from ale_robotics.evalset.spec import BootstrapSettings, EvalSetSpec
+
+__all__ = [
+    "AGGREGATE_FILE",
+    "AgentAggregate",
+    "CellAggregate",
+    "EvalSetAggregate",
+    "Interval",
+    "PerformanceProfiles",
+    "ProfileCurve",
+    "ScoredRun",
+    "aggregate",
+    "collect_scored_runs",
+    "default_out_dir",
+    "render_markdown",
+    "write_aggregate",
+]
+
+AGGREGATE_FILE = "aggregate.json"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Interval(_Model):
+    """A point estimate and its bootstrap interval (``low`` <= ``value`` <= ``high``
+    for the metrics here, up to resampling noise on degenerate data)."""
+
+    value: float
+    low: float
+    high: float
+
+
+class CellAggregate(_Model):
+    """One agent on one task."""
+
+    task_id: str
+    label: str
+    runs_expected: int = Field(description="Repetitions the SPEC asks for.")
+    n: int = Field(description="Scored runs: the sample the statistics are over.")
+    reps: list[int] = Field(description="The repetitions (0-based) of those runs.")
+    run_ids: list[str] = Field(description="Their run ids, in the same order.")
+    scores: list[float] = Field(description="Their scores, in the same order.")
+    unscored_reps: list[int] = Field(
+        default_factory=list, description="Completed runs without a score (no paper target)."
+    )
+    missing_reps: list[int] = Field(
+        default_factory=list, description="Runs not completed (failed, interrupted, not run)."
+    )
+    mean: Interval | None = Field(description="Mean score; None without scored runs.")
+    iqm: Interval | None = Field(description="Interquartile mean; None without scored runs.")
+
+
+class AgentAggregate(_Model):
+    """One agent across every task of the set (rliable's aggregate metrics)."""
+
+    label: str
+    tasks: list[str]
+    runs_per_task: int = Field(description="Runs of each task in the score matrix.")
+    median: Interval | None
+    iqm: Interval | None
+    mean: Interval | None
+    optimality_gap: Interval | None = Field(description="1 - mean(min(score, 1)); lower is better.")
+    note: str | None = None
+
+
+class ProfileCurve(_Model):
+    """One agent's performance profile: the fraction of its runs above each tau."""
+
+    label: str
+    fraction: list[float]
+    low: list[float]
+    high: list[float]
+
+
+class PerformanceProfiles(_Model):
+    """Score distributions (rliable's performance profiles) on shared thresholds."""
+
+    taus: list[float]
+    agents: list[ProfileCurve]
+
+
+class EvalSetAggregate(_Model):
+    """``aggregate.json`` (schema 1): what an eval set measured, with intervals."""
+
+    schema_version: Literal[1] = 1
+    set_name: str
+    tasks: list[str]
+    labels: list[str]
+    repetitions: int
+    smoke_episodes: int | None = Field(
+        description="Episodes of each smoke run; None when every run was the full protocol."
+    )
+    runs_expected: int
+    runs_scored: int
+    bootstrap: BootstrapSettings
+    method: str = Field(description="How the intervals were computed.")
+    cells: list[CellAggregate]
+    agents: list[AgentAggregate]
+    profiles: PerformanceProfiles | None
+    notes: list[str] = Field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    """What the aggregate needs of one completed run."""
+
+    task_id: str
+    label: str
+    rep: int
+    run_id: str
+    score: float | None
+
+
+def _interval(points: rliable_api.FloatArray, cis: rliable_api.FloatArray, i: int) -> Interval:
+    return Interval(value=float(points[i]), low=float(cis[0, i]), high=float(cis[1, i]))
+
+
+def _cell(task: str, label: str, spec: EvalSetSpec, runs: Sequence[ScoredRun]) -> CellAggregate:
+    mine = sorted((r for r in runs if r.task_id == task and r.label == label), key=lambda r: r.rep)
+    scored = [r for r in mine if r.score is not None]
+    done = {r.rep for r in mine}
+    mean = iqm = None
+    if scored:
+        b = spec.bootstrap
+        matrix = np.array([[r.score] for r in scored], dtype=np.float64)
+        points, cis = rliable_api.interval_estimate(
+            matrix, ("mean", "iqm"), reps=b.reps, confidence=b.confidence, seed=b.seed
+        )
+        mean, iqm = _interval(points, cis, 0), _interval(points, cis, 1)
+    return CellAggregate(
+        task_id=task,
+        label=label,
+        runs_expected=spec.repetitions,
+        n=len(scored),
+        reps=[r.rep for r in scored],
+        run_ids=[r.run_id for r in scored],
+        scores=[float(r.score) for r in scored if r.score is not None],
+        unscored_reps=[r.rep for r in mine if r.score is None],
+        missing_reps=[k for k in range(spec.repetitions) if k not in done],
+        mean=mean,
+        iqm=iqm,
+    )
+
+
+def _agent_matrix(
+    label: str, cells: Sequence[CellAggregate]
+) -> tuple[np.ndarray | None, int, str | None]:
+    """The agent's (runs x tasks) matrix, its run count per task, and a note."""
+    mine = [c for c in cells if c.label == label]
+    empty = [c.task_id for c in mine if c.n == 0]
+    if empty:
+        return None, 0, f"no scored run on {', '.join(empty)}: no aggregate across tasks"
+    k = min(c.n for c in mine)
+    note = None
+    if any(c.n != k for c in mine):
+        note = (
+            f"runs per task differ ({', '.join(f'{c.task_id}: {c.n}' for c in mine)}); "
+            f"the matrix uses the first {k} scored repetition(s) of each task"
+        )
+    matrix = np.array([c.scores[:k] for c in mine], dtype=np.float64).T
+    return matrix, k, note
+
+
+def _taus(runs: Iterable[ScoredRun]) -> np.ndarray:
+    """Thresholds from 0 to the best score (at least 1.0, the paper), in steps of 0.025."""
+    best = max([1.0, *(r.score for r in runs if r.score is not None)])
+    top = math.ceil(best * 4) / 4
+    return np.linspace(0.0, top, round(top / 0.025) + 1)
+
+
+def aggregate(spec: EvalSetSpec, set_name: str, runs: Sequence[ScoredRun]) -> EvalSetAggregate:
+    """The aggregate of ``runs`` (the completed runs of the set, in any order)."""
+    b = spec.bootstrap
+    labels = [a.label for a in spec.agents]
+    cells = [_cell(task, label, spec, runs) for task in spec.tasks for label in labels]
+    agents: list[AgentAggregate] = []
+    profile_curves: list[ProfileCurve] = []
+    taus = _taus(runs)
+    notes: list[str] = []
+    for label in labels:
+        matrix, k, note = _agent_matrix(label, cells)
+        if matrix is None:
+            agents.append(
+                AgentAggregate(
+                    label=label,
+                    tasks=list(spec.tasks),
+                    runs_per_task=0,
+                    median=None,
+                    iqm=None,
+                    mean=None,
+                    optimality_gap=None,
+                    note=note,
+                )
+            )
+            continue
+        points, cis = rliable_api.interval_estimate(
+            matrix, rliable_api.METRICS, reps=b.reps, confidence=b.confidence, seed=b.seed
+        )
+        est = {m: _interval(points, cis, i) for i, m in enumerate(rliable_api.METRICS)}
+        agents.append(
+            AgentAggregate(
+                label=label,
+                tasks=list(spec.tasks),
+                runs_per_task=k,
+                median=est["median"],
+                iqm=est["iqm"],
+                mean=est["mean"],
+                optimality_gap=est["optimality_gap"],
+                note=note,
+            )
+        )
+        profile, pcis = rliable_api.performance_profile(
+            matrix, taus, reps=b.profile_reps, confidence=b.confidence, seed=b.seed
+        )
+        profile_curves.append(
+            ProfileCurve(
+                label=label,
+                fraction=[float(v) for v in profile],
+                low=[float(v) for v in pcis[0]],
+                high=[float(v) for v in pcis[1]],
+            )
+        )
+    if spec.episodes is not None:
+        notes.append(
+            f"smoke runs: each run evaluated only its task's first {spec.episodes} "
+            "episode(s); no run is official"
+        )
+    if any(c.unscored_reps for c in cells):
+        notes.append("some runs completed without a score (no paper target): left out")
+    scored = sum(c.n for c in cells)
+    return EvalSetAggregate(
+        set_name=set_name,
+        tasks=list(spec.tasks),
+        labels=labels,
+        repetitions=spec.repetitions,
+        smoke_episodes=spec.episodes,
+        runs_expected=len(cells) * spec.repetitions,
+        runs_scored=scored,
+        bootstrap=b,
+        method=(
+            f"rliable {_rliable_version()} stratified bootstrap over repetitions within "
+            f"each task, {b.reps} replications ({b.profile_reps} for profiles), "
+            f"percentile {b.confidence:.0%} intervals, seed {b.seed}"
+        ),
+        cells=cells,
+        agents=agents,
+        profiles=(
+            PerformanceProfiles(taus=[float(t) for t in taus], agents=profile_curves)
+            if profile_curves
+            else None
+        ),
+        notes=notes,
+    )
+
+
+def _rliable_version() -> str:
+    try:
+        return importlib.metadata.version("rliable")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a broken install
+        return "(unknown version)"
+
+
+def _fmt(iv: Interval | None) -> str:
+    if iv is None:
+        return "-"
+    return f"{iv.value:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+
+
+def render_markdown(agg: EvalSetAggregate) -> str:
+    """``aggregate.md``: the same numbers as ``aggregate.json``, as tables to read."""
+    pct = f"{agg.bootstrap.confidence:.0%}"
+    lines = [f"# Eval set {agg.set_name}", ""]
+    lines += [
+        f"{agg.runs_scored} of {agg.runs_expected} runs scored: "
+        f"{len(agg.tasks)} task(s) x {len(agg.labels)} agent(s) x {agg.repetitions} "
+        "repetition(s). Scores are normalized: 1.0 = the paper's value.",
+        "",
+        f"Intervals: {agg.method}.",
+        "",
+        "## Across tasks",
+        "",
+        f"| agent | runs/task | IQM [{pct} CI] | optimality gap [{pct} CI] "
+        f"| mean [{pct} CI] | median [{pct} CI] |",
+        "|---|---:|---|---|---|---|",
+    ]
+    for a in agg.agents:
+        lines.append(
+            f"| {a.label} | {a.runs_per_task} | {_fmt(a.iqm)} | {_fmt(a.optimality_gap)} "
+            f"| {_fmt(a.mean)} | {_fmt(a.median)} |"
+        )
+    lines += ["", "## Per task", ""]
+    lines += [
+        f"| task | agent | n | mean [{pct} CI] | IQM [{pct} CI] | scores |",
+        "|---|---|---:|---|---|---|",
+    ]
+    for c in agg.cells:
+        scores = ", ".join(f"{s:.3f}" for s in c.scores) or "-"
+        lines.append(
+            f"| {c.task_id} | {c.label} | {c.n}/{c.runs_expected} | {_fmt(c.mean)} "
+            f"| {_fmt(c.iqm)} | {scores} |"
+        )
+    notes = list(agg.notes) + [f"{a.label}: {a.note}" for a in agg.agents if a.note]
+    notes += [
+        f"{c.task_id}/{c.label}: repetition(s) {', '.join(map(str, c.missing_reps))} not completed"
+        for c in agg.cells
+        if c.missing_reps
+    ]
+    if notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_aggregate(agg: EvalSetAggregate, out_dir: Path) -> list[Path]:
+    """Write ``aggregate.json`` (atomically), ``aggregate.md`` and the plots into
+    ``out_dir``; returns the files written. The plots are drawn last and can only fail
+    on their own: a figure that cannot be drawn never costs the numbers."""
+    from ale_robotics.evalset.plots import draw_plots
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    target = out_dir / AGGREGATE_FILE
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(agg.model_dump(mode="json"), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    md = out_dir / "aggregate.md"
+    md.write_text(render_markdown(agg), encoding="utf-8")
+    return [target, md, *draw_plots(agg, out_dir)]
+
+
+def collect_scored_runs(spec: EvalSetSpec, set_name: str, runs_root: Path) -> list[ScoredRun]:
+    """The set's completed runs as the aggregate reads them (straight from the run
+    directories, so it sees the runs of every invocation, not only the last one)."""
+    from ale_robotics.evalset.layout import inspect_slot, plan_slots
+
+    runs: list[ScoredRun] = []
+    for slot in plan_slots(spec, runs_root, set_name):
+        status = inspect_slot(slot, spec)
+        if status.state == "done" and status.report is not None:
+            r = status.report
+            runs.append(ScoredRun(slot.task_id, slot.label, slot.rep, r.run_id, r.score.score))
+    return runs
+
+
+def default_out_dir(spec: EvalSetSpec, set_name: str, runs_root: Path) -> Path:
+    """Where the aggregate goes: the SPEC's ``out``, else ``RUNS_ROOT/SET/aggregate``."""
+    return spec.out if spec.out is not None else runs_root / set_name / "aggregate"

@@ -1,0 +1,229 @@
+"""The eval-set SPEC: which tasks, which agents, how many repetitions, how to aggregate.
+
+A SPEC is a small YAML file a person writes and keeps next to their agents::
+
+    schema_version: 1
+    name: td3-smoke                 # optional: default the file's stem
+    tasks: [td3-inverted-pendulum-v1, td3-halfcheetah-vec-v1]
+    agents:
+      - {label: checkpoint, cmd: "python examples/agents/submit_checkpoint.py"}
+      - {label: td3, cmd: "python examples/agents/td3_train.py"}
+    repetitions: 5
+    episodes: 2                     # optional: smoke runs of each task's first N episodes
+    budget_s: 600                   # optional: each run's wall-clock budget
+    sandbox: auto                   # auto | bwrap | none
+    out: eval-sets/td3-smoke        # optional: default RUNS_ROOT/NAME/aggregate
+    run_args: [--workers, "1"]      # optional: more options for every `ale-robotics run`
+    bootstrap: {reps: 5000, profile_reps: 1000, seed: 0, confidence: 0.95}
+
+It is parsed with the same strict YAML loader as submissions (no tags, no duplicate
+keys, bounded size) and then validated by :class:`EvalSetSpec`, which forbids unknown
+keys: a mistyped ``repetition:`` is an error, not a silent default. Relative paths
+(``out``, and those inside agent commands) are relative to the current directory, as
+for ``ale-robotics run``. ``schema_version`` is required, so that a later version of
+the format is never read as this one.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.harness.options import check_label
+from ale_robotics.submission.rejected import SubmissionRejected
+from ale_robotics.submission.yaml_strict import load_yaml_strict
+
+__all__ = [
+    "RESERVED_SET_DIRS",
+    "SPEC_MAX_BYTES",
+    "AgentEntry",
+    "BootstrapSettings",
+    "EvalSetSpec",
+    "load_spec",
+]
+
+SPEC_MAX_BYTES = 256 * 1024
+"""Largest SPEC file read: a SPEC lists tasks and agents, never data."""
+
+RESERVED_SET_DIRS = frozenset({"aggregate"})
+"""Names inside a set's directory that are not task directories (the default ``out``)."""
+
+_NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+#: Options of ``ale-robotics run`` that the set itself sets for every run; ``run_args``
+#: may not repeat them (the run would get them twice, or contradict the layout).
+_SET_OWNED_OPTIONS = frozenset(
+    {"--agent", "--run-dir", "--label", "--episodes", "--budget", "--sandbox"}
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentEntry(_Model):
+    """One agent of the set: its label (a directory name and the runs' ``--label``) and
+    the command that starts it (``--agent``)."""
+
+    label: str = Field(description="The agent's name in tables, plots and run directories.")
+    cmd: str = Field(min_length=1, description="Command that starts the agent (--agent).")
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        try:
+            return check_label(value)
+        except InvalidArgumentError as exc:
+            raise ValueError(exc.message.removeprefix("--label ")) from None
+
+    @field_validator("cmd")
+    @classmethod
+    def _cmd(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the agent command is empty")
+        return value
+
+
+class BootstrapSettings(_Model):
+    """How the confidence intervals are computed; fixed, so that an aggregate reproduces.
+
+    Every estimate is seeded with ``seed`` on its own (not one stream for the whole
+    set), so one cell's interval does not change when a task or agent is added.
+    ``reps`` is rliable's number of bootstrap replications for interval estimates:
+    5000 puts the Monte Carlo error of a 95% bound well below the third decimal
+    printed. Performance profiles evaluate every threshold on every replication, so
+    they take fewer (rliable's own default is 2000).
+    """
+
+    reps: int = Field(default=5000, ge=100, le=1_000_000)
+    profile_reps: int = Field(default=1000, ge=100, le=1_000_000)
+    seed: int = Field(default=0, ge=0, lt=2**32)
+    confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
+
+
+class EvalSetSpec(_Model):
+    """A grid of runs, tasks x agents x repetitions, and how to aggregate it (schema 1)."""
+
+    schema_version: Literal[1] = Field(description="Version of this format: 1.")
+    name: str | None = Field(
+        default=None,
+        description="The set's name, the directory RUNS_ROOT/NAME (default: the SPEC's stem).",
+    )
+    tasks: Annotated[list[str], Field(min_length=1)]
+    agents: Annotated[list[AgentEntry], Field(min_length=1)]
+    repetitions: int = Field(ge=1, le=1000, description="Runs of each agent on each task.")
+    episodes: int | None = Field(
+        default=None, ge=1, description="Smoke runs of each task's first N episodes."
+    )
+    budget_s: float | None = Field(
+        default=None, gt=0, description="Each run's wall-clock budget (default: the task's)."
+    )
+    sandbox: Literal["auto", "bwrap", "none"] = "auto"
+    out: Path | None = Field(
+        default=None, description="Where the aggregate goes (default RUNS_ROOT/NAME/aggregate)."
+    )
+    run_args: list[str] = Field(
+        default_factory=list,
+        description="More options for every `ale-robotics run` (e.g. --workers 1, --state-dir D).",
+    )
+    bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None:
+            _check_name(value, "name")
+        return value
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks(cls, value: list[str]) -> list[str]:
+        for task in value:
+            _check_name(task, "task id")
+            if task in RESERVED_SET_DIRS:
+                raise ValueError(f"{task!r} cannot be a task id here (a set's directory uses it)")
+        _check_unique(value, "task")
+        return value
+
+    @field_validator("run_args")
+    @classmethod
+    def _run_args(cls, value: list[str]) -> list[str]:
+        for arg in value:
+            option = arg.split("=", 1)[0]
+            if option in _SET_OWNED_OPTIONS:
+                raise ValueError(
+                    f"{option} is set by the eval set for every run; use the SPEC's own key "
+                    "(agents, episodes, budget_s, sandbox) instead"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> EvalSetSpec:
+        _check_unique([a.label for a in self.agents], "agent label")
+        return self
+
+    def set_name(self, spec_path: Path) -> str:
+        """The set's name: ``name``, else the SPEC file's stem (checked like a name)."""
+        if self.name is not None:
+            return self.name
+        try:
+            return _check_name(spec_path.stem, "name")
+        except ValueError as exc:
+            raise InvalidArgumentError(
+                f"{spec_path}: {exc}; the set is named after the file, so rename it or add "
+                "'name: ...' to the SPEC"
+            ) from None
+
+
+def _check_name(value: str, what: str) -> str:
+    if not _NAME_OK.fullmatch(value):
+        raise ValueError(
+            f"{what} {value!r}: use 1 to 64 letters, digits, '.', '_', '+' or '-', starting "
+            "with a letter or a digit (it names a directory)"
+        )
+    return value
+
+
+def _check_unique(values: list[str], what: str) -> None:
+    seen: set[str] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"{what} {v!r} is listed twice")
+        seen.add(v)
+
+
+def load_spec(path: Path) -> EvalSetSpec:
+    """Read and validate a SPEC file, or raise :class:`InvalidArgumentError` saying what
+    to fix (the file, the key's path, and the rule), so the CLI exits 2 with one line."""
+    try:
+        data = load_yaml_strict(path, str(path), SPEC_MAX_BYTES)
+    except SubmissionRejected as exc:
+        raise InvalidArgumentError(f"{path}: {exc.detail} (rule: {exc.rule})") from None
+    if not isinstance(data, dict):
+        raise InvalidArgumentError(
+            f"{path}: a SPEC is a YAML mapping (schema_version, tasks, agents, repetitions, ...)"
+        )
+    if "schema_version" not in data:
+        raise InvalidArgumentError(
+            f"{path}: schema_version is missing; add 'schema_version: 1' at the top"
+        )
+    try:
+        return EvalSetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidArgumentError(f"{path}: {_first_problem(exc)}") from None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """The first validation error as ``key.path: message`` (one line, no pydantic URL)."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = str(first["msg"]).removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key (a SPEC has no such setting; check its spelling)"
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{where}: {msg}{more}"

@@ -1,0 +1,241 @@
+"""One run's facts for comparing it with others: :class:`RunSummary`, from its ``result.json``.
+
+A ``result.json`` holds everything a run concluded (the full score report, the
+evaluator's result with every episode), which is too much to read again for every
+listing and too little in one place to compare runs: the label, the times and the
+per-episode values of the primary metric are spread over the report. A summary is
+that, flat, small and stable, so that the index can keep one per run and every
+consumer (``runs list``, the leaderboard, the HTML report) reads the same numbers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, computed_field, model_validator
+
+from ale_robotics.harness.plot import episode_plot
+from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
+
+__all__ = ["SUMMARY_SCHEMA_VERSION", "RunState", "RunSummary", "load_summary", "summarize"]
+
+SUMMARY_SCHEMA_VERSION = 1
+"""Bumped whenever what a summary holds or how it is derived changes: an index holding
+summaries of another version is rebuilt (see :mod:`.index`)."""
+
+RunState = Literal["completed", "interrupted", "failed"]
+
+_RUN_ID_STAMP = re.compile(r"run-(\d{8}T\d{6}Z)-")
+
+
+class RunSummary(BaseModel):
+    """What one run is, for listing, ranking and comparing it (frozen)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run_id: str = Field(description="The run's id (harness-made, or --run-id).")
+    run_dir: Path = Field(description="The run's directory (absolute).")
+    task_id: str
+    label: str = Field(description="What groups runs of one agent ('run --label').")
+    state: RunState = Field(
+        description="'completed' (a verdict, possibly 0), 'interrupted' or 'failed'."
+    )
+    started_at: AwareDatetime = Field(
+        description="When the run started (UTC). For reports before schema 3: the time in "
+        "the run id, else the result's modification time less the run's wall time."
+    )
+    ended_at: AwareDatetime = Field(
+        description="When the run reached its verdict or stopped (UTC; for older reports "
+        "started_at plus the run's wall time)."
+    )
+    wall_s: float = Field(description="Seconds from the run's start to its end.")
+    official: bool = Field(
+        description="The task's official result: full protocol, read on the harness channel."
+    )
+    smoke_episodes: int | None = Field(
+        default=None, description="A smoke run (--episodes N): N; None for a full run."
+    )
+    smoke_of: int | None = Field(
+        default=None, description="A smoke run: the episodes of the task's full protocol."
+    )
+    score: float | None = Field(
+        default=None, description="The score; None when unscored or stopped."
+    )
+    status: str | None = Field(
+        default=None,
+        description="The score's status ('scored', 'gate_failed', ...); None for a run that "
+        "stopped without a verdict.",
+    )
+    score_line: str | None = Field(
+        default=None, description="The run's 'score: ...' line; None for a stopped run."
+    )
+    primary_metric: str | None = Field(
+        default=None, description="The metric the score normalizes (None for a stopped run)."
+    )
+    primary_value: float | None = Field(
+        default=None, description="Its measured value; None when not measured (or not finite)."
+    )
+    primary_unit: str = Field(default="", description="Its unit ('' when it has none).")
+    direction: Literal["higher_is_better", "lower_is_better"] | None = Field(
+        default=None, description="Whether a higher primary metric is better."
+    )
+    target_value: float | None = Field(
+        default=None, description="The paper's value of the primary metric, when synced."
+    )
+    metrics: dict[str, float] = Field(
+        default_factory=dict,
+        description="Every metric the evaluator measured (non-finite values left out).",
+    )
+    episode_values: list[float] = Field(
+        default_factory=list,
+        description="The primary metric per evaluated episode, in episode order (what "
+        "episodes.png draws); empty when it has no per-episode value or nothing was "
+        "evaluated. Its spread says which differences between runs are noise.",
+    )
+    submission_sha256: str | None = Field(
+        default=None, description="Digest of the evaluated submission's files."
+    )
+    evaluator_version: str | None = None
+    simulator_versions: dict[str, str] = Field(default_factory=dict)
+    agent_cmd: str
+    reason: str = Field(
+        default="", description="A stopped run: why it stopped; '' for a completed run."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_computed(cls, data: Any) -> Any:
+        """Accept a summary's own JSON back (``ranked`` and ``not_ranked_because`` are
+        recomputed, never read)."""
+        if isinstance(data, dict) and ("ranked" in data or "not_ranked_because" in data):
+            data = {k: v for k, v in data.items() if k not in ("ranked", "not_ranked_because")}
+        return data
+
+    @computed_field(description="True when the leaderboard may rank this run.")  # type: ignore[prop-decorator]
+    @property
+    def ranked(self) -> bool:
+        return self.not_ranked_because is None
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="Why the leaderboard leaves this run out; None when it may rank it."
+    )
+    @property
+    def not_ranked_because(self) -> str | None:
+        if self.state != "completed":
+            return f"{self.state}: no verdict"
+        if self.smoke_episodes is not None:
+            return f"smoke run ({self.smoke_episodes} of {self.smoke_of} episodes)"
+        if not self.official:
+            return "not an official result"
+        if self.score is None:
+            return "unscored (no paper target synced)"
+        return None
+
+    @property
+    def kind(self) -> str:
+        """In a word or two what the run is: 'official', 'smoke 2/10', 'interrupted'..."""
+        if self.state != "completed":
+            return self.state
+        if self.smoke_episodes is not None:
+            return f"smoke {self.smoke_episodes}/{self.smoke_of}"
+        return "official" if self.official else "unofficial"
+
+
+COMPUTED_FIELDS = frozenset(RunSummary.model_computed_fields)
+"""Left out when a summary is stored: they are recomputed when it is read back."""
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _times(
+    report: RunReport | StoppedRunReport, result_json: Path
+) -> tuple[dt.datetime, dt.datetime]:
+    """(started, ended) as recorded, else estimated (reports before schema 3)."""
+    started = report.started_at
+    if started is None:
+        stamp = _RUN_ID_STAMP.match(report.run_id)
+        if stamp is not None:
+            started = dt.datetime.strptime(stamp.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+        else:
+            mtime = dt.datetime.fromtimestamp(result_json.stat().st_mtime, dt.UTC)
+            started = mtime - dt.timedelta(seconds=report.wall_s)
+    ended = report.ended_at or started + dt.timedelta(seconds=report.wall_s)
+    return started.astimezone(dt.UTC), ended.astimezone(dt.UTC)
+
+
+def summarize(report: RunReport | StoppedRunReport, run_dir: Path) -> RunSummary:
+    """The summary of the run in ``run_dir`` whose ``result.json`` is ``report``."""
+    started, ended = _times(report, run_dir / "result.json")
+    common = {
+        "run_id": report.run_id,
+        "run_dir": run_dir.absolute(),
+        "task_id": report.task_id,
+        "label": report.label,
+        "state": report.state,
+        "started_at": started,
+        "ended_at": ended,
+        "wall_s": report.wall_s,
+        "agent_cmd": report.agent_cmd,
+    }
+    if isinstance(report, StoppedRunReport):
+        return RunSummary(**common, official=False, reason=report.reason)
+    score = report.score
+    result = report.eval_result
+    smoke = report.smoke_run or (result.smoke_run if result is not None else None)
+    return RunSummary(
+        **common,
+        official=report.official,
+        smoke_episodes=smoke.episodes if smoke is not None else None,
+        smoke_of=smoke.of if smoke is not None else None,
+        score=_finite(score.score),
+        status=score.status,
+        score_line=score.score_line(),
+        primary_metric=score.primary_metric,
+        primary_value=_finite(score.primary_measured),
+        primary_unit=_unit(report.task_id, score.primary_metric),
+        direction=score.direction.value,
+        target_value=score.target_value,
+        metrics={k: v for k, v in score.measured.items() if math.isfinite(v)},
+        episode_values=_episode_values(report),
+        submission_sha256=report.submission_sha256,
+        evaluator_version=report.evaluator_version,
+        simulator_versions=report.simulator_versions,
+    )
+
+
+def _unit(task_id: str, metric: str) -> str:
+    from ale_robotics.tasks import default_registry
+
+    registry = default_registry()
+    if task_id not in registry:
+        return ""
+    spec = registry.get(task_id)
+    unit = next((m.unit for m in spec.metrics if m.name == metric), "")
+    return unit or ("s" if metric == "planning_time" else "")
+
+
+def _episode_values(report: RunReport) -> list[float]:
+    """The primary metric per episode, exactly as episodes.png draws it; [] when the
+    plot would fall back to another quantity (the metric has no per-episode value)."""
+    result = report.eval_result
+    if result is None or not (result.episodes or result.outcomes is not None):
+        return []
+    try:
+        plot = episode_plot(result, report.score.target_value)
+    except (KeyError, ValueError):  # a task no longer registered, an odd old result
+        return []
+    if plot.metric != report.score.primary_metric:
+        return []
+    return [v for v in plot.values if math.isfinite(v)]
+
+
+def load_summary(run_dir: Path) -> RunSummary:
+    """The summary of the run in ``run_dir`` (raises ``OSError`` when its ``result.json``
+    cannot be read and ``pydantic.ValidationError`` when it is not a run report)."""
+    return summarize(load_run_report(run_dir / "result.json"), run_dir)

@@ -1,0 +1,258 @@
+"""``ale-robotics view`` in a real headless browser: what a person sees, and that it
+stays on this machine.
+
+The command runs as a real subprocess on a free port over a root of real runs;
+Debian's Chromium, driven by Playwright (never a browser Playwright downloads),
+opens the leaderboard and the run pages. Every request the pages make is
+intercepted: one that would leave the server fails the test. Screenshots go to
+the test's tmp dir and to /tmp/ale-report-screenshots/ for a person to look at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Error, Page, Route, sync_playwright
+from report_helpers import CLI, ROOT, Runs
+
+from ale_robotics.harness.report import RunReport, load_run_report
+
+SCREENSHOTS = Path("/tmp/ale-report-screenshots")
+LAPTOP = {"width": 1366, "height": 800}
+
+
+def _chromium() -> str | None:
+    """Debian's chromium (make browser-deps installs it)."""
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = _chromium()
+    if executable is None:
+        pytest.skip("chromium is not installed: 'make browser-deps' (apt-get install chromium)")
+    with sync_playwright() as pw:
+        try:
+            launched = pw.chromium.launch(executable_path=executable, headless=True)
+        except Error as exc:
+            pytest.skip(f"{executable} cannot start here: {str(exc).splitlines()[0]}")
+        yield launched
+        launched.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Viewer:
+    """The running ``ale-robotics view`` and what the browser asked of the network."""
+
+    proc: subprocess.Popen[str]
+    url: str
+    outside: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def _view(root: Path) -> Iterator[Viewer]:
+    """``ale-robotics view ROOT --port N`` as a subprocess, once it printed its URL."""
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*CLI, "view", str(root), "--port", str(port)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 120)
+        assert ready, "view printed no URL in 120 s"
+        url = proc.stdout.readline().strip()
+        assert url == f"http://127.0.0.1:{port}/", (url, proc.poll())
+        yield Viewer(proc, url)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.fixture(scope="module")
+def viewer(real_runs: Runs) -> Iterator[Viewer]:
+    with _view(real_runs.root) as running:
+        yield running
+
+
+@pytest.fixture
+def page(browser: Browser, viewer: Viewer) -> Iterator[Page]:
+    context = browser.new_context(viewport=LAPTOP)
+
+    def only_the_server(route: Route) -> None:
+        if route.request.url.startswith(viewer.url):
+            route.continue_()
+        else:
+            viewer.outside.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_the_server)
+    opened = context.new_page()
+    opened.on("requestfailed", lambda r: viewer.failed.append(r.url))
+    opened.on(
+        "response",
+        lambda r: viewer.failed.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+    )
+    yield opened
+    context.close()
+    assert viewer.outside == [], "requests left the machine"
+    assert viewer.failed == [], "requests failed"
+
+
+def _shot(page: Page, tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(path, SCREENSHOTS / path.name)
+
+
+def _loaded_images(page: Page) -> dict[str, int]:
+    """src (as written) -> natural width, for every <img> (0: it did not load)."""
+    found = page.eval_on_selector_all(
+        "img", "els => els.map(e => [e.getAttribute('src'), e.complete ? e.naturalWidth : 0])"
+    )
+    return {src: width for src, width in found}
+
+
+def _report(run_dir: Path) -> RunReport:
+    report = load_run_report(run_dir / "result.json")
+    assert isinstance(report, RunReport)
+    return report
+
+
+def test_leaderboard_and_runs_list(
+    page: Page, viewer: Viewer, real_runs: Runs, tmp_path: Path
+) -> None:
+    page.goto(viewer.url)
+    assert page.title() == "Results · ALE Robotics"
+    board = page.locator('table.leaderboard[data-task="td3-inverted-pendulum-v1"] tr.leader')
+    assert board.locator("td.label").all_inner_texts() == ["alpha", "beta", "hostile"]
+    assert board.locator("td.rank").all_inner_texts() == ["1", "2", "3"]
+    alpha = _report(real_runs.dirs["alpha"])
+    assert alpha.score.score is not None
+    assert board.first.locator("td.score").inner_text() == f"{alpha.score.score:.3f}"
+    walker = page.locator('table.leaderboard[data-task="td3-walker2d-repro-v1"] tr.leader')
+    assert walker.locator("td.label").all_inner_texts() == ["td3_train"]
+    runs = page.locator("table.runs tr.run")
+    assert runs.count() == len(real_runs.dirs)
+    smoke = page.locator('table.runs tr.run[data-kind="smoke 2/10"]')
+    assert smoke.count() == 1 and "smoke 2/10" in smoke.inner_text()
+    assert page.locator('table.runs tr.run[data-kind="interrupted"]').count() == 1
+    _shot(page, tmp_path, "index")
+
+
+def test_run_page(page: Page, viewer: Viewer, real_runs: Runs, tmp_path: Path) -> None:
+    alpha = _report(real_runs.dirs["alpha"])
+    page.goto(viewer.url)
+    page.locator("table.leaderboard tr.leader").first.locator("a").click()
+    page.wait_for_load_state("load")
+    assert page.url.endswith(f"/runs/{alpha.run_id}.html")
+    assert alpha.score.score is not None
+    assert page.locator("#score-value").inner_text() == f"{alpha.score.score:.3f}"
+    assert page.locator("#score-line").inner_text() == alpha.score.score_line()
+    images = _loaded_images(page)
+    assert list(images) == [f"{alpha.run_id}/episodes.png"], images
+    assert all(width > 0 for width in images.values()), images
+    rows = page.locator("table.timeline tr.event")
+    assert rows.count() == alpha.trajectory_events
+    assert (
+        page.locator("#verdict")
+        .inner_text()
+        .startswith(f"OK: {alpha.trajectory_events} events, chain and signatures verify")
+    )
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        source = row.locator("td").nth(3).inner_text()
+        signature = row.locator("td.sig").inner_text()
+        assert signature == ("✓ valid" if source == "trusted_evaluator" else "unsigned"), i
+    kinds = [rows.nth(i).locator("td").nth(4).inner_text() for i in range(rows.count())]
+    assert kinds[0] == "run_started" and "result" in kinds and kinds[-1] == "score"
+    # a payload opens in place, no script needed
+    first = rows.first.locator("details")
+    first.locator("summary").click()
+    assert '"agent_cmd"' in first.locator("pre").inner_text()
+    _shot(page, tmp_path, "run-alpha")
+
+
+def test_learning_curve_and_gate(
+    page: Page, viewer: Viewer, real_runs: Runs, tmp_path: Path
+) -> None:
+    walker = _report(real_runs.dirs["walker"])
+    page.goto(f"{viewer.url}runs/{walker.run_id}.html")
+    images = _loaded_images(page)
+    assert sorted(images) == [
+        f"{walker.run_id}/episodes.png",
+        f"{walker.run_id}/learning_curve.png",
+    ]
+    assert all(width > 0 for width in images.values()), images
+    assert walker.score.gate is not None
+    checks = page.locator("#checks").inner_text()
+    for check in walker.score.gate.checks:
+        assert check.name in checks
+    assert walker.eval_result is not None
+    curve_rows = page.locator("#episodes table").nth(1).locator("tbody tr")
+    assert curve_rows.count() == len(walker.eval_result.learning_curve)
+    _shot(page, tmp_path, "run-walker")
+
+
+def test_agent_text_cannot_act(page: Page, viewer: Viewer, real_runs: Runs, tmp_path: Path) -> None:
+    hostile = _report(real_runs.dirs["hostile"])
+    page.goto(f"{viewer.url}runs/{hostile.run_id}.html")
+    log = page.locator("pre.log")
+    assert "<script>window.pwned=1</script> <img src=https://evil.example/x.png> red done" in (
+        log.inner_text()
+    )
+    assert log.locator("script, img").count() == 0
+    assert page.evaluate("typeof window.pwned") == "undefined"
+    _shot(page, tmp_path, "run-hostile")
+
+
+def test_stopped_run_page(page: Page, viewer: Viewer, real_runs: Runs, tmp_path: Path) -> None:
+    report = load_run_report(real_runs.dirs["stopped"] / "result.json")
+    assert report.state == "interrupted"
+    page.goto(f"{viewer.url}runs/{report.run_id}.html")
+    assert "No verdict: the run was interrupted" in page.locator("#score").inner_text()
+    assert "SIGINT" in page.locator("#score").inner_text()
+    assert page.locator("table.timeline tr.event").last.locator("td").nth(4).inner_text() == (
+        "run_interrupted"
+    )
+    assert "training..." in page.locator("pre.log").inner_text()
+    _shot(page, tmp_path, "run-stopped")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_ctrl_c_stops_view_with_exit_0(real_runs: Runs, sig: signal.Signals) -> None:
+    """Its own server (the shared one is still in use): Ctrl-C (or SIGTERM, what a
+    service manager sends) is a clean stop."""
+    with _view(real_runs.root) as viewer:
+        os.killpg(viewer.proc.pid, sig)
+        assert viewer.proc.wait(timeout=20) == 0
+        assert viewer.proc.stderr is not None
+        err = viewer.proc.stderr.read()
+        assert "Traceback" not in err and "stopped" in err
