@@ -31,6 +31,7 @@ TASKS = ["td3-inverted-pendulum-v1", "td3-halfcheetah-vec-v1"]
 CHECKPOINT = "python examples/agents/submit_checkpoint.py"
 
 SUBMIT_RANDOM = """
+import time
 import numpy as np
 from safetensors.numpy import save_file
 from ale_robotics.client import AleClient
@@ -39,6 +40,7 @@ rng = np.random.default_rng()
 w = {r.key: (rng.standard_normal(r.shape) * 0.1).astype(r.dtype)
      for r in c.get_spec().contract.tensors}
 save_file(w, str(c.submission_dir / "policy.safetensors"))
+time.sleep(2.0)  # a run of this agent is surely under way for 2 s: where the test interrupts
 print("submitted", c.submit())
 """
 
@@ -154,7 +156,15 @@ def test_interrupted_set_resumes_skipping_done_runs_and_aggregates_the_same(
     first = EvalSet(*common)
     first.wait_for(r"\] done  ", count=3)
     first.wait_for(r"\] start ", count=5)  # two running; the newest one under way
-    time.sleep(1.5)  # long enough for its harness to be running, far from its end
+    # Interrupt while a run of the slow agent is inside its 2 s sleep (its agent log
+    # exists, its result.json not yet): that run must end interrupted, not completed.
+    deadline = time.monotonic() + 60
+    while not any(
+        (d / "agent.log").exists() and not (d / "result.json").exists()
+        for d in root.glob("*/*/random/rep*")
+    ):
+        assert time.monotonic() < deadline, "no run of the slow agent got under way"
+        time.sleep(0.05)
     os.killpg(first.proc.pid, signal.SIGINT)
     rc, out, err = first.finish(timeout=90)
     assert rc == 130, err

@@ -114,7 +114,12 @@ def page(browser: Browser, viewer: Viewer) -> Iterator[Page]:
 
     context.route("**/*", only_the_server)
     opened = context.new_page()
-    opened.on("requestfailed", lambda r: viewer.failed.append(r.url))
+    # A request the browser itself cancels (net::ERR_ABORTED: a favicon still loading when
+    # the test navigates on) is no failure of the site; anything else is.
+    opened.on(
+        "requestfailed",
+        lambda r: None if "ERR_ABORTED" in (r.failure or "") else viewer.failed.append(r.url),
+    )
     opened.on(
         "response",
         lambda r: viewer.failed.append(f"{r.status} {r.url}") if r.status >= 400 else None,
