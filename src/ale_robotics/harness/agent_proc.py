@@ -218,10 +218,6 @@ def run_agent(
                 "the agent sandbox has no network: the evaluator's agent channel must be a "
                 "Unix socket (unix://...), or run with --sandbox none"
             )
-        if argv and argv[0] in ("python", "python3"):
-            # Inside the sandbox only this project's interpreter and venv exist; a bare
-            # "python" could resolve to a shim (pyenv) whose files are not there.
-            argv[0] = sys.executable
         status_r, status_w = os.pipe()
         pass_fds = (status_w,)
         argv = bwrap_command(

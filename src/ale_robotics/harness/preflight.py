@@ -97,8 +97,6 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
     if not argv:
         raise InvalidArgumentError("--agent is empty: give the command that starts the agent")
     argv = workspace_argv(argv, workspace)
-    if opts.sandbox == "bwrap" and argv[0] in ("python", "python3"):
-        argv[0] = sys.executable  # what _drive runs inside the sandbox
     exe = argv[0]
     if "/" in exe:
         found = exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None
@@ -147,12 +145,20 @@ _INTERPRETER = re.compile(r"(python[0-9.]*|bash|sh|dash|zsh|node|ruby|perl)")
 def workspace_argv(argv: list[str], workspace: Path) -> list[str]:
     """The agent command with relative paths to workspace files made absolute.
 
+    A bare ``python``/``python3`` as the command becomes this interpreter.
+
     The agent runs in its scratch directory, not in the (read-only) workspace,
     so ``python examples/agents/x.py`` would not find its script otherwise. Only
     arguments that name an existing file of the workspace change.
     """
     out = []
-    for arg in argv:
+    for i, arg in enumerate(argv):
+        if i == 0 and arg in ("python", "python3"):
+            # A bare "python" is this interpreter, the one with the SDK installed: on
+            # PATH it may be the system's (a venv not activated) or a pyenv shim whose
+            # files the sandbox does not show. A path picks another interpreter.
+            out.append(sys.executable)
+            continue
         if arg and not arg.startswith("-") and not os.path.isabs(arg):
             candidate = workspace / arg
             if candidate.is_file():
