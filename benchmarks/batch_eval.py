@@ -11,6 +11,29 @@ one run, so the ratios are comparable on whatever machine runs this:
   batched between control steps. It skips Gymnasium's per-step Python work
   (reward, termination, wrappers), so it is the ceiling to compare against.
 
+**The limit.** The ``rollout`` reference is not a ceiling (it runs the policy on one
+thread, so the evaluator beats it). The limit is measured in the same run from its
+two parts, each on all cores:
+
+* ``P``, physics only: the evaluator's own closed-loop actions replayed open loop by
+  one ``mujoco.rollout`` call over the whole horizon (no Python between steps), on a
+  thread pool of each size from 1 to the core count (the best counts: ``nthread``
+  tuned);
+* ``Q``, policy only: the task's MLP on observation batches of the evaluator's shard
+  size, one process per core, summed;
+
+and ``limit = 1 / (1/P + 1/Q)``: physics and inference perfectly overlapped on all
+cores, with nothing else (no reward, observation, reset or bookkeeping). The
+evaluator's ratio to it is ``evaluator_over_limit`` (target >= 0.8). ``--rounds`` repeats
+all of them (evaluator, P, Q, order rotated every round) and reports medians with the
+spread.
+
+The policy is one that plays full-length episodes, as a trained agent's does: the
+shipped TD3 checkpoint for the pendulum, a standing controller (a linear feedback
+written into the contract's MLP) for Hopper and Walker2d, small random weights for
+the envs that never terminate. Random weights would make Hopper and Walker2d fall
+within ~20 steps and measure resets, not stepping.
+
 With ``--executor ray`` it also compares the two executors in the same run: the
 evaluator's pipeline on the local executor (worker processes) and on the Ray
 executor (a private local Ray instance), the same layout and seeds for both,
@@ -21,13 +44,18 @@ each, and whether the outcomes were identical (they must be).
 
 Usage::
 
-    python benchmarks/batch_eval.py [--episodes 64] [--workers 2] [--json]
+    python benchmarks/batch_eval.py [--task ID|all] [--episodes 64] [--workers 2]
+                                    [--rounds 3] [--json]
     python benchmarks/batch_eval.py --executor ray [--reps 5] [--json]
 
 With ``--json`` the last line is one JSON object with the keys
-``evaluator_steps_per_s``, ``naive_steps_per_s``, ``rollout_steps_per_s`` (and with
-``--executor ray`` an ``executors`` object: per worker count, both executors'
-median steps/s, their spread and ``ray_vs_local``).
+``evaluator_steps_per_s``, ``naive_steps_per_s``, ``rollout_steps_per_s``,
+``physics_steps_per_s`` (P), ``policy_steps_per_s`` (Q), ``limit_steps_per_s``,
+``evaluator_over_limit`` (medians over the rounds) and ``evaluator_over_limit_per_round``
+(and with ``--executor ray`` an ``executors`` object: per worker count, both
+executors' median steps/s, their spread and ``ray_vs_local``). With ``--task all``
+it is ``{"tasks": {ID: that object, ...}, "min_evaluator_over_limit": ...}`` over
+every MuJoCo batch task.
 """
 
 from __future__ import annotations
@@ -35,6 +63,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import statistics
 import time
@@ -51,7 +80,7 @@ from mujoco import rollout
 
 from ale_robotics.evaluator.execution import Executor, LocalExecutor, make_executor
 from ale_robotics.evaluator.pipeline import EpisodeOutcome
-from ale_robotics.rollouts.mujoco_rollout import FAMILIES
+from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, StepView
 from ale_robotics.rollouts.policy import MLPPolicy
 from ale_robotics.tasks import TaskSpec, default_registry
 
@@ -60,16 +89,49 @@ CHECKPOINT = ROOT / "examples/agents/checkpoints/td3-inverted-pendulum-v1/policy
 
 
 def load_policy(task: TaskSpec) -> tuple[dict[str, np.ndarray], str]:
-    """The shipped TD3 checkpoint (full-length episodes), else small random weights."""
+    """Weights that play full-length episodes (see the module doc), and what they are."""
     assert task.contract is not None
     if CHECKPOINT.exists() and task.id == "td3-inverted-pendulum-v1":
         from safetensors.numpy import load_file
 
         return load_file(str(CHECKPOINT)), "shipped TD3 checkpoint"
+    if task.env.gym_id in STANDING:
+        return standing_weights(task), "standing controller (linear feedback in the MLP)"
     rng = np.random.default_rng(0)
     return {
         r.key: (rng.standard_normal(r.shape) * 0.05).astype(r.dtype) for r in task.contract.tensors
     }, "random weights (no checkpoint found)"
+
+
+STANDING = {"Walker2d-v5": 6, "Hopper-v5": 3}
+"""Envs that terminate when they fall -> their number of actuated joints."""
+
+
+def standing_weights(task: TaskSpec) -> dict[str, np.ndarray]:
+    """The contract's ReLU MLP computing ``tanh(-1.0 * joint_angle - 0.1 * joint_velocity)``.
+
+    A linear map passes a ReLU MLP exactly as ``relu(x) - relu(-x)``: layer 1 holds
+    ``[I; -I]``, layer 2 copies those units, layer 3 applies the gains. This PD hold
+    keeps Hopper and Walker2d standing for 1000 steps on every seed tried, so the
+    benchmark times the same full-size matmuls over full-length episodes.
+    """
+    assert task.contract is not None and task.policy is not None
+    shapes = {r.key: tuple(r.shape) for r in task.contract.tensors}
+    names = task.policy.layer_names
+    w = {k: np.zeros(shape, dtype=np.float32) for k, shape in shapes.items()}
+    d = shapes[f"{names[0]}.weight"][1]
+    nj = STANDING[task.env.gym_id]
+    nq1 = (d - 1) // 2  # obs = qpos[1:] (nq - 1) + qvel (nv = nq): d = 2 nq - 1
+    w[f"{names[0]}.weight"][:d, :] = np.eye(d)
+    w[f"{names[0]}.weight"][d : 2 * d, :] = -np.eye(d)
+    w[f"{names[1]}.weight"][: 2 * d, : 2 * d] = np.eye(2 * d)
+    gains = np.zeros((nj, d), dtype=np.float32)
+    for j in range(nj):
+        gains[j, 2 + j] = -1.0  # joint angle (after z and the torso angle)
+        gains[j, nq1 + 3 + j] = -0.1  # its velocity (after vx, vz, the torso's)
+    w[f"{names[2]}.weight"][:, :d] = gains
+    w[f"{names[2]}.weight"][:, d : 2 * d] = -gains
+    return w
 
 
 def with_layout(task: TaskSpec, episodes: int, per_shard: int) -> TaskSpec:
@@ -208,36 +270,39 @@ def bench_naive(task: TaskSpec, weights: dict[str, np.ndarray], min_steps: int) 
     return steps / (time.perf_counter() - t0)
 
 
+def _initial_states(env: Any, batch: int) -> np.ndarray:
+    """FULLPHYSICS states of ``batch`` Gymnasium resets (seeds 0..batch-1)."""
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    state = np.zeros((batch, mujoco.mj_stateSize(env.model, spec)))
+    for i in range(batch):
+        env.reset(seed=i)
+        mujoco.mj_getState(env.model, env.data, state[i], spec)
+    return state
+
+
 def bench_rollout(
     task: TaskSpec, weights: dict[str, np.ndarray], batch: int, horizon: int, nthread: int
-) -> float:
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """The closed-loop reference: its rate, and the actions it took (for :func:`bench_physics`)
+    with its initial states. Falls are not cut short: every env runs ``horizon`` steps."""
     assert task.policy is not None
     env = gym.make(task.env.gym_id).unwrapped
     model, frame_skip = env.model, env.frame_skip
     policy = MLPPolicy(task.policy, weights, env.action_space.high)
-    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
-    data = mujoco.MjData(model)
-    state = np.zeros((batch, mujoco.mj_stateSize(model, spec)))
-    rng = np.random.default_rng(0)
-    for i in range(batch):
-        mujoco.mj_resetData(model, data)
-        data.qpos[:] = env.init_qpos + rng.uniform(-0.01, 0.01, model.nq)
-        data.qvel[:] = env.init_qvel + rng.uniform(-0.01, 0.01, model.nv)
-        mujoco.mj_getState(model, data, state[i], spec)
+    start = _initial_states(env, batch)
+    state = start.copy()
     runner = rollout.Rollout(nthread=nthread)
-    datas = [mujoco.MjData(model) for _ in range(nthread)]
+    datas = [mujoco.MjData(model) for _ in range(max(1, nthread))]
     qpos = slice(1, 1 + model.nq)
     qvel = slice(1 + model.nq, 1 + model.nq + model.nv)
-    family = FAMILIES.get(task.env.gym_id)
-    obs_dim = env.observation_space.shape[0]
+    family = FAMILIES[task.env.gym_id]
     warmstart = np.zeros((batch, model.nv))
+    actions = np.zeros((batch, horizon, model.nu))
     t0 = time.perf_counter()
-    for _ in range(horizon):
-        if family is not None:
-            obs = family.obs(env, state[:, qpos], state[:, qvel])
-        else:
-            obs = np.concatenate([state[:, qpos], state[:, qvel]], axis=1)[:, :obs_dim]
+    for t in range(horizon):
+        obs = family.observe(env, StepView(state[:, qpos], state[:, qvel], {}))
         act = policy(obs).astype(np.float64)
+        actions[:, t] = act
         control = np.repeat(act[:, None, :], frame_skip, axis=1)
         out, _ = runner.rollout(
             model, datas, state, control, nstep=frame_skip, initial_warmstart=warmstart
@@ -245,14 +310,163 @@ def bench_rollout(
         state = out[:, -1, :]
     wall = time.perf_counter() - t0
     runner.close()
-    return batch * horizon / wall
+    env.close()
+    return batch * horizon / wall, actions, start
+
+
+def bench_physics(task: TaskSpec, actions: np.ndarray, start: np.ndarray) -> tuple[float, int]:
+    """P: ``actions`` replayed open loop by one ``mujoco.rollout`` call each, on a pool of
+    1..cores threads; the best rate (env steps/s) and its thread count."""
+    env = gym.make(task.env.gym_id).unwrapped
+    model, frame_skip = env.model, env.frame_skip
+    batch, horizon, _ = actions.shape
+    control = np.ascontiguousarray(np.repeat(actions, frame_skip, axis=1))
+    nstate = start.shape[1]
+    out = np.empty((batch, horizon * frame_skip, nstate))
+    sensors = np.empty((batch, horizon * frame_skip, model.nsensordata))
+    warmstart = np.zeros((batch, model.nv))
+    best = (0.0, 1)
+    for nthread in range(1, (os.cpu_count() or 1) + 1):
+        datas = [mujoco.MjData(model) for _ in range(nthread)]
+        with rollout.Rollout(nthread=nthread) as runner:
+            runner.rollout(model, datas, start, control, initial_warmstart=warmstart)  # warm-up
+            t0 = time.perf_counter()
+            runner.rollout(
+                model,
+                datas,
+                start,
+                control,
+                initial_warmstart=warmstart,
+                state=out,
+                sensordata=sensors,
+            )
+            rate = batch * horizon / (time.perf_counter() - t0)
+        best = max(best, (rate, nthread))
+    env.close()
+    return best
+
+
+def _policy_worker(args: tuple[str, int, float]) -> float:
+    """One core's policy rate (rows/s) on batches of ``rows`` for ``seconds``."""
+    task_id, rows, seconds = args
+    task = default_registry().get(task_id)
+    weights, _ = load_policy(task)
+    assert task.policy is not None
+    env = gym.make(task.env.gym_id)
+    policy = MLPPolicy(task.policy, weights, env.action_space.high)
+    obs = np.random.default_rng(0).standard_normal((rows, env.observation_space.shape[0]))
+    env.close()
+    policy(obs)
+    done, t0 = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - t0) < seconds:
+        policy(obs)
+        done += rows
+    return done / elapsed
+
+
+def bench_policy(task: TaskSpec, rows: int, seconds: float = 1.0) -> float:
+    """Q: the task's MLP on ``rows``-row batches, one process per core, rates summed."""
+    cores = os.cpu_count() or 1
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(cores) as pool:
+        return float(sum(pool.map(_policy_worker, [(task.id, rows, seconds)] * cores)))
+
+
+def mujoco_batch_tasks() -> list[TaskSpec]:
+    """Every registered batch task whose env is a Gymnasium MuJoCo family."""
+    reg = default_registry()
+    return [
+        t
+        for t in (reg.get(i) for i in reg.ids())
+        if t.mode.value == "batch" and t.env.gym_id in FAMILIES and t.policy is not None
+    ]
+
+
+def measure(task: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
+    """Every rate for one task, ``args.rounds`` times in a rotated order; medians + spread."""
+    weights, source = load_policy(task)
+    per_shard = math.ceil(args.episodes / args.workers)
+    rounds: list[dict[str, float]] = []
+    steps = 0
+    for r in range(args.rounds):
+        got: dict[str, float] = {}
+        jobs = ["evaluator", "physics", "policy"]
+        for job in jobs[r % 3 :] + jobs[: r % 3]:
+            if job == "evaluator":
+                got["evaluator"], steps = bench_evaluator(
+                    task, weights, args.episodes, args.workers
+                )
+            elif job == "physics":
+                horizon = task.env.max_episode_steps
+                got["rollout"], actions, start = bench_rollout(
+                    task, weights, args.episodes, horizon, args.workers
+                )
+                got["physics"], got["physics_nthread"] = bench_physics(task, actions, start)
+            else:
+                got["policy"] = bench_policy(task, per_shard)
+        got["limit"] = 1.0 / (1.0 / got["physics"] + 1.0 / got["policy"])
+        got["evaluator_over_limit"] = got["evaluator"] / got["limit"]
+        rounds.append(got)
+    naive = bench_naive(task, weights, min_steps=min(steps, 20_000))
+
+    def med(key: str) -> float:
+        return statistics.median(g[key] for g in rounds)
+
+    ratios = [g["evaluator_over_limit"] for g in rounds]
+    return {
+        "task": task.id,
+        "gym_id": task.env.gym_id,
+        "rollout_kind": task.eval.rollout,
+        "policy": source,
+        "episodes": args.episodes,
+        "workers": args.workers,
+        "envs_per_shard": per_shard,
+        "cores": os.cpu_count(),
+        "rounds": args.rounds,
+        "env_steps": steps,
+        "evaluator_steps_per_s": med("evaluator"),
+        "naive_steps_per_s": naive,
+        "rollout_steps_per_s": med("rollout"),
+        "physics_steps_per_s": med("physics"),
+        "physics_nthread": int(med("physics_nthread")),
+        "policy_steps_per_s": med("policy"),
+        "limit_steps_per_s": med("limit"),
+        "evaluator_over_limit": statistics.median(ratios),
+        "evaluator_over_limit_per_round": ratios,
+        "evaluator_vs_rollout": med("evaluator") / med("rollout"),
+        "evaluator_vs_naive": med("evaluator") / naive,
+    }
+
+
+def print_task(doc: dict[str, Any]) -> None:
+    print(
+        f"task {doc['task']} ({doc['gym_id']}, kind {doc['rollout_kind']}), policy: {doc['policy']}"
+    )
+    print(
+        f"  {doc['episodes']} episodes, {doc['env_steps']} env steps, {doc['workers']} workers, "
+        f"{doc['envs_per_shard']} envs/shard, {doc['rounds']} round(s), medians"
+    )
+    ev = doc["evaluator_steps_per_s"]
+    rows = [
+        ("evaluator pipeline", ev),
+        ("naive gymnasium loop", doc["naive_steps_per_s"]),
+        ("mujoco.rollout ref", doc["rollout_steps_per_s"]),
+        (f"physics P ({doc['physics_nthread']} thr)", doc["physics_steps_per_s"]),
+        (f"policy Q ({doc['cores']} procs)", doc["policy_steps_per_s"]),
+        ("limit 1/(1/P+1/Q)", doc["limit_steps_per_s"]),
+    ]
+    for name, rate in rows:
+        print(f"  {name:22s} {rate:12,.0f} steps/s   evaluator = {ev / rate:5.2f}x this")
+    per = ", ".join(f"{r:.2f}" for r in doc["evaluator_over_limit_per_round"])
+    print(f"  evaluator / limit: {doc['evaluator_over_limit']:.2f} (per round: {per})")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--task", default="td3-inverted-pendulum-v1")
+    ap.add_argument("--task", default="td3-inverted-pendulum-v1", help="a task id, or 'all'")
     ap.add_argument("--episodes", type=int, default=64)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    ap.add_argument("--rounds", type=int, default=1, help="repeat every measurement (medians)")
     ap.add_argument(
         "--executor",
         choices=("local", "ray"),
@@ -263,45 +477,22 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="end with one JSON line")
     args = ap.parse_args()
 
-    task = default_registry().get(args.task)
-    weights, source = load_policy(task)
-    ev, steps = bench_evaluator(task, weights, args.episodes, args.workers)
-    horizon = max(1, steps // args.episodes)
-    naive = bench_naive(task, weights, min_steps=min(steps, 20_000))
-    ref = bench_rollout(task, weights, args.episodes, horizon, args.workers)
-    cmp = None
-    if args.executor == "ray":
-        cmp = compare_executors(task, weights, args.episodes, args.reps)
-
-    print(f"task {task.id} ({task.env.gym_id}), policy: {source}")
-    print(f"{args.episodes} episodes, {steps} env steps, {args.workers} workers")
-    rows = [
-        ("evaluator pipeline", ev),
-        ("naive gymnasium loop", naive),
-        ("mujoco.rollout ref", ref),
-    ]
-    for name, rate in rows:
-        print(
-            f"  {name:20s} {rate:12,.0f} steps/s   {rate / ref:5.2f}x rollout   "
-            f"{rate / naive:5.2f}x naive"
-        )
-    if cmp is not None:
-        print_comparison(task, args.episodes, cmp)
+    tasks = mujoco_batch_tasks() if args.task == "all" else [default_registry().get(args.task)]
+    docs = {}
+    for task in tasks:
+        doc = measure(task, args)
+        print_task(doc)
+        if args.executor == "ray":
+            weights, _ = load_policy(task)
+            doc["executors"] = cmp = compare_executors(task, weights, args.episodes, args.reps)
+            print_comparison(task, args.episodes, cmp)
+        docs[task.id] = doc
     if args.json:
-        doc: dict[str, Any] = {
-            "task": task.id,
-            "episodes": args.episodes,
-            "workers": args.workers,
-            "env_steps": steps,
-            "evaluator_steps_per_s": ev,
-            "naive_steps_per_s": naive,
-            "rollout_steps_per_s": ref,
-            "evaluator_vs_rollout": ev / ref,
-            "evaluator_vs_naive": ev / naive,
-        }
-        if cmp is not None:
-            doc["executors"] = cmp
-        print(json.dumps(doc))
+        if args.task == "all":
+            low = min(d["evaluator_over_limit"] for d in docs.values())
+            print(json.dumps({"tasks": docs, "min_evaluator_over_limit": low}))
+        else:
+            print(json.dumps(next(iter(docs.values()))))
 
 
 if __name__ == "__main__":

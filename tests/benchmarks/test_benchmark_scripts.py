@@ -64,3 +64,64 @@ def test_grpc_floor_measures_unary_and_stream() -> None:
     _, data = _run("grpc_floor.py", "--calls", "30", "--server-work-us", "200")
     for name in ("unary", "stream"):
         assert data[name]["wall_us"] >= 200  # the server's work is part of every round trip
+
+
+def test_batch_eval_measures_the_limit_for_every_mujoco_batch_task() -> None:
+    out, data = _run("batch_eval.py", "--task", "all", "--episodes", "2", "--rounds", "2")
+    from ale_robotics.tasks import default_registry
+
+    reg = default_registry()
+    batch_mujoco = {
+        i
+        for i in reg.ids()
+        if reg.get(i).mode.value == "batch" and reg.get(i).simulator.package == "mujoco"
+    }  # Gymnasium's MuJoCo envs (the trajectory-set task replays, it rolls nothing out)
+    assert set(data["tasks"]) == batch_mujoco  # every one, none skipped
+    for task_id, doc in data["tasks"].items():
+        p, q = doc["physics_steps_per_s"], doc["policy_steps_per_s"]
+        assert p > 0 and q > 0, task_id
+        # each round's ratio is the evaluator over that round's 1/(1/P + 1/Q)
+        assert len(doc["evaluator_over_limit_per_round"]) == 2
+        assert doc["evaluator_over_limit"] == pytest.approx(
+            statistics.median(doc["evaluator_over_limit_per_round"])
+        )
+        assert doc["limit_steps_per_s"] < min(p, q)  # so in every round, so the medians
+        assert 1 <= doc["physics_nthread"] <= doc["cores"]
+        assert doc["env_steps"] == 2 * reg.get(task_id).env.max_episode_steps  # full length
+        assert f"task {task_id}" in out
+    assert data["min_evaluator_over_limit"] == min(
+        d["evaluator_over_limit"] for d in data["tasks"].values()
+    )
+    assert "limit 1/(1/P+1/Q)" in out and "evaluator / limit" in out
+
+
+def test_interactive_covers_every_mujoco_interactive_task() -> None:
+    _, data = _run(
+        "interactive.py",
+        *("--task", "all", "--rounds", "1", "--seconds", "0.05", "--slice", "0.02"),
+        *("--num-envs", "2"),
+    )
+    from ale_robotics.tasks import default_registry
+
+    reg = default_registry()
+    interactive_mujoco = {
+        i
+        for i in reg.ids()
+        if reg.get(i).mode.value == "interactive" and reg.get(i).simulator.package == "mujoco"
+    }
+    assert interactive_mujoco == {
+        "td3-hopper-v1",
+        "td3-inverted-double-pendulum-v1",
+        "td3-reacher-v1",
+    }
+    assert set(data["tasks"]) == interactive_mujoco
+    for task_id, doc in data["tasks"].items():
+        low, mid, high = (
+            doc["batched_vs_raw_vector_min"],
+            doc["batched_vs_raw_vector"],
+            doc["batched_vs_raw_vector_max"],
+        )
+        assert 0 < low <= mid <= high, task_id
+    assert data["min_batched_vs_raw_vector"] == min(
+        d["batched_vs_raw_vector"] for d in data["tasks"].values()
+    )

@@ -154,25 +154,22 @@ def test_finished_episode_is_not_abandoned(make_ev: MakeEv, reference: EvalResul
     _same_as_reference(ev.result("", RUN), reference, [first] + [0] * 9)
 
 
-class _SlowEnv:
-    """Wraps an env so that each step takes ``delay`` seconds (a long completion)."""
+class _SlowStepper:
+    """Wraps a session's stepper so that each step takes ``delay`` seconds (a long completion)."""
 
-    def __init__(self, env: Any, delay: float, fail_after: int | None = None) -> None:
-        self._env, self._delay, self._fail_after, self.steps = env, delay, fail_after, 0
+    def __init__(self, stepper: Any, delay: float, fail_after: int | None = None) -> None:
+        self._stepper, self._delay, self._fail_after, self.steps = stepper, delay, fail_after, 0
 
-    def step(self, action: Any) -> Any:
+    def step(self, which: Any, action: Any) -> Any:
         time.sleep(self._delay)
         self.steps += 1
         if self._fail_after is not None and self.steps > self._fail_after:
             raise RuntimeError("simulator crashed")
-        return self._env.step(action)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
+        return self._stepper.step(which, action)
 
 
 def _slow(s: Session, delay: float, fail_after: int | None = None) -> None:
-    s._envs[0] = _SlowEnv(s._envs[0], delay, fail_after)
+    s._stepper = _SlowStepper(s._stepper, delay, fail_after)
 
 
 def test_completion_blocks_no_other_session(make_ev: MakeEv) -> None:

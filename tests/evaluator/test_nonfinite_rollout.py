@@ -68,11 +68,14 @@ def test_policy_fault_pickles_and_keeps_the_where_out_of_the_public_reason() -> 
 
 
 def test_gymnasium_rollout_stops_before_stepping_a_nan_action(task: TaskSpec) -> None:
+    gym_task = task.model_copy(
+        update={"eval": task.eval.model_copy(update={"rollout": "gymnasium"})}
+    )  # the pendulum task itself runs on the mujoco_rollout kind
     with pytest.raises(PolicyFault) as info:
-        rollout_episodes(task, _overflow(task), [(2, 11), (3, 12)])
+        rollout_episodes(gym_task, _overflow(gym_task), [(2, 11), (3, 12)])
     assert (info.value.what, info.value.episode, info.value.step) == ("action", 2, 1)
     # the NaN never reached the simulator: the envs were reset and not stepped
-    assert [env._elapsed_steps for env in _envs(task, 2)] == [0, 0]
+    assert [env._elapsed_steps for env in _envs(gym_task, 2)] == [0, 0]
 
 
 def test_process_pool_passes_the_fault_on_and_keeps_its_workers(task: TaskSpec) -> None:

@@ -43,6 +43,13 @@ step per env per Step, checked before any env moves.
 
 Inputs are validated here, before anything touches an env, so a client mistake
 is always a precise :class:`~ale_robotics.errors.AleError` and never INTERNAL.
+
+A Step moves all the envs that step in one call of the session's
+:class:`~.session_envs.VectorStepper` (MuJoCo envs: natively, bit-exact to
+``env.step``; see :mod:`.session_envs`), then does the per-env bookkeeping in env
+order (autoreset, eval episodes). Abandoned episodes are played out through the
+same stepper, all the envs that need it together, so abandoning stays exactly
+playing the null action.
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ from ale_robotics.errors import (
 )
 from ale_robotics.evaluator import rendering
 from ale_robotics.evaluator.result import EpisodeRecord
-from ale_robotics.evaluator.session_envs import make_envs, null_action
+from ale_robotics.evaluator.session_envs import make_envs, make_stepper, null_action
 from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
@@ -153,6 +160,7 @@ class Session:
         """The envs' render mode (None: they render nothing, Render is refused)."""
         self.render_fps = rendering.render_fps(envs[0])
         self._envs = envs
+        self._stepper = make_stepper(task, envs)
         self._recorder = recorder
         self._meter = meter
         act, obs = envs[0].action_space, envs[0].observation_space
@@ -165,13 +173,16 @@ class Session:
         self._high = np.broadcast_to(np.asarray(act.high, self.action_dtype), self.action_shape)
         self.null_action = null_action(act.low, act.high, self.action_dtype)
         """One env's null action (shape ``action_shape[1:]``): what abandoned episodes get."""
+        self._null_batch = np.ascontiguousarray(
+            np.broadcast_to(self.null_action, self.action_shape)
+        )
         self._obs = np.zeros((self.num_envs, *obs.shape), dtype=obs.dtype)
         self._started = False
         self._pending = [False] * self.num_envs  # episode ended: autoreset on the next Step
         self._active = [False] * self.num_envs  # running an episode (eval: False when idle)
         self._episode: list[int] = [-1] * self.num_envs  # eval: budget index of the episode
-        self._ret = [0.0] * self.num_envs
-        self._len = [0] * self.num_envs
+        self._ret = np.zeros(self.num_envs, dtype=np.float64)  # the running episodes' returns
+        self._len = np.zeros(self.num_envs, dtype=np.int64)  # ... and steps
         # info["success"] of each env's latest step (None: the env does not report it).
         # Once the task is known to report success, an abandoned episode counts as failed.
         self._success: list[bool | None] = [None] * self.num_envs
@@ -210,9 +221,9 @@ class Session:
         if self._meter is not None:
             self._meter.check_reset()
         infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        if self.kind is SessionKind.EVAL:
+            self._play_out([i for i in which if self._active[i] and not self._pending[i]])
         for i in which:
-            if self.kind is SessionKind.EVAL and self._active[i] and not self._pending[i]:
-                self._play_out(i)
             self._pending[i] = False
             infos[i] = self._begin_episode(i, None if per_env is None else per_env[i])
         self._started = True
@@ -243,32 +254,42 @@ class Session:
         rewards = np.zeros(n, dtype=np.float64)
         terminated = np.zeros(n, dtype=np.bool_)
         truncated = np.zeros(n, dtype=np.bool_)
-        infos: list[dict[str, Any]] = []
+        infos: list[dict[str, Any]] = [{} for _ in range(n)]
+        # The envs move first, all together, and what is the same for each is done for all
+        # at once; what depends on the env (autoreset, eval episodes) then goes env by env,
+        # in env order (eval episodes begin in that order). Envs are independent, so this
+        # equals stepping and resetting them one by one.
+        moving = [i for i in range(n) if self._active[i] and not self._pending[i]]
+        obs_k: Sequence[Any] = ()
+        info_k: Sequence[dict[str, Any]] = ()
+        if moving:
+            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(
+                moving, action if len(moving) == n else action[moving]
+            )
+            self._obs[moving] = obs_k
+            rewards[moving] = r_k
+            terminated[moving] = term_k
+            truncated[moving] = trunc_k
+            self._ret[moving] += rewards[moving]
+            self._len[moving] += 1
+            self.env_steps += len(moving)
+        j = 0  # row of env i in the stepper's results, when it moved (moving is in env order)
         for i in range(n):
-            if self._pending[i]:
-                self._pending[i] = False
-                infos.append(self._begin_episode(i, None))
-            elif self._active[i]:
-                obs, r, term, trunc, info = self._envs[i].step(action[i])
-                self._obs[i] = obs
-                rewards[i] = r
-                self._ret[i] += float(r)
-                self._len[i] += 1
-                self.env_steps += 1
-                infos.append(info)
+            if j < len(moving) and moving[j] == i:
+                info = infos[i] = info_k[j]
                 self._note_success(i, info)
-                if term or trunc:
-                    terminated[i] = bool(term)
-                    truncated[i] = bool(trunc)
+                if terminated[i] or truncated[i]:
                     self._pending[i] = True
                     if self.kind is SessionKind.EVAL:
-                        self._end_episode(i, terminated=bool(term))
+                        self._end_episode(i, terminated=bool(terminated[i]))
                     if self.autoreset_mode == "same_step":
                         self._pending[i] = False
-                        final = {"final_obs": np.array(obs), "final_info": info}
-                        infos[-1] = {**final, **self._begin_episode(i, None)}
-            else:
-                infos.append({})
+                        final = {"final_obs": np.array(obs_k[j]), "final_info": info}
+                        infos[i] = {**final, **self._begin_episode(i, None)}
+                j += 1
+            elif self._pending[i]:
+                self._pending[i] = False
+                infos[i] = self._begin_episode(i, None)
         if self._recorder is not None:
             self._recorder.heartbeat()
             if self.episodes_completed == self.budget:
@@ -427,39 +448,52 @@ class Session:
 
     def _complete_budget(self, abort: threading.Event | None) -> None:
         """Play every episode the agent left with the null action: running ones from
-        where they are, then each never-started one from its hidden-seed reset."""
-        for i in range(self.num_envs):
-            if self._active[i] and not self._pending[i]:
-                self._play_out(i, abort)
+        where they are, then the never-started ones from their hidden-seed resets, as
+        many at a time as there are envs (an episode depends on its seed only)."""
+        self._play_out(
+            [i for i in range(self.num_envs) if self._active[i] and not self._pending[i]], abort
+        )
         while self._next_episode < self.budget:
-            self._begin_episode(0, None)
-            self._play_out(0, abort)
+            wave = list(range(min(self.num_envs, self.budget - self._next_episode)))
+            for i in wave:
+                self._begin_episode(i, None)
+            self._play_out(wave, abort)
 
-    def _play_out(self, i: int, abort: threading.Event | None = None) -> None:
-        """Step env ``i`` with the null action until its episode ends; record it abandoned.
+    def _play_out(self, which: list[int], abort: threading.Event | None = None) -> None:
+        """Step envs ``which`` with the null action, together, until each one's episode
+        ends; record each abandoned.
 
-        The env's TimeLimit (``max_episode_steps``) ends every episode; the bound
+        The envs' TimeLimit (``max_episode_steps``) ends every episode; the bound
         here only turns an env without one into an error instead of a hang.
         """
-        agent_steps = self._len[i]
-        env = self._envs[i]
+        agent_steps = {i: int(self._len[i]) for i in which}
+        running = list(which)
         for _ in range(self.task.env.max_episode_steps + 1):
+            if not running:
+                return
             if abort is not None and abort.is_set():
                 raise CompletionAborted
-            obs, r, term, trunc, info = env.step(self.null_action)
-            self._obs[i] = obs
-            self._ret[i] += float(r)
-            self._len[i] += 1
-            self.env_steps += 1
-            self._note_success(i, info)
-            if term or trunc:
-                self._pending[i] = True
-                self._end_episode(i, terminated=bool(term), agent_steps=agent_steps)
-                return
-        raise RuntimeError(
-            f"env {i} of session {self.id} ran {self._len[i]} steps without ending, past "
-            f"max_episode_steps = {self.task.env.max_episode_steps}"
-        )
+            all_obs, all_r, all_term, all_trunc, all_info = self._stepper.step(
+                running, self._null_batch[: len(running)]
+            )
+            still = []
+            for j, i in enumerate(running):
+                self._obs[i] = all_obs[j]
+                self._ret[i] += float(all_r[j])
+                self._len[i] += 1
+                self.env_steps += 1
+                self._note_success(i, all_info[j])
+                if all_term[j] or all_trunc[j]:
+                    self._pending[i] = True
+                    self._end_episode(i, terminated=bool(all_term[j]), agent_steps=agent_steps[i])
+                else:
+                    still.append(i)
+            running = still
+        if running:
+            raise RuntimeError(
+                f"env {running[0]} of session {self.id} ran {self._len[running[0]]} steps "
+                f"without ending, past max_episode_steps = {self.task.env.max_episode_steps}"
+            )
 
     def _note_success(self, i: int, info: dict[str, Any]) -> None:
         if "success" in info:
@@ -493,12 +527,12 @@ class Session:
         record = EpisodeRecord(
             index=index,
             seed_commitment=self._recorder.seeds[index].commitment,
-            episode_return=self._ret[i],
-            length=self._len[i],
+            episode_return=float(self._ret[i]),
+            length=int(self._len[i]),
             terminated=terminated,
             abandoned=agent_steps is not None,
             success=success,
-            agent_steps=self._len[i] if agent_steps is None else agent_steps,
+            agent_steps=int(self._len[i]) if agent_steps is None else agent_steps,
         )
         self._records[index] = record
         self._active[i] = False

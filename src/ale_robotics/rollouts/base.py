@@ -127,5 +127,12 @@ class RolloutKind(abc.ABC):
         signed ``result`` event), with enough to recompute every metric; ``base_seeds``
         are the task's public base seeds (a replay task's instances)."""
 
+    def vector_stepper(self, task: TaskSpec, envs: Sequence[Any]) -> Any | None:
+        """A native stepper for an interactive session's ``envs`` of ``task`` (the
+        ``VectorStepper`` protocol of :mod:`ale_robotics.evaluator.session_envs`: every
+        env's step at once, exactly as its own ``env.step``), or None: by default none,
+        and the session steps each env itself."""
+        return None
+
     def __repr__(self) -> str:
         return f"<rollout kind {self.name!r} ({type(self).__module__}.{type(self).__qualname__})>"

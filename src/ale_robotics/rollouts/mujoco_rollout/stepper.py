@@ -1,0 +1,192 @@
+"""Interactive sessions' native step: a session's Gymnasium MuJoCo envs stepped in one loop.
+
+A batched interactive session of 64 envs used to spend most of its Step in
+Gymnasium's Python: per env, three wrappers, the env's ``step``, observation,
+reward and info built from scalars. :class:`NativeStepper` keeps the real env
+objects (``reset`` with its exact noise, ``render``, ``close`` stay theirs) and
+replaces only their ``step``: for the envs that step, it gathers what each
+env's ``MjData`` holds (:class:`~.families.StepView`), writes each env's action
+to its ``ctrl`` and calls ``mj_step`` on it, gathers again, and computes
+observation, reward, termination and info for all envs at once with the env's
+family (:mod:`.families`, the formulas the batch kind uses too).
+
+**Bit-exact, not close.** Each env keeps its own ``MjData``, so the constraint
+solver's warm start and every other piece of state carry over between control
+steps exactly as in ``env.step`` (``mujoco.rollout`` would have to be given a
+warm start, and the batch kind's zero warm start is not Gymnasium's). The
+physics is what ``MujocoEnv.do_simulation`` does: ``data.ctrl[:] = action``, then
+``mj_step(model, data, nstep=frame_skip)``. Gymnasium then calls
+``mj_rnePostConstraint``, which only fills ``cacc``, ``cfrc_int`` and ``cfrc_ext``:
+no family here reads them and the next ``mj_step`` recomputes them, so it is
+called only for a family whose views ask for one of those fields.
+
+**The wrappers' part.** ``gym.make`` wraps the env in ``TimeLimit`` and
+``OrderEnforcing`` (the env checker is off, see :mod:`ale_robotics.envs.make`).
+Both are re-done here on the wrapper objects themselves: a step before any
+reset raises Gymnasium's ``ResetNeeded``, and the ``TimeLimit``'s own
+``_elapsed_steps`` is counted, so truncation falls at ``max_episode_steps``
+exactly and a later plain ``env.step`` (or ``reset``) sees a consistent count.
+Envs with any other wrapper, or with ``render_mode="human"`` (whose step draws a
+frame), get no native stepper (:func:`stepper_for` returns None) and keep their
+own step.
+
+**Types.** Gymnasium's infos mix Python and numpy scalars (Hopper's
+``reward_survive`` is a ``float``, its ``x_position`` a ``numpy.float64``); a
+remote env must give the same types, and the family says which are which
+(:meth:`~.families.StepOut.infos`). That every value, type and flag equals
+Gymnasium's is pinned per family by ``tests/rollouts/mujoco_rollout/`` and per
+session, against ``SyncVectorEnv`` step for step, by
+``tests/evaluator/test_native_sessions.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, Family, StepView
+from ale_robotics.tasks.spec import TaskSpec
+
+__all__ = ["NativeStepper", "StepBatch", "stepper_for"]
+
+StepBatch = tuple[
+    npt.NDArray[Any],
+    npt.NDArray[np.float64],
+    npt.NDArray[np.bool_],
+    npt.NDArray[np.bool_],
+    list[dict[str, Any]],
+]
+"""``(obs [k, ...], rewards [k], terminated [k], truncated [k], infos)`` of the k envs stepped,
+in the order they were named: Gymnasium's step results, one row (one info dict) per env."""
+
+_POST_CONSTRAINT = frozenset({"cacc", "cfrc_int", "cfrc_ext"})
+"""``MjData`` fields only ``mj_rnePostConstraint`` fills (see the module docstring)."""
+
+
+def stepper_for(task: TaskSpec, envs: Sequence[Any]) -> NativeStepper | None:
+    """A native stepper for ``envs`` (a session's envs of ``task``), or None where there is none:
+    no family for the task's env, or an env whose wrappers or render mode this module does not
+    re-do (see the module docstring)."""
+    family = FAMILIES.get(task.env.gym_id)
+    if family is None or not envs:
+        return None
+    kinds = set()  # one env class and frame skip for all: the family reads the first env's
+    for env in envs:
+        base = env.unwrapped
+        if _wrappers(env) is None or getattr(base, "render_mode", None) == "human":
+            return None
+        if not all(hasattr(base, a) for a in ("model", "data", "frame_skip")):
+            return None
+        kinds.add((type(base), base.frame_skip))
+    return NativeStepper(family, envs) if len(kinds) == 1 else None
+
+
+def _wrappers(env: Any) -> tuple[Any, Any] | None:
+    """``(TimeLimit or None, OrderEnforcing or None)`` when those are ``env``'s only wrappers
+    (each at most once), else None."""
+    from gymnasium import Wrapper
+    from gymnasium.wrappers import OrderEnforcing, TimeLimit
+
+    found: dict[type, Any] = {}
+    while isinstance(env, Wrapper):
+        kind = type(env)
+        if kind not in (TimeLimit, OrderEnforcing) or kind in found:
+            return None
+        found[kind] = env
+        env = env.env
+    return found.get(TimeLimit), found.get(OrderEnforcing)
+
+
+class NativeStepper:
+    """Steps the given envs' ``MjData`` directly, and ``family`` computes the rest.
+
+    One instance per session, made by :func:`stepper_for` (which checks that the envs
+    are what this class assumes). Not thread-safe: a session serializes its calls.
+    """
+
+    def __init__(self, family: Family, envs: Sequence[Any]) -> None:
+        import mujoco
+
+        self._mj_step = mujoco.mj_step
+        self._mj_post = mujoco.mj_rnePostConstraint
+        self._family = family
+        bases = [env.unwrapped for env in envs]
+        self._base = bases[0]  # the weights, ranges and dt the family reads (same for all)
+        self._frame_skip = int(self._base.frame_skip)
+        self._models = [b.model for b in bases]
+        self._datas = [b.data for b in bases]
+        self._ctrl = [d.ctrl for d in self._datas]
+        wrappers = [_wrappers(env) or (None, None) for env in envs]
+        self._limits = [w[0] for w in wrappers]
+        self._orders = [w[1] for w in wrappers]
+        # Views into each env's MjData, made once (reset and mj_step write the same
+        # memory): reading them later reads the data as it is then.
+        self._fields = {
+            name: [getattr(d, name) for d in self._datas]
+            for name in ("qpos", "qvel", *family.fields)
+        }
+        self._bodies = {
+            body: [
+                d.xpos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, body)]
+                for m, d in zip(self._models, self._datas, strict=True)
+            ]
+            for body in family.bodies
+        }
+        self._post_constraint = bool(_POST_CONSTRAINT.intersection(family.fields))
+
+    def step(self, which: Sequence[int], action: npt.NDArray[Any]) -> StepBatch:
+        """Step envs ``which`` (indices into the envs given) with ``action[j]`` for ``which[j]``,
+        as ``env.step`` would: same physics, results, wrapper state and errors."""
+        if len(which) != len(action):
+            raise ValueError(f"{len(action)} actions for {len(which)} envs")
+        for i in which:
+            order = self._orders[i]
+            if order is not None and not order._has_reset:
+                from gymnasium.error import ResetNeeded
+
+                raise ResetNeeded("Cannot call env.step() before calling env.reset()")
+        before = self._gather(which)
+        self._physics(which, action)
+        after = self._gather(which)
+        out = self._family.step(self._base, before, after, action)
+        return (
+            out.obs,
+            np.asarray(out.reward, dtype=np.float64),
+            np.asarray(out.terminated, dtype=np.bool_),
+            self._count(which),
+            out.infos(),
+        )
+
+    # --------------------------------------------------------------- private --
+
+    def _physics(self, which: Sequence[int], action: npt.NDArray[Any]) -> None:
+        """``MujocoEnv.do_simulation`` for each env, one after the other.
+
+        ``mj_step`` releases the GIL, but splitting the envs over threads measured slower
+        on a 2-core host (one short ``mj_step`` per env and thread hand-offs per call)."""
+        mj_step, frame_skip = self._mj_step, self._frame_skip
+        for i, a in zip(which, action, strict=True):
+            self._ctrl[i][:] = a
+            mj_step(self._models[i], self._datas[i], nstep=frame_skip)
+            if self._post_constraint:
+                self._mj_post(self._models[i], self._datas[i])
+
+    def _gather(self, which: Sequence[int]) -> StepView:
+        """What envs ``which`` hold now, copied (the physics overwrites the data)."""
+        fields = {name: np.array([views[i] for i in which]) for name, views in self._fields.items()}
+        xpos = {body: np.array([rows[i] for i in which]) for body, rows in self._bodies.items()}
+        return StepView(xpos=xpos, **fields)
+
+    def _count(self, which: Sequence[int]) -> npt.NDArray[np.bool_]:
+        """TimeLimit's part of a step: count it on the wrapper, truncate at the limit (the
+        unwrapped MuJoCo envs never truncate themselves)."""
+        truncated = np.zeros(len(which), dtype=np.bool_)
+        for j, i in enumerate(which):
+            limit = self._limits[i]
+            if limit is not None:
+                limit._elapsed_steps += 1
+                truncated[j] = limit._elapsed_steps >= limit._max_episode_steps
+        return truncated
