@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy.typing as npt
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from ale_robotics.seeds import HiddenSeed
     from ale_robotics.tasks.spec import EvalProtocol, TaskSpec
 
-__all__ = ["Artifact", "EpisodeCallback", "RolloutKind", "Shard"]
+__all__ = ["Artifact", "EpisodeCallback", "RolloutKind", "Shard", "WorkerNeeds"]
 
 Artifact = dict[str, npt.NDArray[Any]]
 """What a kind loads from a frozen submission and hands to its shard runner: named arrays,
@@ -46,6 +47,24 @@ Shard = Sequence[tuple[int, int]]
 
 EpisodeCallback = Callable[["EpisodeOutcome"], None]
 """Called once per finished episode, in the worker (progress reporting)."""
+
+
+@dataclass(frozen=True)
+class WorkerNeeds:
+    """What a kind needs from the worker process that runs its shards, beyond the defaults.
+
+    Read by the executor when it picks (or starts) workers for a task of this kind; a
+    kind whose ``worker_needs`` is None needs nothing beyond
+    :class:`~ale_robotics.evaluator.execution.base.WorkerLimits`.
+    """
+
+    unlimited_address_space: bool = False
+    """Run without ``RLIMIT_AS``: for runtimes that reserve far more virtual memory than
+    they touch (XLA, CUDA), where an address-space cap measures nothing useful and only
+    breaks start-up. Resident memory is then bounded by the host (or a cgroup)."""
+    max_workers: int | None = None
+    """The most worker processes that should run this kind's shards at once on one host
+    (None: as many as the executor has)."""
 
 
 class RolloutKind(abc.ABC):
@@ -67,6 +86,10 @@ class RolloutKind(abc.ABC):
     :data:`ale_robotics.tasks.spec.KIND_SETTINGS` (e.g. ``"eval.replay_subset"``). The task
     model refuses a task that sets one its kind does not read, so that no setting in a
     config is silently ignored."""
+
+    worker_needs: ClassVar[WorkerNeeds | None] = None
+    """What the kind needs from the worker processes that run its shards beyond the
+    executor's ``WorkerLimits`` (JAX/XLA: no address-space cap); None: nothing."""
 
     # ------------------------------------------------------------ task config --
 
