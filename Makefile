@@ -6,11 +6,12 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
-.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps postgres-deps browser-deps
+.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps postgres-deps browser-deps \
+	docker-deps images
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints/dev.txt -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints/dev.txt -e '.[dev,mjx]'
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -40,6 +41,35 @@ browser-deps:
 		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
 		else echo "chromium missing: install it (apt-get install chromium) to run the report's browser test"; fi; }
+
+# Docker for the container path (run --sandbox docker, --evaluator-image, deploy/compose.yaml):
+# Debian's docker.io, debootstrap (the base image is made here, there is no registry) and
+# docker-compose, installed when missing and we are root; dockerd started when it is not running.
+DOCKERD_LOG ?= /var/log/ale-dockerd.log
+docker-deps:
+	@missing=""; \
+	command -v dockerd >/dev/null 2>&1 || missing="$$missing docker.io"; \
+	command -v debootstrap >/dev/null 2>&1 || missing="$$missing debootstrap"; \
+	command -v docker-compose >/dev/null 2>&1 || missing="$$missing docker-compose"; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+		else echo "missing:$$missing (apt-get install$$missing) for the container sandbox"; exit 1; fi; \
+	fi
+	@docker info >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "starting dockerd (log: $(DOCKERD_LOG))"; \
+			nohup dockerd >$(DOCKERD_LOG) 2>&1 & \
+			for i in $$(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done; \
+			docker info >/dev/null 2>&1 || { echo "dockerd did not start: see $(DOCKERD_LOG)"; exit 1; }; \
+		else echo "the Docker daemon is not running: start it as root (dockerd)"; exit 1; fi; }
+
+# The evaluator and agent images (deploy/build-images.sh): a debootstrap'd Debian base imported
+# into Docker, a wheelhouse of the pinned dependencies (cached in ~/.cache/ale-robotics/images),
+# then two `docker build --network none`. AGENT_EXTRAS="stable-baselines3" adds packages to the
+# agent image.
+images: venv docker-deps
+	PYTHON=$(BIN)/python AGENT_EXTRAS="$(AGENT_EXTRAS)" deploy/build-images.sh
 
 demo: venv sandbox-deps
 	$(BIN)/ale-robotics run td3-inverted-pendulum-v1 \

@@ -135,17 +135,17 @@ def standing_weights(task: TaskSpec) -> dict[str, np.ndarray]:
 
 
 def with_layout(task: TaskSpec, episodes: int, per_shard: int) -> TaskSpec:
-    return task.model_copy(
-        update={
-            "eval": task.eval.model_copy(
-                update={
-                    "episodes": episodes,
-                    "base_seeds": list(range(1, episodes + 1)),
-                    "envs_per_shard": per_shard,
-                }
-            )
-        }
-    )
+    """The task with ``episodes`` episodes in shards of ``per_shard``; for the native kind,
+    threads per shard so that shards x threads = the cores, as an evaluator is deployed (the
+    task's own ``threads`` is for its layout of few episodes in one shard)."""
+    update: dict[str, Any] = {
+        "episodes": episodes,
+        "base_seeds": list(range(1, episodes + 1)),
+        "envs_per_shard": per_shard,
+    }
+    if task.eval.rollout == "mujoco_rollout":
+        update["threads"] = max(1, (os.cpu_count() or 1) // math.ceil(episodes / per_shard))
+    return task.model_copy(update={"eval": task.eval.model_copy(update=update)})
 
 
 def bench_evaluator(

@@ -24,9 +24,10 @@ is not an :class:`AleError` is a bug and surfaces as INTERNAL without details.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING
 
-import grpc
+if TYPE_CHECKING:
+    import grpc
 
 __all__ = [
     "AleError",
@@ -47,10 +48,27 @@ __all__ = [
 ]
 
 
+class _StatusCode:
+    """A class's gRPC status code, looked up in grpc when it is read.
+
+    Importing this module must not import grpc: every module of the task model
+    raises these errors, and the evaluator's rollout workers, which import the task
+    model and never speak gRPC, would pay for it (60-90 ms each).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> grpc.StatusCode:
+        import grpc
+
+        return grpc.StatusCode[self.name]
+
+
 class AleError(Exception):
     """Base of every error this package raises on purpose."""
 
-    code: ClassVar[grpc.StatusCode] = grpc.StatusCode.UNKNOWN
+    code = _StatusCode("UNKNOWN")
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -58,7 +76,7 @@ class AleError(Exception):
 
 
 class InvalidArgumentError(AleError):
-    code = grpc.StatusCode.INVALID_ARGUMENT
+    code = _StatusCode("INVALID_ARGUMENT")
 
 
 class ConfigError(InvalidArgumentError):
@@ -66,7 +84,7 @@ class ConfigError(InvalidArgumentError):
 
 
 class NotFoundError(AleError):
-    code = grpc.StatusCode.NOT_FOUND
+    code = _StatusCode("NOT_FOUND")
 
 
 class TaskNotFoundError(NotFoundError):
@@ -74,65 +92,64 @@ class TaskNotFoundError(NotFoundError):
 
 
 class FailedPreconditionError(AleError):
-    code = grpc.StatusCode.FAILED_PRECONDITION
+    code = _StatusCode("FAILED_PRECONDITION")
 
 
 class PermissionDeniedError(AleError):
-    code = grpc.StatusCode.PERMISSION_DENIED
+    code = _StatusCode("PERMISSION_DENIED")
 
 
 class UnauthenticatedError(AleError):
-    code = grpc.StatusCode.UNAUTHENTICATED
+    code = _StatusCode("UNAUTHENTICATED")
 
 
 class ResourceExhaustedError(AleError):
-    code = grpc.StatusCode.RESOURCE_EXHAUSTED
+    code = _StatusCode("RESOURCE_EXHAUSTED")
 
 
 class OutOfRangeError(AleError):
-    code = grpc.StatusCode.OUT_OF_RANGE
+    code = _StatusCode("OUT_OF_RANGE")
 
 
 class UnimplementedError(AleError):
-    code = grpc.StatusCode.UNIMPLEMENTED
+    code = _StatusCode("UNIMPLEMENTED")
 
 
 class UnavailableError(AleError):
-    code = grpc.StatusCode.UNAVAILABLE
+    code = _StatusCode("UNAVAILABLE")
 
 
 class DeadlineExceededError(AleError):
-    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    code = _StatusCode("DEADLINE_EXCEEDED")
 
 
-_BY_CODE: dict[grpc.StatusCode, type[AleError]] = {
-    cls.code: cls
-    for cls in (
-        InvalidArgumentError,
-        NotFoundError,
-        FailedPreconditionError,
-        PermissionDeniedError,
-        UnauthenticatedError,
-        ResourceExhaustedError,
-        OutOfRangeError,
-        UnimplementedError,
-        UnavailableError,
-        DeadlineExceededError,
-    )
-}
+_MAPPED: tuple[type[AleError], ...] = (
+    InvalidArgumentError,
+    NotFoundError,
+    FailedPreconditionError,
+    PermissionDeniedError,
+    UnauthenticatedError,
+    ResourceExhaustedError,
+    OutOfRangeError,
+    UnimplementedError,
+    UnavailableError,
+    DeadlineExceededError,
+)
 
 
 def error_for_code(code: grpc.StatusCode) -> type[AleError]:
     """The exception class a client raises for a status code (AleError for unmapped ones)."""
-    return _BY_CODE.get(code, AleError)
+    return next((cls for cls in _MAPPED if cls.code == code), AleError)
 
 
 def from_rpc_error(err: grpc.RpcError) -> AleError:
     """Translate a gRPC failure seen by a client into the matching typed error."""
+    import grpc
+
     code = err.code() if isinstance(err, grpc.Call) else grpc.StatusCode.UNKNOWN
     details = err.details() if isinstance(err, grpc.Call) else str(err)
     cls = error_for_code(code)
     exc = cls(details or code.name)
     if cls is AleError:
-        exc.code = code  # type: ignore[misc]
+        exc.code = code
     return exc

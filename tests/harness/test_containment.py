@@ -18,6 +18,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import docker_support
 import pytest
 
 from ale_robotics.harness.sandbox import sandbox_available
@@ -26,7 +27,8 @@ CLI = [sys.executable, "-m", "ale_robotics"]
 TASK = "td3-inverted-pendulum-v1"
 BWRAP = sandbox_available()
 needs_bwrap = pytest.mark.skipif(not BWRAP, reason="bubblewrap cannot start here")
-SANDBOXES = ["none", pytest.param("bwrap", marks=needs_bwrap)]
+SANDBOXES = ["none", pytest.param("bwrap", marks=needs_bwrap), docker_support.DOCKER]
+"""The attacks that need no host workspace also run in the agent container (issue 20)."""
 
 SUBMIT = """
 import numpy as np
@@ -78,8 +80,7 @@ def _run(
             TASK,
             "--agent",
             agent_cmd,
-            "--sandbox",
-            sandbox,
+            *docker_support.sandbox_args(sandbox),
             "--episodes",
             "2",
             "--workers",
@@ -100,7 +101,7 @@ def _run_in(
     """``_run`` with the run dir ``tmp/run`` and the state dir ``tmp/state``."""
     return _run(
         cwd,
-        f"{sys.executable} {agent}",
+        docker_support.agent_cmd(sandbox, agent),
         "--run-dir",
         str(tmp / "run"),
         "--state-dir",

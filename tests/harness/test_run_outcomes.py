@@ -90,7 +90,7 @@ def test_a_smoke_run_is_never_official_anywhere_in_result_json(short_tmp: Path) 
     assert doc["eval_result"]["schema_version"] == 2
     # the rollout backends have typed outcomes too: the episodes' returns and lengths
     outcomes = doc["eval_result"]["outcomes"]
-    assert outcomes["backend"] == "gymnasium"
+    assert outcomes["backend"] == "mujoco_rollout"
     assert [e["episode_return"] for e in outcomes["episodes"]] == [
         e["episode_return"] for e in doc["eval_result"]["episodes"]
     ]

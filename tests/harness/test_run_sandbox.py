@@ -1,4 +1,8 @@
-"""`ale-robotics run` with the bubblewrap sandbox: the agent works, and sees nothing else."""
+"""`ale-robotics run` sandboxed: the agent works, and sees nothing else.
+
+The probe runs in bubblewrap and in the agent container (``--sandbox docker``, skipped
+without Docker and the images unless ``ALE_REQUIRE_DOCKER=1``).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from docker_support import DOCKER, agent_cmd, sandbox_args
 
 from ale_robotics.harness.sandbox import sandbox_available
 
-pytestmark = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here")
+needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here")
 
 CLI = [sys.executable, "-m", "ale_robotics"]
 
@@ -49,7 +54,10 @@ print("PROBE " + json.dumps(seen))
 """
 
 
-def test_sandboxed_agent_submits_but_cannot_reach_secrets_or_network(short_tmp: Path) -> None:
+@pytest.mark.parametrize("sandbox", [pytest.param("bwrap", marks=needs_bwrap), DOCKER])
+def test_sandboxed_agent_submits_but_cannot_reach_secrets_or_network(
+    short_tmp: Path, sandbox: str
+) -> None:
     listener = __import__("socket").socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
@@ -71,11 +79,10 @@ def test_sandboxed_agent_submits_but_cannot_reach_secrets_or_network(short_tmp: 
                 "run",
                 "td3-inverted-pendulum-v1",
                 "--agent",
-                f"{sys.executable} {agent}",
+                agent_cmd(sandbox, agent),
                 "--state-dir",
                 str(short_tmp / "state"),
-                "--sandbox",
-                "bwrap",
+                *sandbox_args(sandbox),
             ],
             capture_output=True,
             text=True,
@@ -94,10 +101,11 @@ def test_sandboxed_agent_submits_but_cannot_reach_secrets_or_network(short_tmp: 
     assert probe["tcp"] != "CONNECTED"
     assert probe["uid"] == 65534
     result = json.loads((run / "result.json").read_text())
-    assert result["sandbox"] == "bwrap"
+    assert result["sandbox"] == sandbox
     assert "WITHOUT a sandbox" not in proc.stderr
 
 
+@needs_bwrap
 def test_a_missing_agent_command_is_a_usage_error_not_an_infrastructure_one(
     short_tmp: Path,
 ) -> None:
@@ -116,6 +124,7 @@ def test_a_missing_agent_command_is_a_usage_error_not_an_infrastructure_one(
     assert not (short_tmp / "run").exists()
 
 
+@needs_bwrap
 def test_a_command_that_cannot_start_inside_the_sandbox_says_what_the_sandbox_shows(
     short_tmp: Path,
 ) -> None:

@@ -6,8 +6,11 @@ on :data:`.app.app`.
 
 from __future__ import annotations
 
+import atexit
+import importlib.util
 import os
 import sys
+import threading
 from typing import Annotated
 
 import typer
@@ -20,7 +23,7 @@ from ale_robotics.cli import runs_cmd as runs_cmd  # registers 'runs' and 'leade
 from ale_robotics.cli.app import app, out
 from ale_robotics.cli.trajectory import app as trajectory_app
 
-__all__ = ["app", "main"]
+__all__ = ["app", "exit_without_teardown", "main", "main_is_the_package"]
 
 # imported for their registration on app
 _COMMANDS = (agent_cmd, audit_cmd, check_cmd, evaluator_cmd, run_cmd, tasks_cmd)
@@ -42,4 +45,58 @@ def main() -> None:
 
     sys.path[:] = safe_sys_path(sys.path, working_directory())
     os.environ["PYTHONSAFEPATH"] = "1"
-    app()
+    main_is_the_package()
+    try:
+        app()
+    except SystemExit as done:
+        if sys.argv[1:2] and sys.argv[1] in _SKIP_TEARDOWN:
+            exit_without_teardown(done.code)
+        raise
+
+
+_SKIP_TEARDOWN = frozenset({"run"})
+"""Commands whose process ends with :func:`exit_without_teardown`."""
+
+
+def exit_without_teardown(code: object) -> None:
+    """End the process the way the interpreter would, minus tearing its modules down.
+
+    ``ale-robotics run`` ends holding gRPC, pydantic, numpy, matplotlib and the
+    evaluator's modules; Python's finalization frees them one by one, a tenth of a
+    second and more of a run's wall clock that nothing needs: by then every file of
+    the run is written and closed, the evaluator and the agent are stopped. So this
+    does what finalization does first (the threads' shutdown, which joins the
+    non-daemon threads, then the ``atexit`` handlers, then flushing stdout and
+    stderr) and leaves with :func:`os._exit`. Returns, for the normal exit to
+    happen, when the code is not an exit status or the streams cannot be flushed.
+    """
+    if code is None:
+        status = 0
+    elif isinstance(code, int) and not isinstance(code, bool):
+        status = code
+    else:
+        return
+    try:
+        threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx calls first
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stream: let Python report it
+        return
+    os._exit(status)
+
+
+def main_is_the_package() -> None:
+    """Give the console script's ``__main__`` the spec of ``ale_robotics.__main__``.
+
+    A spawned process (the evaluator's rollout workers) first re-creates its parent's
+    main module (``multiprocessing.spawn``): the ``ale-robotics`` console script, a
+    file without a module name, would be run again in every worker, importing this
+    whole command line (typer, rich, every command and what they import, gRPC and
+    cryptography among them: 0.4 s and more per worker) for nothing. A main module
+    named ``*.__main__`` is left alone there, as it is for ``python -m ale_robotics``,
+    whose main module this one stands for. No-op when ``__main__`` has a spec already.
+    """
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and getattr(main_module, "__spec__", None) is None:
+        main_module.__spec__ = importlib.util.find_spec("ale_robotics.__main__")

@@ -28,6 +28,10 @@ _EXAMPLE = """Examples:
   ale-robotics run td3-halfcheetah-vec-v1 --agent "python train.py"
   --executor ray --ray-address HEAD_IP:6379
 
+  ale-robotics run td3-inverted-pendulum-v1 --sandbox docker
+  --agent-image ale-robotics/agent --evaluator-image ale-robotics/evaluator
+  --agent "python examples/agents/submit_checkpoint.py"
+
 The run directory (runs/<run_id>/ with agent.log, trajectory.jsonl and result.json) is \
 printed when the run starts. Exit codes: 0 scored (even 0.0), 1 the run failed \
 (infrastructure), 2 a usage error, 130 or 143 interrupted by Ctrl-C or SIGTERM \
@@ -74,9 +78,30 @@ def run(
         str,
         typer.Option(
             help="Agent isolation: 'bwrap' (bubblewrap: no network, sees only its workspace "
-            "and the submission dir), 'none' (not isolated), or 'auto' (bwrap if it can start)."
+            "and the submission dir), 'docker' (a container of --agent-image: no network, "
+            "non-root, read-only, only the submission and scratch dirs and the agent socket "
+            "mounted), 'none' (not isolated), or 'auto' (bwrap if it can start).",
+            metavar="auto|bwrap|docker|none",
         ),
     ] = "auto",
+    agent_image: Annotated[
+        str | None,
+        typer.Option(
+            metavar="IMAGE",
+            help="With --sandbox docker: the agent's image, holding its code (default "
+            "ale-robotics/agent:latest from 'make images'; relative paths in --agent start at "
+            "its working directory).",
+        ),
+    ] = None,
+    evaluator_image: Annotated[
+        str | None,
+        typer.Option(
+            metavar="IMAGE",
+            help="Run the evaluator in a container of this image for the run (e.g. "
+            "ale-robotics/evaluator from 'make images'), sharing only the submission volume "
+            "and the agent socket with the agent; the result is read through 'docker exec'.",
+        ),
+    ] = None,
     workspace: Annotated[
         Path | None,
         typer.Option(
@@ -147,8 +172,8 @@ def run(
     default_registry().get(task_id)  # an unknown id fails here, before any progress display
     if label is not None:
         check_label(label)  # a label that cannot be one: exit 2 before anything starts
-    if sandbox not in ("auto", "bwrap", "none"):
-        raise typer.BadParameter("use 'auto', 'bwrap' or 'none'", param_hint="--sandbox")
+    if sandbox not in ("auto", "bwrap", "docker", "none"):
+        raise typer.BadParameter("use 'auto', 'bwrap', 'docker' or 'none'", param_hint="--sandbox")
     if executor not in ("local", "ray"):
         raise typer.BadParameter("use 'local' or 'ray'", param_hint="--executor")
     if ray_address is not None and executor != "ray":
@@ -198,6 +223,8 @@ def run(
         executor=executor,
         ray_address=ray_address,
         label=label,
+        agent_image=agent_image,
+        evaluator_image=evaluator_image,
     )
     harden_harness_process()
 

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
@@ -34,8 +37,9 @@ from ale_robotics.harness.cgroups import (
     Usage,
     create_run_cgroup,
 )
+from ale_robotics.harness.docker_sandbox import AgentContainer, launch_agent_container
 from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.hidden_modules import sandbox_hidden_paths
+from ale_robotics.harness.hidden_modules import hidden_module_names, sandbox_hidden_paths
 from ale_robotics.harness.interrupt import StopRequest
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.harness.preflight import workspace_argv
@@ -57,6 +61,21 @@ __all__ = [
 
 Progress = Callable[[str, JobStatus | None, float, float], None]
 """(phase, job status, elapsed, budget) -> None; the CLI draws it."""
+
+
+class AgentCgroup(Protocol):
+    """What the agent phase does with the agent's cgroup: the run's own
+    (:class:`~.cgroups.RunCgroup`), or Docker's for a container (:class:`AgentContainer`)."""
+
+    @property
+    def procs_files(self) -> list[Path]: ...
+    def join(self, pid: int) -> None: ...
+    def sample(self) -> None: ...
+    def cpu_s(self) -> float | None: ...
+    def freeze(self, timeout_s: float = ...) -> str: ...
+    def thaw(self) -> None: ...
+    def kill_all(self, timeout_s: float = ...) -> int: ...
+    def close(self) -> Usage: ...
 
 
 @dataclass(frozen=True)
@@ -231,8 +250,29 @@ def run_agent(
             status_fd=status_w,
         )
     limits = agent_limits(opts, ctx.manifest_entry)
-    cgroup, cgroup_warning = _run_cgroup(ctx.run_id, limits)
-    cgroup_name = f"v{cgroup.version}" if cgroup is not None else "none"
+    container: AgentContainer | None = None
+    cgroup: AgentCgroup | None
+    if opts.sandbox == "docker":
+        # The agent in a container of its image; Docker makes (and caps) its cgroup.
+        container = launch_agent_container(
+            run_id=ctx.run_id,
+            task_id=task.id,
+            image=opts.agent_image,
+            argv=shlex.split(opts.agent_cmd),
+            agent_endpoint=agent_endpoint,
+            agent_token=agent_token,
+            scratch=scratch,
+            submission=ctx.submission,
+            limits=limits,
+            max_file_bytes=opts.disk_quota_bytes,
+            hidden_modules=hidden_module_names(task),  # e.g. metaworld.policies
+        )
+        argv = container.start_argv()
+        cgroup, cgroup_warning, cgroup_name = container, None, "docker"
+    else:
+        run_cgroup, cgroup_warning = _run_cgroup(ctx.run_id, limits)
+        cgroup = run_cgroup
+        cgroup_name = f"v{run_cgroup.version}" if run_cgroup is not None else "none"
     ctx.traj.append(
         "harness",
         "agent_launched",
@@ -240,6 +280,11 @@ def run_agent(
             "cmd": opts.agent_cmd,
             "log": log_path.name,
             "sandbox": opts.sandbox,
+            **(
+                {}
+                if container is None
+                else {"image": container.image.ref, "image_id": container.image.id}
+            ),
             "disk_quota_bytes": opts.disk_quota_bytes,
             "cgroup": cgroup_name,
             "limits": limits.as_dict(),
@@ -308,10 +353,13 @@ def run_agent(
             pump.join()
             proc.stdout.close()
     finally:
-        if cgroup is not None:
+        if cgroup is not None:  # a container is removed here too, whatever happened
             usage = cgroup.close()
+    if container is not None and container.warning is not None:
+        cgroup_warning = _warn_cgroup(container.warning, uncapped=False)
     run = AgentRun(
-        exit_code=proc.returncode,
+        # A container's own exit status (the docker CLI's may be its reaction to a signal).
+        exit_code=proc.returncode if container is None else container.exit_code(proc.returncode),
         timed_out=sup.timed_out,
         quota_exceeded=sup.quota_exceeded,
         log_path=log_path,
@@ -325,6 +373,11 @@ def run_agent(
     )
     if status_r is not None:
         _check_sandbox_started(run, status_r, workspace)
+    if container is not None:
+        container.check_started(
+            killed=run.timed_out or run.quota_exceeded is not None,
+            log_tail=_last_line(log_path, "Error"),
+        )
     _record_exit(ctx, run)
     return run
 
@@ -348,7 +401,7 @@ class _Supervisor:
         self,
         ctx: AgentRunContext,
         harness: AleClient,
-        cgroup: RunCgroup | None,
+        cgroup: AgentCgroup | None,
         scratch: Path,
     ) -> None:
         self.ctx = ctx
@@ -364,9 +417,15 @@ class _Supervisor:
         self.quota_exceeded: int | None = None
 
     def watch(self) -> None:
-        """Poll until the agent exits, or kill it at its budget or quota."""
+        """Poll until the agent exits, or kill it at its budget or quota.
+
+        Each pass sleeps until the next one (0.2 s; 50 ms for host-timed tasks) or
+        until the agent exits, whichever comes first (:func:`_exit_event`): the run
+        goes on the moment the agent is done, not at the next pass.
+        """
         proc, ctx = self.proc, self.ctx
         assert proc is not None
+        exited = _exit_event(proc)
         quota = ctx.opts.disk_quota_bytes
         next_disk_check = 0.0
         while proc.poll() is None:
@@ -398,7 +457,7 @@ class _Supervisor:
                 self.cgroup.sample()
             if ctx.on_progress is not None:
                 ctx.on_progress("agent", job, agent_elapsed, ctx.budget_s)
-            ctx.stop.sleep(0.05 if self.host_timed else 0.2)
+            ctx.stop.sleep(0.05 if self.host_timed else 0.2, wake=exited)
         used = disk_usage(self.dirs)
         if used > quota:
             self.quota_exceeded = used
@@ -432,6 +491,33 @@ class _Supervisor:
                 "cpu_s": cpu,
             },
         )
+
+
+def _exit_event(proc: subprocess.Popen[bytes]) -> threading.Event:
+    """An event set when ``proc`` exits (never set where the platform cannot tell).
+
+    A daemon thread waits on a pidfd of the process (Linux 5.3+): it becomes readable
+    when the process exits and, unlike ``waitpid``, reaps nothing, so
+    :meth:`subprocess.Popen.poll` still collects the exit status. Without pidfds the
+    event stays unset and the watch loop sees the exit at its next pass, as before.
+    """
+    exited = threading.Event()
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux, or a kernel before 5.3
+        return exited
+
+    def wait() -> None:
+        try:
+            poller = select.poll()  # not select(): no limit on the fd's number
+            poller.register(fd, select.POLLIN)
+            poller.poll()
+        finally:
+            os.close(fd)
+            exited.set()
+
+    threading.Thread(target=wait, name="ale-agent-exit", daemon=True).start()
+    return exited
 
 
 def _check_sandbox_started(run: AgentRun, status_r: int, workspace: Path) -> None:
@@ -509,7 +595,7 @@ def _warn_cgroup(reason: str, *, uncapped: bool) -> str:
     return text
 
 
-def _freeze(cgroup: RunCgroup | None, proc: subprocess.Popen[bytes]) -> str:
+def _freeze(cgroup: AgentCgroup | None, proc: subprocess.Popen[bytes]) -> str:
     """Stop the agent (its cgroup, else its process group); returns how."""
     if cgroup is not None:
         return cgroup.freeze()
@@ -518,7 +604,7 @@ def _freeze(cgroup: RunCgroup | None, proc: subprocess.Popen[bytes]) -> str:
     return "SIGSTOP (process group)"
 
 
-def _thaw(cgroup: RunCgroup | None, proc: subprocess.Popen[bytes]) -> None:
+def _thaw(cgroup: AgentCgroup | None, proc: subprocess.Popen[bytes]) -> None:
     if cgroup is not None:
         cgroup.thaw()
         return
@@ -554,6 +640,11 @@ def hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path]
 
 
 def _last_bwrap_line(log_path: Path) -> str:
+    return _last_line(log_path, "bwrap:") or "no reason given"
+
+
+def _last_line(log_path: Path, prefix: str) -> str:
+    """The log's last line starting with ``prefix`` (bwrap's or docker's reason), or ''."""
     lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-    found = [ln for ln in lines if ln.startswith("bwrap:")]
-    return found[-1] if found else "no reason given"
+    found = [ln for ln in lines if ln.startswith(prefix)]
+    return found[-1] if found else ""

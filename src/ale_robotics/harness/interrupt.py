@@ -42,6 +42,8 @@ class StopRequest:
     def __init__(self) -> None:
         self._signal: str | None = None
         self._event = threading.Event()
+        self._wakes: set[threading.Event] = set()
+        """The ``wake`` events of the sleeps under way: a stop request sets them too."""
 
     @property
     def requested(self) -> bool:
@@ -56,15 +58,31 @@ class StopRequest:
             return
         self._signal = signal_name
         self._event.set()
+        for wake in tuple(self._wakes):  # no lock: this runs in a signal handler
+            wake.set()
 
     def check(self) -> None:
         """Raise :class:`RunInterrupted` if a stop was requested."""
         if self._event.is_set():
             raise RunInterrupted(self._signal or "SIGINT")
 
-    def sleep(self, seconds: float) -> None:
-        """Sleep, waking early (and raising) when a stop is requested."""
-        self._event.wait(seconds)
+    def sleep(self, seconds: float, wake: threading.Event | None = None) -> None:
+        """Sleep, waking early (and raising) when a stop is requested.
+
+        With ``wake``, also wake early, without raising, once that event is set
+        (by whoever the caller waits for: an agent process that exited), so that a
+        loop can wait for either its next pass or the thing it watches.
+        """
+        if wake is None:
+            self._event.wait(seconds)
+        else:
+            self._wakes.add(wake)
+            try:
+                if self._event.is_set():  # requested before ``wake`` was registered
+                    wake.set()
+                wake.wait(seconds)
+            finally:
+                self._wakes.discard(wake)
         self.check()
 
 

@@ -116,8 +116,14 @@ class RunOptions:
     workers: int | None = None
     job_timeout_s: float = 900.0
     run_id: str | None = None
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"
-    """'auto': bubblewrap where it can start, else 'none' with a warning."""
+    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
+    """'auto': bubblewrap where it can start, else 'none' with a warning; 'docker': the
+    agent in a container of ``agent_image`` (:mod:`.docker_sandbox`)."""
+    agent_image: str | None = None
+    """With sandbox 'docker': the agent's image (None: ``ale-robotics/agent:latest``)."""
+    evaluator_image: str | None = None
+    """Run the evaluator in a container of this image for the run (reached through
+    ``docker exec``, :mod:`.evaluator_container`) instead of embedding it."""
     workspace: Path | None = None
     """The agent's code and data, visible read-only (default: the current directory)."""
     runs_root: Path | None = None

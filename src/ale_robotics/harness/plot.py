@@ -25,6 +25,7 @@ paper's early curve is comparable. :func:`curve_plot`, :func:`curve_figure` and
 
 from __future__ import annotations
 
+import importlib
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +58,7 @@ __all__ = [
     "curve_plot",
     "episode_plot",
     "episodes_figure",
+    "import_matplotlib",
     "plot_episodes",
     "plot_learning_curve",
     "wants_learning_curve",
@@ -291,6 +293,30 @@ def _tick_step(n: int, most: int = 20) -> int:
         k += 1
         step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
     return step
+
+
+_MATPLOTLIB_MODULES = (
+    "matplotlib",
+    "matplotlib.backends.backend_agg",
+    "matplotlib.figure",
+    "matplotlib.font_manager",
+    "matplotlib.patches",
+    "matplotlib.ticker",
+)
+"""What the figures import (font_manager reads the font cache), about 0.25 s."""
+
+
+def import_matplotlib() -> None:
+    """Import the modules the figures use, now: for a caller that will draw after a
+    wait (the harness imports them on a thread while its agent runs), so that the
+    drawing does not wait for them. A failed import is left for the drawing to
+    report: the figure's own import raises it again, where it is logged.
+    """
+    for name in _MATPLOTLIB_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # see above: the drawing reports it
+            return
 
 
 @contextmanager

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.harness.docker_cli import DEFAULT_AGENT_IMAGE
+from ale_robotics.harness.docker_images import agent_user, require_image, resolve_in_image
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.harness.sandbox import sandbox_visible
 from ale_robotics.tasks.spec import TaskSpec
@@ -43,6 +45,7 @@ def check_options(opts: RunOptions, task: TaskSpec) -> None:
                 f"--episodes {opts.episodes}: {task.id} evaluates {total} episode(s); a smoke "
                 f"run takes 1 to {total} of them (leave --episodes out for the official run)"
             )
+    _check_docker_options(opts)
     if opts.evaluator is None:
         state_dir = opts.state_dir or default_state_dir()
         if state_dir.exists() and not state_dir.is_dir():
@@ -69,6 +72,32 @@ def check_options(opts: RunOptions, task: TaskSpec) -> None:
             )
 
 
+def _check_docker_options(opts: RunOptions) -> None:
+    """The container options: what goes with what, and the evaluator image is there."""
+    if opts.agent_image is not None and opts.sandbox != "docker":
+        raise InvalidArgumentError(
+            "--agent-image goes with --sandbox docker (the agent runs in a container of it)"
+        )
+    if opts.evaluator_image is None:
+        return
+    if opts.evaluator is not None:
+        raise InvalidArgumentError(
+            "--evaluator-image starts an evaluator container for the run; --evaluator uses "
+            "one that is already running: give one of them"
+        )
+    if opts.episodes is not None:
+        raise InvalidArgumentError(
+            "--episodes makes the embedded evaluator run a smoke run; an evaluator container "
+            "(--evaluator-image) always runs the task's full protocol"
+        )
+    if opts.executor != "local":
+        raise InvalidArgumentError(
+            "--executor ray is for the embedded evaluator; an evaluator container runs its "
+            "rollouts in local worker processes"
+        )
+    require_image(opts.evaluator_image, "evaluator")
+
+
 def make_run_dir(path: Path) -> Path:
     """Create the run directory (an existing empty one is used as it is)."""
     run_dir = path.resolve()
@@ -88,7 +117,8 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
 
     A command that does not exist is the user's typo, not an infrastructure failure;
     under bubblewrap, a command or file the host has but the sandbox does not show is
-    explained (the agent sees only its workspace, the system and this Python).
+    explained (the agent sees only its workspace, the system and this Python). Under
+    docker the command is looked up in the agent's image instead.
     """
     try:
         argv = shlex.split(opts.agent_cmd)
@@ -96,6 +126,9 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
         raise InvalidArgumentError(f"--agent {opts.agent_cmd!r} cannot be parsed: {exc}") from None
     if not argv:
         raise InvalidArgumentError("--agent is empty: give the command that starts the agent")
+    if opts.sandbox == "docker":
+        _check_command_in_image(opts, argv)
+        return
     argv = workspace_argv(argv, workspace)
     exe = argv[0]
     if "/" in exe:
@@ -142,6 +175,34 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
 _INTERPRETER = re.compile(r"(python[0-9.]*|bash|sh|dash|zsh|node|ruby|perl)")
 
 
+def _check_command_in_image(opts: RunOptions, argv: list[str]) -> None:
+    """The agent command as the agent's image has it (a probe container; cached).
+
+    A host file named in --agent is not in the container, which mounts no host file:
+    refused when it is the command's script, else a warning.
+    """
+    image = require_image(opts.agent_image or DEFAULT_AGENT_IMAGE, "agent")
+    uid, gid = agent_user()
+    resolved = resolve_in_image(image, tuple(argv), f"{uid}:{gid}")
+    script = next((a for a in argv[1:] if not a.startswith("-")), None)
+    if not _INTERPRETER.fullmatch(os.path.basename(argv[0])):
+        script = None
+    for arg, in_image in zip(argv, resolved.in_image, strict=False):
+        if in_image or not os.path.isabs(arg) or not os.path.exists(arg):
+            continue
+        where = (
+            f"{arg} (in --agent {opts.agent_cmd!r}) exists on this host but not in the agent "
+            f"image {image.ref!r}: the container mounts no host files"
+        )
+        if arg == script:
+            raise InvalidArgumentError(
+                f"{where}; put the agent's code in its image (FROM ale-robotics/agent, COPY "
+                "it into /workspace) and name it relative to the image's working directory "
+                f"{resolved.working_dir}"
+            )
+        print(f"warning: {where}", file=sys.stderr, flush=True)
+
+
 def workspace_argv(argv: list[str], workspace: Path) -> list[str]:
     """The agent command with relative paths to workspace files made absolute.
 
@@ -161,7 +222,10 @@ def workspace_argv(argv: list[str], workspace: Path) -> list[str]:
             continue
         if arg and not arg.startswith("-") and not os.path.isabs(arg):
             candidate = workspace / arg
-            if candidate.is_file():
-                arg = str(candidate)
+            try:
+                if candidate.is_file():
+                    arg = str(candidate)
+            except OSError:  # not a file name at all (python -c CODE: too long for one)
+                pass
         out.append(arg)
     return out

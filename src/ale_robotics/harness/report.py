@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,9 +27,11 @@ from ale_robotics.scoring import HarnessEvidence, ScoreReport
 
 __all__ = [
     "SCHEMA_VERSION",
+    "PlotsDrawing",
     "RunReport",
     "StoppedRunReport",
     "load_run_report",
+    "start_report",
     "submission_sha256",
     "write_report",
     "write_stopped",
@@ -88,11 +91,14 @@ class RunReport(BaseModel):
         default=False, description="True if agent.log was cut at its size cap."
     )
     budget_s: float = Field(description="Wall-clock budget the agent had.")
-    sandbox: str = Field(default="none", description="'bwrap' or 'none': how the agent ran.")
+    sandbox: str = Field(
+        default="none", description="'bwrap', 'docker' or 'none': how the agent ran."
+    )
     agent_cgroup: str = Field(
         default="none",
         description="'v1' or 'v2': the agent ran in a cgroup of the run's own (capped and "
-        "measured); 'none': cgroups could not be used here (agent_cgroup_warning says why).",
+        "measured); 'docker': in its container's (capped by Docker, sampled); 'none': "
+        "cgroups could not be used here (agent_cgroup_warning says why).",
     )
     agent_cgroup_warning: str | None = Field(
         default=None,
@@ -320,8 +326,39 @@ def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
     """
     written = _write_json(run_dir, report, trajectory)
     assert isinstance(written, RunReport)
-    report = written
-    out = run_dir / "result.json"
+    _draw_plots(run_dir, written)
+    return run_dir / "result.json"
+
+
+class PlotsDrawing:
+    """The plots of a report being drawn on a thread of their own (:func:`start_report`)."""
+
+    def __init__(self, run_dir: Path, report: RunReport) -> None:
+        self._thread = threading.Thread(
+            target=_draw_plots, args=(run_dir, report), name="ale-report-plots", daemon=True
+        )
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Return once the plots are written (or were not drawn: the log says why)."""
+        self._thread.join()
+
+
+def start_report(run_dir: Path, report: RunReport, trajectory: Path) -> PlotsDrawing:
+    """:func:`write_report`, with the plots drawn on a thread: ``result.json`` is written
+    when this returns, the plots when the returned handle's ``wait()`` does.
+
+    Drawing takes a few tenths of a second (matplotlib); the harness overlaps it with
+    stopping its embedded evaluator and waits for it before it returns, so the plots
+    are there when the run is over, as with :func:`write_report`.
+    """
+    written = _write_json(run_dir, report, trajectory)
+    assert isinstance(written, RunReport)
+    return PlotsDrawing(run_dir, written)
+
+
+def _draw_plots(run_dir: Path, report: RunReport) -> None:
+    """The plots of :func:`write_report`, each failing on its own (logged)."""
     if report.eval_result is not None and report.eval_result.episodes:
         try:
             plot_episodes(report.eval_result, report.score.target_value, run_dir / "episodes.png")
@@ -339,4 +376,3 @@ def write_report(run_dir: Path, report: RunReport, trajectory: Path) -> Path:
                 type(exc).__name__,
                 exc,
             )
-    return out

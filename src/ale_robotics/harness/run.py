@@ -14,15 +14,18 @@ import datetime as dt
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ale_robotics.client.sdk import AleClient
+from ale_robotics.client.sdk import AleClient, poll_interval
+from ale_robotics.envs.make import make_env
 from ale_robotics.errors import AleError
-from ale_robotics.evaluator.core import EvaluatorConfig
+from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
+from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.server import RunningEvaluator, serve
 from ale_robotics.evaluator.smoke import smoke_run
@@ -33,7 +36,9 @@ from ale_robotics.harness.agent_proc import (
     latest_job,
     run_agent,
 )
+from ale_robotics.harness.docker_cli import require_docker
 from ale_robotics.harness.errors import HarnessError
+from ale_robotics.harness.evaluator_container import EvaluatorContainer, harness_client
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.options import (
@@ -43,14 +48,21 @@ from ale_robotics.harness.options import (
     default_state_dir,
     new_run_id,
 )
+from ale_robotics.harness.plot import import_matplotlib
 from ale_robotics.harness.preflight import check_agent_command, check_options, make_run_dir
-from ale_robotics.harness.report import RunReport, StoppedRunReport, write_report, write_stopped
+from ale_robotics.harness.report import (
+    PlotsDrawing,
+    RunReport,
+    StoppedRunReport,
+    start_report,
+    write_stopped,
+)
 from ale_robotics.harness.run_dirs import record_run_dir
 from ale_robotics.harness.sandbox import require_sandbox, sandbox_available
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.scoring import score
 from ale_robotics.tasks.registry import Registry, default_registry
-from ale_robotics.tasks.spec import TaskMode
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
 from ale_robotics.v1 import ale_env_pb2 as pb
 
@@ -100,6 +112,9 @@ Started = Callable[[str, Path], None]
 
 LOG_TAIL_LINES = 10
 
+_RESULT_POLL_S = 0.25
+"""The longest interval between two status polls while the harness waits for a result."""
+
 
 @dataclass
 class _Phase:
@@ -109,9 +124,17 @@ class _Phase:
     agent_exit_code: int | None = None
     cancel: Callable[[], list[str]] | None = None
     """Cancels the run's unfinished jobs on its evaluator; set once one is connected."""
+    ahead: Callable[[], None] | None = None
+    """Starts the embedded evaluator's workers (:func:`_prestart_workers`), when there is one."""
+    plots: PlotsDrawing | None = None
+    """The report's plots being drawn, once result.json is written (see :func:`run_task`)."""
 
     def set(self, name: str) -> None:
         self.name = name
+
+    def wait_for_plots(self) -> None:
+        if self.plots is not None:
+            self.plots.wait()
 
 
 @dataclass(frozen=True)
@@ -205,6 +228,10 @@ def run_task(
     except HarnessError as exc:
         _record_failure(ctx, exc.message)
         raise
+    finally:
+        # Drawn while the evaluator stopped (_report); the plots are there once the run
+        # returns, whichever way it ends.
+        ctx.phase.wait_for_plots()
 
 
 def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
@@ -212,8 +239,25 @@ def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
     opts, run_id, phase = ctx.opts, ctx.run_id, ctx.phase
     sock_dir: tempfile.TemporaryDirectory[str] | None = None
     running: RunningEvaluator | None = None
+    container: EvaluatorContainer | None = None
     try:
-        if opts.evaluator is None:
+        if opts.evaluator_image is not None:
+            # The evaluator in a container of its own, its harness channel through
+            # `docker exec` of the loopback client (harness/evaluator_container.py).
+            container = EvaluatorContainer.start(
+                opts.evaluator_image,
+                run_id=run_id,
+                task_id=ctx.task.id,
+                state_dir=opts.state_dir or default_state_dir(),
+                submission=ctx.submission,
+                run_dir=ctx.run_dir,
+                workers=opts.workers,
+            )
+            agent_endpoint, agent_token = container.agent_address, container.agent_token
+            harness = container.harness_client(run_id)
+            ev = container  # a client of its own: `harness` is closed by the time it cancels
+            phase.cancel = lambda: _close_remote_run_with(ev.harness_client(run_id), run_id)
+        elif opts.evaluator is None:
             sock_dir = tempfile.TemporaryDirectory(prefix="ale-")
             running = serve(
                 EvaluatorConfig(
@@ -235,6 +279,7 @@ def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
             )
             embedded = running.evaluator
             phase.cancel = lambda: embedded.cancel_run(run_id, "the run was interrupted")
+            phase.ahead = lambda: _prestart_workers(embedded, ctx.task.id)
             agent_endpoint, agent_token = running.agent_address, running.agent_token
             harness = AleClient(running.harness_address, running.harness_token, run_id=run_id)
         else:
@@ -261,8 +306,23 @@ def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
     finally:
         if running is not None:
             running.stop()
+        if container is not None:
+            container.stop()
         if sock_dir is not None:
             sock_dir.cleanup()
+
+
+def _prestart_workers(embedded: Evaluator, task_id: str) -> None:
+    """Start the embedded evaluator's rollout workers now, while the agent starts.
+
+    A cold worker takes a few tenths of a second (interpreter, imports, the first
+    env), which would otherwise delay the evaluation of the agent's submission:
+    started here, it overlaps the agent's own start-up (see
+    :meth:`.LocalExecutor.prestart`). The task is the one the evaluator runs (a
+    smoke run's is cut to its episodes).
+    """
+    if isinstance(embedded.pool, LocalExecutor):
+        embedded.pool.prestart(embedded.tasks.spec(task_id))
 
 
 def _connect_remote(
@@ -278,7 +338,7 @@ def _connect_remote(
         )
     agent_endpoint = opts.evaluator
     harness_addr = opts.evaluator_harness or _default_harness_address(agent_endpoint)
-    harness = AleClient(
+    harness = harness_client(  # a docker-exec:// address: through an evaluator container
         harness_addr, token_file.read_text().strip(), task_id=task_id, run_id=run_id
     )
     try:
@@ -336,6 +396,12 @@ def _default_harness_token(opts: RunOptions) -> Path | None:
         candidates += [sock.parent.parent / "harness.token", sock.parent / "harness.token"]
     candidates.append((opts.state_dir or default_state_dir()) / "harness.token")
     return next((c for c in candidates if c.is_file()), None)
+
+
+def _close_remote_run_with(harness: AleClient, run_id: str) -> list[str]:
+    """:func:`_close_remote_run` on a client of its own, closed afterwards."""
+    with harness:
+        return _close_remote_run(harness, run_id)
 
 
 def _close_remote_run(harness: AleClient, run_id: str) -> list[str]:
@@ -431,9 +497,21 @@ def _drive(
     """The run once an evaluator is connected: agent phase, evaluation, score, report."""
     ctx.stop.check()
     write_agent_copy(ctx.task, ctx.submission)  # task_config tasks: the copy the agent edits
-    agent = run_agent(
-        ctx, harness, agent_endpoint, agent_token, on_started=lambda: ctx.phase.set("agent")
-    )
+
+    def started() -> None:
+        # Once the agent is launched, not before: its start comes first. Both only
+        # start threads; one that cannot start (no semaphores, no threads left) costs
+        # the run its head start, nothing else.
+        ctx.phase.set("agent")
+        embedded = ctx.phase.ahead is not None  # set for an evaluator in this process only
+        try:
+            if ctx.phase.ahead is not None:
+                ctx.phase.ahead()
+            _prefetch(ctx.task, embedded=embedded)
+        except (OSError, RuntimeError) as exc:
+            logger.warning("could not start the evaluator's workers ahead of the job: %s", exc)
+
+    agent = run_agent(ctx, harness, agent_endpoint, agent_token, on_started=started)
     ctx.phase.agent_exit_code = agent.exit_code
     # The agent's own wall clock, as its budget counts it (frozen time excluded); the
     # evaluation that follows is not the agent's time.
@@ -449,6 +527,30 @@ def _drive(
     return _report(ctx, agent, result, agent_wall_s)
 
 
+def _prefetch(task: TaskSpec, *, embedded: bool) -> threading.Thread:
+    """Do on a daemon thread, while the agent starts, what this process does later anyway.
+
+    First, for an embedded evaluator, build and close one env of the task: the
+    agent's first call, GetSpec, builds one for the task's spaces, and the first
+    one in a process imports the simulator (MuJoCo, its OpenGL module, the env's
+    module: a few tenths of a second the agent would wait for); then the imports of
+    the report's plots (:func:`.plot.import_matplotlib`). Nothing here can fail the
+    run: whatever fails is done again, and reported, where it is needed.
+    """
+
+    def load() -> None:
+        if embedded:
+            try:
+                make_env(task.env, time_limit=False).close()
+            except Exception as exc:  # GetSpec builds it again and reports the error
+                logger.debug("env not built ahead of GetSpec: %s", exc)
+        import_matplotlib()
+
+    thread = threading.Thread(target=load, name="ale-harness-prefetch", daemon=True)
+    thread.start()
+    return thread
+
+
 def _await_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
     """The official result of the run's newest job once it is terminal (None: no job).
 
@@ -459,10 +561,12 @@ def _await_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
     if job is None:
         return None
     progress = ctx.on_progress
+    start = time.monotonic()
     while not job.terminal:
         if progress is not None:
             progress("evaluating", job, ctx.elapsed(), ctx.budget_s)
-        ctx.stop.sleep(0.25)
+        # As the SDK's wait: every 50 ms at first, then a tenth of the time waited.
+        ctx.stop.sleep(poll_interval(time.monotonic() - start, _RESULT_POLL_S))
         job = harness.status(job.job_id)
     if progress is not None:
         progress("done", job, ctx.elapsed(), ctx.budget_s)
@@ -558,7 +662,8 @@ def _report(
         "score",
         {"status": report.status, "score": report.score, "line": line},
     )
-    write_report(
+    # The plots are drawn while the evaluator stops; run_task waits for them (_Phase).
+    ctx.phase.plots = start_report(
         ctx.run_dir, run_report.model_copy(update={"trajectory_head": last.hash}), ctx.traj.path
     )
     return RunOutcome(
@@ -570,10 +675,14 @@ def _report(
     )
 
 
-def _sandbox_mode(requested: str) -> Literal["bwrap", "none"]:
-    """'bwrap' or 'none' for this run; an explicit 'bwrap' that cannot start raises."""
+def _sandbox_mode(requested: str) -> Literal["bwrap", "docker", "none"]:
+    """'bwrap', 'docker' or 'none' for this run; an explicit 'bwrap' or 'docker' that
+    cannot start raises."""
     if requested == "none":
         return "none"
+    if requested == "docker":
+        require_docker()
+        return "docker"
     if requested == "bwrap":
         require_sandbox()
         return "bwrap"

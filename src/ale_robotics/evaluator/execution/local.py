@@ -5,6 +5,15 @@
 
 BLAS is pinned to one thread per worker, or its threads fight MuJoCo.
 
+Starting: a spawned worker takes a few tenths of a second before it can run a
+shard (the interpreter, numpy, the task model, the rollout kind, the simulator
+and one env of the task). Started by the first job, that time is the job's; the
+harness calls :meth:`LocalExecutor.prestart` while its agent starts instead, so
+the workers are up and warm when the submission arrives (:func:`_warm_up`).
+Workers never render, so they start with ``MUJOCO_GL=disable``. A worker imports
+only what its shards need: the evaluator's worker-side modules, never the command
+line that may have started the evaluator (see ``ale_robotics.cli.main``).
+
 Isolation: each worker applies :class:`WorkerLimits` when it starts (address
 space, CPU time per shard, file size, process count; by default it also drops
 into a fresh network namespace). Workers run only evaluator code on validated
@@ -33,7 +42,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import dataclasses
 import logging
+import math
 import os
 import queue
 import resource
@@ -65,7 +76,8 @@ from ale_robotics.evaluator.execution.base import (
     shard_layout,
 )
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault
-from ale_robotics.tasks.spec import TaskSpec
+from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 __all__ = ["LocalExecutor", "RolloutPool"]
 
@@ -82,6 +94,8 @@ _PROGRESS: Any = None
 _LIMITS: WorkerLimits | None = None
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 """Signals meant for the evaluator, which workers ignore (see the module docstring)."""
+PRESTART_WAIT_S = 60.0
+"""The longest a job waits for the workers :meth:`LocalExecutor.prestart` is starting."""
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 
@@ -162,7 +176,45 @@ def _apply_limits(limits: WorkerLimits) -> None:
     _arm_cpu_limit(limits)
 
 
-def _init_worker(progress: Any, limits: WorkerLimits | None = None) -> None:
+def _no_gl() -> None:
+    """Start MuJoCo without an OpenGL backend: workers never render.
+
+    ``import mujoco`` otherwise loads one (glfw by default, whose import runs a
+    Python subprocess to check the library's version: 40-80 ms). Gymnasium's MuJoCo
+    envs still import glfw when one is built (their renderer's module does), so a
+    kind that builds them pays that once per worker, in the warm-up. Only effective
+    before mujoco is imported; nothing a worker imports before its initializer does.
+    """
+    if "mujoco" not in sys.modules:
+        os.environ["MUJOCO_GL"] = "disable"
+
+
+def _warm_up(task_json: str) -> None:
+    """Do now what a worker's first shard of this task would do first: import the task's
+    rollout kind (and, through it, the simulator) and build one env of a MuJoCo task.
+
+    The env is closed again (the kinds keep their own caches); what stays is the
+    imported modules, the loaded libraries and the files in the page cache, which
+    is most of a cold first shard. Best effort: a failure is logged and the first
+    shard starts cold, as it would have without the warm-up (and fails there,
+    where it is reported, if something is really wrong).
+    """
+    try:
+        task = TaskSpec.model_validate_json(task_json)
+        get_kind(task.eval.rollout)
+        if task.simulator.name == "mujoco":
+            # Here, not at the top: ale_robotics.envs imports Gymnasium, which the
+            # evaluator process (this module's other importer) does not need.
+            from ale_robotics.envs.make import make_env
+
+            make_env(task.env).close()
+    except Exception as exc:  # never the pool's failure: the shard reports the real one
+        log.warning("rollout worker %d: warm-up failed: %s", os.getpid(), redacted(exc))
+
+
+def _init_worker(
+    progress: Any, limits: WorkerLimits | None = None, warm_task_json: str | None = None
+) -> None:
     global _LIMITS, _PROGRESS
     # The parent stops workers (see the module docstring); the signals arrived
     # blocked (:class:`_PinnedSpawnProcess`), so one sent during startup is discarded.
@@ -171,8 +223,28 @@ def _init_worker(progress: Any, limits: WorkerLimits | None = None) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _PROGRESS = progress
     _LIMITS = limits
+    _no_gl()
     if limits is not None:
         _apply_limits(limits)
+    if warm_task_json is not None:
+        _warm_up(warm_task_json)
+
+
+def _started() -> int:
+    """A no-op task: submitting one makes the pool start a worker (see ``prestart``)."""
+    return os.getpid()
+
+
+def _start_workers(pool: ProcessPoolExecutor, n: int, up: threading.Event) -> None:
+    """Make ``pool`` start ``n`` processes (it starts one per submission while none is
+    idle) and set ``up`` once they all answered, or could not start."""
+    try:
+        started = [pool.submit(_started) for _ in range(n)]
+        wait(started)
+    except (BrokenProcessPool, RuntimeError) as exc:  # broken or shut down meanwhile
+        log.info("rollout workers not started ahead of the job: %s", exc)
+    finally:
+        up.set()
 
 
 def _run_shard(
@@ -247,7 +319,10 @@ class LocalExecutor(Executor):
     """A persistent pool of spawned worker processes, rebuilt if one of them dies.
 
     Each worker applies ``limits`` (:class:`WorkerLimits`; the defaults when not
-    given, ``WorkerLimits(None, None, None, None, False)`` for none).
+    given, ``WorkerLimits(None, None, None, None, False)`` for none), as changed by the
+    task's rollout kind (:attr:`~ale_robotics.rollouts.base.RolloutKind.worker_needs`:
+    JAX/XLA reserves far more address space than ``RLIMIT_AS`` allows). Workers are
+    started with their limits, so each such profile has a pool of its own.
     """
 
     kind = "local"
@@ -256,21 +331,93 @@ class LocalExecutor(Executor):
         self.workers = workers or max(1, min(os.cpu_count() or 1, 8))
         self.limits = limits if limits is not None else WorkerLimits()
         self._ctx = _PinnedSpawnContext()
-        self._pool: ProcessPoolExecutor | None = None
-        self._progress: Any = None
+        self._pools: dict[_Profile, tuple[ProcessPoolExecutor, Any]] = {}
+        """One pool (and its progress queue) per worker profile in use."""
+        self._warm_task_json: str | None = None
+        """The task every new worker warms up for (:meth:`prestart`), if any."""
+        self._workers_up: threading.Event | None = None
+        """Set once the workers :meth:`prestart` started are up (None: it was not called)."""
         self._lock = threading.Lock()
 
-    def _get(self) -> tuple[ProcessPoolExecutor, Any]:
+    def _profile(self, task: TaskSpec | None) -> _Profile:
+        """The limits and worker count for ``task``'s shards (None: the executor's own)."""
+        limits, workers = self.limits, self.workers
+        needs = None if task is None else get_kind(task.eval.rollout).worker_needs
+        if needs is not None:
+            if needs.unlimited_address_space:
+                limits = dataclasses.replace(limits, address_space_bytes=None)
+            if needs.max_workers is not None:
+                workers = max(1, min(workers, needs.max_workers))
+        return limits, workers
+
+    def _get(self, profile: _Profile | None = None) -> tuple[ProcessPoolExecutor, Any]:
+        profile = profile or self._profile(None)
         with self._lock:
-            if self._pool is None:
-                self._progress = self._ctx.Queue()
-                self._pool = ProcessPoolExecutor(
-                    self.workers,
+            if profile not in self._pools:
+                limits, workers = profile
+                progress = self._ctx.Queue()
+                pool = ProcessPoolExecutor(
+                    workers,
                     mp_context=self._ctx,
                     initializer=_init_worker,
-                    initargs=(self._progress, self.limits),
+                    initargs=(progress, limits, self._warm_task_json),
                 )
-            return self._pool, self._progress
+                self._pools[profile] = (pool, progress)
+            return self._pools[profile]
+
+    def prestart(self, task: TaskSpec) -> int:
+        """Start the workers a job of ``task`` will use now, each warmed up for it.
+
+        For callers that know a job is coming (the harness, while its agent starts):
+        the workers' start-up (:func:`_warm_up`) then overlaps the wait instead of
+        delaying the job. Starts as many processes as a full evaluation of ``task``
+        has shards, at most :attr:`workers`, and none for an interactive task (its
+        episodes run in the evaluator's sessions, not here). Returns at once, with the
+        number of processes asked for: they start in the background, and a job that
+        arrives meanwhile waits for them (:meth:`_await_prestart`), as it would have
+        for cold ones. Workers that already run are kept as they are (0 is returned); a
+        pool rebuilt after a crash warms up for ``task`` again. Results never depend on
+        it: a warm-up only imports and builds what a shard would.
+        """
+        if task.mode is TaskMode.INTERACTIVE:
+            return 0
+        profile = self._profile(task)
+        with self._lock:
+            if profile in self._pools:
+                return 0
+            self._warm_task_json = task.model_dump_json()
+        shards = math.ceil(task.eval.episodes / task.eval.envs_per_shard)
+        n = max(1, min(profile[1], shards))
+        pool, _ = self._get(profile)
+        up = self._workers_up = threading.Event()
+        # Starting a process takes a few ms of this thread (more on a loaded host, and
+        # the first one also starts multiprocessing's resource tracker): not the caller's.
+        threading.Thread(
+            target=_start_workers, args=(pool, n, up), name="ale-worker-prestart", daemon=True
+        ).start()
+        return n
+
+    def _await_prestart(self, deadline: float | None, abort: threading.Event | None) -> None:
+        """Wait for the workers :meth:`prestart` is starting, if it is.
+
+        Submitted while they warm up, a job would make the pool start a cold process
+        more (it starts one whenever none is idle), which is never ready before the
+        warm ones and takes the CPU they and the job need. Bounded by
+        :data:`PRESTART_WAIT_S`; the deadline and ``abort`` act as in :meth:`run`.
+        """
+        up = self._workers_up
+        if up is None:
+            return
+        give_up = time.monotonic() + PRESTART_WAIT_S
+        while not up.wait(0.05):
+            if abort is not None and abort.is_set():
+                raise RolloutAborted("the rollouts were stopped")
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                raise TimeoutError("evaluation deadline passed")
+            if now > give_up:
+                log.warning("rollout workers still starting after %.0f s", PRESTART_WAIT_S)
+                return
 
     def _discard(self) -> None:
         """Drop the pool and kill its processes (a timed-out shard must not keep running).
@@ -280,20 +427,22 @@ class LocalExecutor(Executor):
         an ``InvalidStateError`` traceback (and leaks the pool's semaphores) when
         one of them was cancelled first."""
         with self._lock:
-            if self._pool is not None:
+            for pool, _ in self._pools.values():
                 # ProcessPoolExecutor only gains terminate_workers() in Python 3.14.
-                procs = list(getattr(self._pool, "_processes", {}).values())
+                procs = list(getattr(pool, "_processes", {}).values())
                 for proc in procs:
                     proc.kill()  # they ignore SIGTERM
-                self._pool.shutdown(wait=False)
-            self._pool = None
+                pool.shutdown(wait=False)
+            self._pools.clear()
 
     def worker_pids(self) -> list[int]:
         """PIDs of the live worker processes (empty before the first job)."""
         with self._lock:
-            if self._pool is None:
-                return []
-            procs = list(getattr(self._pool, "_processes", {}).values())
+            procs = [
+                p
+                for pool, _ in self._pools.values()
+                for p in getattr(pool, "_processes", {}).values()
+            ]
         return [p.pid for p in procs if p.pid is not None and p.is_alive()]
 
     def run_in_worker(self, fn: Callable[..., T], *args: Any, timeout: float = 60.0) -> T:
@@ -307,9 +456,9 @@ class LocalExecutor(Executor):
 
     def shutdown(self) -> None:
         with self._lock:
-            if self._pool is not None:
-                self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+            for pool, _ in self._pools.values():
+                pool.shutdown(wait=True, cancel_futures=True)
+            self._pools.clear()
 
     def run(
         self,
@@ -323,7 +472,8 @@ class LocalExecutor(Executor):
         abort: threading.Event | None = None,
     ) -> list[EpisodeOutcome]:
         """See :meth:`.base.Executor.run`; the shards go to the worker processes."""
-        pool, progress = self._get()
+        self._await_prestart(deadline, abort)
+        pool, progress = self._get(self._profile(task))
         shards = shard_layout(task, seeds, indices)
         total = sum(len(shard) for shard in shards)
         tag = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -380,6 +530,9 @@ class LocalExecutor(Executor):
             on_progress(total)
         return in_index_order(per_shard)
 
+
+_Profile = tuple[WorkerLimits, int]
+"""A pool's worker limits and its number of workers."""
 
 RolloutPool = LocalExecutor
 """The local executor's former name (``ale_robotics.evaluator.pool.RolloutPool``)."""

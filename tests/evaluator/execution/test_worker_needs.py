@@ -1,0 +1,40 @@
+"""A rollout kind's ``worker_needs`` reach the local executor's workers (JAX under RLIMIT_AS)."""
+
+from __future__ import annotations
+
+import resource
+
+from ale_robotics.evaluator.execution import LocalExecutor
+from ale_robotics.evaluator.execution.base import WorkerLimits
+from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.tasks import TaskSpec, default_registry
+
+GIB = 1 << 30
+
+
+def _as_kind(task: TaskSpec, kind: str) -> TaskSpec:
+    return task.model_copy(update={"eval": task.eval.model_copy(update={"rollout": kind})})
+
+
+def _limits() -> tuple[int, int]:
+    return resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+
+
+def test_an_mjx_task_gets_workers_without_the_address_space_cap() -> None:
+    needs = get_kind("mjx").worker_needs
+    assert needs is not None and needs.unlimited_address_space and needs.max_workers == 1
+    cheetah = default_registry().get("td3-halfcheetah-vec-v1")
+    ex = LocalExecutor(2, WorkerLimits(address_space_bytes=4 * GIB, isolate_network=False))
+    try:
+        mjx_profile = ex._profile(_as_kind(cheetah, "mjx"))
+        native_profile = ex._profile(cheetah)
+        assert mjx_profile[1] == 1 and native_profile[1] == 2
+        mjx_as, mjx_fsize = ex._get(mjx_profile)[0].submit(_limits).result(60)
+        native_as, native_fsize = ex._get(native_profile)[0].submit(_limits).result(60)
+        assert mjx_as == resource.RLIM_INFINITY  # XLA reserves far more than it touches
+        assert native_as == 4 * GIB  # the other kinds keep the cap, on the same executor
+        assert mjx_fsize == native_fsize != resource.RLIM_INFINITY  # the rest still applies
+        assert len(ex.worker_pids()) == 2  # one pool per profile, both listed
+    finally:
+        ex.shutdown()
+    assert ex.worker_pids() == []
