@@ -110,7 +110,10 @@ def _alive(pids: list[int]) -> list[int]:
         except ProcessLookupError:
             continue
         # a terminated worker may linger as a zombie until reaped: that is not running
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:  # it exited between the two looks
+            continue
         if state != "Z":
             alive.append(pid)
     return alive

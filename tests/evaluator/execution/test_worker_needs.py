@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import resource
 
 from ale_robotics.evaluator.execution import LocalExecutor
@@ -16,8 +17,15 @@ def _as_kind(task: TaskSpec, kind: str) -> TaskSpec:
     return task.model_copy(update={"eval": task.eval.model_copy(update={"rollout": kind})})
 
 
-def _limits() -> tuple[int, int]:
-    return resource.getrlimit(resource.RLIMIT_AS)[0], resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+# Pickled by name into the worker, so a function of the library, not of this test module
+# (the workers cannot import the tests).
+_AS = functools.partial(resource.getrlimit, resource.RLIMIT_AS)
+_FSIZE = functools.partial(resource.getrlimit, resource.RLIMIT_FSIZE)
+
+
+def _limits(ex: LocalExecutor, profile: tuple[WorkerLimits, int]) -> tuple[int, int]:
+    pool = ex._get(profile)[0]
+    return pool.submit(_AS).result(60)[0], pool.submit(_FSIZE).result(60)[0]
 
 
 def test_an_mjx_task_gets_workers_without_the_address_space_cap() -> None:
@@ -29,8 +37,8 @@ def test_an_mjx_task_gets_workers_without_the_address_space_cap() -> None:
         mjx_profile = ex._profile(_as_kind(cheetah, "mjx"))
         native_profile = ex._profile(cheetah)
         assert mjx_profile[1] == 1 and native_profile[1] == 2
-        mjx_as, mjx_fsize = ex._get(mjx_profile)[0].submit(_limits).result(60)
-        native_as, native_fsize = ex._get(native_profile)[0].submit(_limits).result(60)
+        mjx_as, mjx_fsize = _limits(ex, mjx_profile)
+        native_as, native_fsize = _limits(ex, native_profile)
         assert mjx_as == resource.RLIM_INFINITY  # XLA reserves far more than it touches
         assert native_as == 4 * GIB  # the other kinds keep the cap, on the same executor
         assert mjx_fsize == native_fsize != resource.RLIM_INFINITY  # the rest still applies
