@@ -16,10 +16,22 @@ from pathlib import Path, PurePosixPath
 from ale_robotics.errors import InvalidArgumentError, PermissionDeniedError
 from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, TRUSTED, Access, RunRegistry, Scope
 
-__all__ = ["RunAccess"]
+__all__ = ["RunAccess", "check_client_token"]
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _RUN_ID_RULE = "run_id must be 1-64 characters of letters, digits, '.', '_' or '-'"
+
+
+_CLIENT_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
+
+
+def check_client_token(client_token: str) -> None:
+    """INVALID_ARGUMENT unless ``client_token`` is an idempotency key of SubmitBatchEval and
+    SubmitCheckpoint: 1-128 printable ASCII characters."""
+    if not _CLIENT_TOKEN_RE.match(client_token):
+        raise InvalidArgumentError(
+            "client_token must be 1-128 printable ASCII characters (an idempotency key)"
+        )
 
 
 class RunAccess:

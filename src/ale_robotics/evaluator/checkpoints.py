@@ -58,7 +58,7 @@ from ale_robotics.errors import (
     InvalidArgumentError,
     ResourceExhaustedError,
 )
-from ale_robotics.evaluator.access import RunAccess
+from ale_robotics.evaluator.access import RunAccess, check_client_token
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.execution.base import shard_layout
 from ale_robotics.evaluator.ledger import RunLedger
@@ -102,8 +102,6 @@ POLICY_ROLE = "policy"
 """The contract role a checkpoint consists of (the weights; meta.json and the like are not
 part of a checkpoint, and are never read)."""
 
-_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
-"""The client token rule of SubmitBatchEval (an idempotency key)."""
 _ID_RE = re.compile(r"^[0-9a-f]{16}$")
 
 
@@ -318,10 +316,7 @@ class CheckpointService:
         run = self._access.check_run(run_id, scope)
         if self._access.closed(run):
             raise FailedPreconditionError(f"run {run} is closed: it takes no more checkpoints")
-        if not _TOKEN_RE.match(client_token):
-            raise InvalidArgumentError(
-                "client_token must be 1-128 printable ASCII characters (an idempotency key)"
-            )
+        check_client_token(client_token)
         limit = settings.max_checkpoints
         with self._lock:
             records = self.records(run)

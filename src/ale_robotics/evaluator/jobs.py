@@ -11,7 +11,6 @@ ended without a result gets the empty one (:class:`~.result_builder.ResultBuilde
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 from pathlib import Path
 from typing import Protocol
@@ -23,7 +22,7 @@ from ale_robotics.errors import (
     PermissionDeniedError,
     ResourceExhaustedError,
 )
-from ale_robotics.evaluator.access import RunAccess
+from ale_robotics.evaluator.access import RunAccess, check_client_token
 from ale_robotics.evaluator.catalog import MAX_ID_CHARS, TaskCatalog
 from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.result import EvalResult
@@ -43,7 +42,6 @@ __all__ = ["JobService", "SubmissionLimits"]
 
 log = logging.getLogger(__name__)
 
-_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 _DEFAULT_MAX_SUBMISSIONS = 3
 """A task's quota when neither the operator nor the release manifest sets one."""
@@ -150,10 +148,7 @@ class JobService:
         if task.mode not in (TaskMode.BATCH, TaskMode.TASK_CONFIG) or task.contract is None:
             raise FailedPreconditionError(f"task {task.id} is not a batch task")
         run = self._access.check_run(run_id, scope)
-        if not _TOKEN_RE.match(client_token):
-            raise InvalidArgumentError(
-                "client_token must be 1-128 printable ASCII characters (an idempotency key)"
-            )
+        check_client_token(client_token)
         existing = self._store.by_token(run, client_token)
         if existing is not None:
             return existing, True
