@@ -51,7 +51,8 @@ Usage::
 With ``--json`` the last line is one JSON object with the keys
 ``evaluator_steps_per_s``, ``naive_steps_per_s``, ``rollout_steps_per_s``,
 ``physics_steps_per_s`` (P), ``policy_steps_per_s`` (Q), ``limit_steps_per_s``,
-``evaluator_over_limit`` (medians over the rounds) and ``evaluator_over_limit_per_round``
+``evaluator_over_limit`` (medians over the rounds, but ``naive_steps_per_s``: the naive
+loop is only the 3-4x context, measured once) and ``evaluator_over_limit_per_round``
 (and with ``--executor ray`` an ``executors`` object: per worker count, both
 executors' median steps/s, their spread and ``ray_vs_local``). With ``--task all``
 it is ``{"tasks": {ID: that object, ...}, "min_evaluator_over_limit": ...}`` over
