@@ -72,7 +72,7 @@ images: venv docker-deps
 	PYTHON=$(BIN)/python AGENT_EXTRAS="$(AGENT_EXTRAS)" deploy/build-images.sh
 
 demo: venv sandbox-deps
-	$(BIN)/ale-robotics run td3-inverted-pendulum-v1 \
+	$(BIN)/ale-robotics run td3-inverted-pendulum-v2 \
 		--agent "$(BIN)/python examples/agents/submit_checkpoint.py"
 
 lint: venv

@@ -41,7 +41,7 @@ from ale_robotics.errors import AleError
 from ale_robotics.tasks import default_registry
 
 INTERACTIVE = "td3-inverted-double-pendulum-v1"
-BATCH = "td3-inverted-pendulum-v1"
+BATCH = "td3-inverted-pendulum-v2"
 
 
 def _tree_rss_mb(pid: int) -> float:

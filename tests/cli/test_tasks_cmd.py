@@ -20,7 +20,9 @@ def test_tasks_list_is_one_short_row_per_task_at_80_columns() -> None:
     for task_id in reg.ids():
         assert task_id in rows, task_id  # the whole id starts its row
         spec = reg.get(task_id)
-        assert rows[task_id][:2] == [spec.mode.value, spec.primary_metric.name], rows[task_id]
+        mode = [spec.mode.value, "*"] if reg.superseded_by(task_id) else [spec.mode.value]
+        shown = [*mode, spec.primary_metric.name]
+        assert rows[task_id][: len(shown)] == shown, rows[task_id]
     # the table only: sources and statistics are in 'tasks show', not 50 wrapped lines here
     assert len(lines) <= len(reg.ids()) + 8
     assert "Fujimoto" not in r.stdout
@@ -45,6 +47,18 @@ def test_tasks_list_json_is_one_document_with_every_target() -> None:
         assert row["target"]["statistic"] == target.statistic.value
         assert row["target"]["location"] == target.source.location  # whole, never cut
     assert by_id["td3-reacher-v1"]["direction"] == "lower_is_better"
+    for task_id, row in by_id.items():
+        assert row["superseded_by"] == reg.superseded_by(task_id)
+    assert by_id["td3-inverted-pendulum-v1"]["superseded_by"] == "td3-inverted-pendulum-v2"
+    assert by_id["td3-inverted-pendulum-v2"]["superseded_by"] is None
+
+
+def test_tasks_list_marks_a_superseded_version() -> None:
+    r = cli("tasks", "list", columns=80)
+    rows = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines() if line.split()}
+    assert rows["td3-inverted-pendulum-v1"][:2] == ["batch", "*"]
+    assert rows["td3-inverted-pendulum-v2"][:2] == ["batch", "mean_return"]
+    assert "superseded by a newer -vN" in " ".join(r.stdout.split())
 
 
 def test_tasks_show_is_plain_json_unwrapped_and_takes_json() -> None:

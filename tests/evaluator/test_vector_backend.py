@@ -74,7 +74,7 @@ def test_unknown_family_is_refused(registry: Registry) -> None:
         rollout_vectorized(dmc, lambda o: o, [(0, 1)])
 
 
-@pytest.mark.parametrize("task_id", ["td3-inverted-pendulum-v1", "td3-walker2d-repro-v1"])
+@pytest.mark.parametrize("task_id", ["td3-inverted-pendulum-v2", "td3-walker2d-repro-v2"])
 def test_bundled_pendulum_and_walker_tasks_use_the_native_kind(
     registry: Registry, task_id: str
 ) -> None:
@@ -87,7 +87,7 @@ def test_pendulum_task_is_the_gymnasium_kinds_to_the_bit(registry: Registry) -> 
     """The shipped checkpoint on the task's real protocol (1000 steps): the pendulum never
     touches a joint limit, so the native kind's episodes are Gymnasium's exactly, and the
     task's score did not change when it moved to this kind."""
-    task = registry.get("td3-inverted-pendulum-v1")
+    task = registry.get("td3-inverted-pendulum-v2")
     weights = load_file(str(CHECKPOINT))
     seeds = [(i, 500 + i) for i in range(4)]
     native = rollout_episodes(task, weights, seeds)
@@ -99,7 +99,7 @@ def test_pool_results_do_not_depend_on_the_worker_count(registry: Registry) -> N
     """Walker episodes that end at different steps (small random weights: most fall just
     before the step limit), in shards of 2 (a fixed layout), run by one worker and by two:
     identical outcomes."""
-    task = registry.get("td3-walker2d-repro-v1")
+    task = registry.get("td3-walker2d-repro-v2")
     small = task.model_copy(
         update={
             "env": task.env.model_copy(update={"max_episode_steps": 57}),

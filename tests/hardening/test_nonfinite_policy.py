@@ -43,6 +43,7 @@ from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import Registry, TaskSpec
 
 PENDULUM = "td3-inverted-pendulum-v1"
+PENDULUM_NATIVE = "td3-inverted-pendulum-v2"
 CHEETAH_VEC = "td3-halfcheetah-vec-v1"
 
 
@@ -204,8 +205,8 @@ print("job state:", st.state, st.failure_source)
 
 @pytest.mark.parametrize(
     ("task_id", "extra"),
-    [(PENDULUM, []), (CHEETAH_VEC, ["--episodes", "2"])],
-    ids=["gymnasium", "vectorized"],
+    [(PENDULUM, []), (PENDULUM_NATIVE, []), (CHEETAH_VEC, ["--episodes", "2"])],
+    ids=["gymnasium", "mujoco_rollout", "vectorized"],
 )
 def test_harness_scores_a_nan_policy_zero_with_the_reason(
     short_tmp: Path, task_id: str, extra: list[str]

@@ -93,7 +93,7 @@ def mirror(site: Path) -> Path:
 
 
 def _task_as(name: str) -> TaskSpec:
-    doc: dict[str, Any] = json.loads(default_registry().entry("td3-inverted-pendulum-v1").raw)
+    doc: dict[str, Any] = json.loads(default_registry().entry("td3-inverted-pendulum-v2").raw)
     doc["eval"]["backend"] = name
     doc["eval"].pop("threads", None)  # the task's mujoco_rollout setting: not this kind's
     return TaskSpec.model_validate(doc)

@@ -32,7 +32,7 @@ def test_an_unknown_kind_lists_the_registered_ones() -> None:
 
 
 def test_a_task_config_naming_an_unknown_kind_is_refused_clearly() -> None:
-    doc: dict[str, Any] = json.loads(default_registry().entry("td3-inverted-pendulum-v1").raw)
+    doc: dict[str, Any] = json.loads(default_registry().entry("td3-inverted-pendulum-v2").raw)
     doc["eval"]["backend"] = "no-such-kind"
     with pytest.raises(
         ValueError, match=r"eval\.backend 'no-such-kind' is not a registered rollout kind"

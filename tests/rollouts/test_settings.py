@@ -50,7 +50,7 @@ def test_planning_settings_go_with_a_planning_kind_only() -> None:
 
 
 def test_a_batch_policy_task_declares_its_policy() -> None:
-    doc = _doc("td3-inverted-pendulum-v1")
+    doc = _doc("td3-inverted-pendulum-v2")
     doc.pop("policy")
     with pytest.raises(ValueError, match="rolls out the task's 'policy' network"):
         TaskSpec.model_validate(doc)

@@ -29,8 +29,10 @@ AGENTS = ROOT / "examples" / "agents"
 QUICK_TD3 = f"{AGENTS / 'td3_train.py'} --timesteps 300 --learning-starts 100 --margin-s 5"
 REFERENCE = {
     "td3-inverted-pendulum-v1": f"{AGENTS / 'submit_checkpoint.py'}",
+    "td3-inverted-pendulum-v2": f"{AGENTS / 'submit_checkpoint.py'}",
     "td3-halfcheetah-vec-v1": QUICK_TD3,
     "td3-walker2d-repro-v1": f"{QUICK_TD3} --curve-every 100 --curve-episodes 1",
+    "td3-walker2d-repro-v2": f"{QUICK_TD3} --curve-every 100 --curve-episodes 1",
 }
 
 
@@ -118,5 +120,5 @@ def test_reference_agent_runs_end_to_end(short_tmp: Path, task_id: str) -> None:
     assert doc["score"]["status"] in ("scored", "unscored"), doc["score"]["explanation"]
     if REG.get(task_id).genre == "reproduction":
         assert doc["score"]["gate"]["passed"] is True, doc["score"]["gate"]
-    if task_id == "td3-inverted-pendulum-v1":
+    if task_id.startswith("td3-inverted-pendulum-"):
         assert doc["score"]["measured"]["mean_return"] == 1000.0

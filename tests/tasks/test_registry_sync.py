@@ -118,3 +118,60 @@ def test_tasks_list_shows_every_task_with_its_target_and_full_source(tmp_path: P
             continue
         assert row["target"]["value"] == target.value
         assert row["target"]["location"] == target.source.location  # whole, never cut
+
+
+def _sync(tmp: Path, mutate) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "registry", "sync", str(_write(tmp, mutate))],
+        env=_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_bundled_manifest_supersedes_the_old_layouts_by_their_v2() -> None:
+    from ale_robotics.tasks import Registry, default_registry
+
+    manifest = load_manifest()
+    Registry.bundled(manifest).check_manifest(manifest)  # what `registry sync` checks
+    reg = default_registry()
+    old = {i: reg.superseded_by(i) for i in reg.ids() if reg.superseded_by(i)}
+    assert old == {
+        "td3-inverted-pendulum-v1": "td3-inverted-pendulum-v2",
+        "td3-walker2d-repro-v1": "td3-walker2d-repro-v2",
+    }
+    for v1, v2 in old.items():  # the same task but for how the evaluator steps it
+        a, b = reg.get(v1), reg.get(v2)
+        assert (a.env, a.contract, a.metrics, a.eval.base_seeds) == (
+            b.env,
+            b.contract,
+            b.metrics,
+            b.eval.base_seeds,
+        )
+        assert a.eval.rollout == "gymnasium" and b.eval.rollout == "mujoco_rollout"
+        assert manifest.tasks[v1].target == manifest.tasks[v2].target
+
+
+def test_superseded_by_must_name_a_newer_version_of_the_task(tmp_path: Path) -> None:
+    def other_task(d: dict) -> None:
+        d["tasks"]["td3-inverted-pendulum-v1"]["superseded_by"] = "td3-hopper-v1"
+
+    r = _sync(tmp_path, other_task)
+    assert r.returncode == 2
+    assert "can only be superseded by a newer version of itself" in r.stderr
+
+    def older(d: dict) -> None:
+        d["tasks"]["td3-inverted-pendulum-v2"]["superseded_by"] = "td3-inverted-pendulum-v1"
+
+    r = _sync(tmp_path, older)
+    assert r.returncode == 2
+    assert "td3-inverted-pendulum-vN with N > 2" in r.stderr
+
+    def unlisted(d: dict) -> None:
+        del d["tasks"]["td3-inverted-pendulum-v2"]
+
+    r = _sync(tmp_path, unlisted)
+    assert r.returncode == 2
+    assert "which the manifest does not list" in r.stderr
+    assert not (tmp_path / "state" / "ale-robotics" / "manifest.json").exists()

@@ -159,9 +159,10 @@ def test_version_1_manifest_is_refused_naming_its_version(tmp_path: Path) -> Non
 def test_td3_locations_name_the_cell_as_the_tables_lay_it_out() -> None:
     """Table 1 has environments as rows and methods as columns; Table 2 the other way round."""
     seen_table_1 = 0
+    reg = default_registry()
     for task_id, t in _targets().items():
-        if not task_id.startswith("td3-"):
-            continue
+        if not task_id.startswith("td3-") or reg.superseded_by(task_id) is not None:
+            continue  # an older version cites what its newer one does
         loc = t.source.location
         cells = re.findall(r"Table ([12])(?: \([^)]*\))?, ([^:;)]*)", loc)
         assert cells, (task_id, loc)

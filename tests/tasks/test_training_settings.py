@@ -21,7 +21,13 @@ from ale_robotics.tasks.spec import CheckpointSettings, TaskSpec, TrainingSettin
 
 CONFIGS = Path(__file__).resolve().parents[2] / "src" / "ale_robotics" / "tasks" / "configs"
 REPRO = "td3-walker2d-repro-v1"
-EVALUATOR_SIDE = {REPRO, "tdmpc2-cheetah-run-v1", "tdmpc2-walker-run-v1", "tdmpc2-mw-push-v1"}
+EVALUATOR_SIDE = {
+    REPRO,
+    "td3-walker2d-repro-v2",
+    "tdmpc2-cheetah-run-v1",
+    "tdmpc2-walker-run-v1",
+    "tdmpc2-mw-push-v1",
+}
 
 
 def _config(task_id: str) -> dict[str, Any]:

@@ -24,8 +24,10 @@ def tasks_list(as_json: JsonOpt = False) -> None:
     The table fits 80 columns and never cuts a task id; a target's statistic, source
     and what is not comparable are in 'tasks show ID'. With --json, one document:
     {"manifest": where the targets come from, "tasks": [{"id", "mode", "metric",
-    "direction", "target": null or {"value", "statistic", "statistic_label",
-    "confidence", "paper", "location"}}]}.
+    "direction", "superseded_by": null or the newer version's id, "target": null or
+    {"value", "statistic", "statistic_label", "confidence", "paper", "location"}}]}.
+    A superseded task (an older version kept to re-run its recorded runs) is listed and
+    named under the table with its newer version.
     Exit codes: 0 ok, 2 a usage error (an unusable manifest).
     """
     from ale_robotics.tasks import default_registry
@@ -43,6 +45,7 @@ def tasks_list(as_json: JsonOpt = False) -> None:
                 "mode": spec.mode.value,
                 "metric": spec.primary_metric.name,
                 "direction": spec.primary_metric.direction.value,
+                "superseded_by": reg.superseded_by(spec.id),
                 "target": None
                 if target is None
                 else {
@@ -65,12 +68,18 @@ def _print_task_table(rows: list[dict[str, Any]], origin: str) -> None:
     from rich import box
     from rich.text import Text
 
+    caption = (
+        f"targets from {origin}; ≈: approximate (derived from published data); "
+        "'tasks show ID': the target's statistic, source and what is not comparable"
+    )
+    if any(r["superseded_by"] for r in rows):
+        caption += (
+            "; *: superseded by a newer -vN of the task, kept to re-run its recorded runs "
+            "(scores compare within a version)"
+        )
     table = Table(
         title="ALE Robotics tasks",
-        caption=Text(
-            f"targets from {origin}; ≈: approximate (derived from published data); "
-            "'tasks show ID': the target's statistic, source and what is not comparable"
-        ),
+        caption=Text(caption),
         caption_justify="left",
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -89,8 +98,9 @@ def _print_task_table(rows: list[dict[str, Any]], origin: str) -> None:
         if target is not None:
             approx = "≈" if target["confidence"] == "approximate" else ""
             shown = f"{approx}{target['value']:g}"
+        mode = f"{row['mode']} *" if row["superseded_by"] else row["mode"]
         table.add_row(
-            Text(row["id"]), Text(row["mode"]), Text(f"{row['metric']} {arrow}"), Text(shown)
+            Text(row["id"]), Text(mode), Text(f"{row['metric']} {arrow}"), Text(shown)
         )
     out.print(table)
 

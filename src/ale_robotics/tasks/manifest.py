@@ -208,6 +208,15 @@ class ManifestEntry(_Strict):
         default=None, description="None while no sourced value is confirmed: the task is unscored."
     )
     compute_budget: ComputeBudget
+    superseded_by: str | None = Field(
+        default=None,
+        description=(
+            "The id of the task's newer version, when one replaced it (a change to how the "
+            "evaluator measures, like its shard layout). The old version stays installed so "
+            "that its recorded runs can be re-run and compared with each other; new runs "
+            "should use the newer one. Scores compare within a version only."
+        ),
+    )
 
 
 class ReleaseManifest(_Strict):

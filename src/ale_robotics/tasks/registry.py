@@ -175,6 +175,15 @@ class Registry:
                     "which is not an installed task"
                 )
             candidate.target(task_id)  # hash, version and scorability checks
+            newer = manifest.tasks[task_id].superseded_by
+            if newer is not None:
+                _check_successor(manifest, task_id, newer)
+
+    def superseded_by(self, task_id: str) -> str | None:
+        """The id of the task's newer version when the manifest says one replaced it."""
+        if self._manifest is None or task_id not in self._manifest.tasks:
+            return None
+        return self._manifest.tasks[task_id].superseded_by
 
     def training_budget(self, task_id: str) -> TrainingBudget | None:
         """The task's training budget from its manifest entry; None when it declares none."""
@@ -186,6 +195,23 @@ class Registry:
         target = None if m is None else m.target
         check_scorable(self.get(task_id), target)
         return target
+
+
+def _check_successor(manifest: ReleaseManifest, task_id: str, newer: str) -> None:
+    """A task is superseded by a newer version of itself that the manifest also lists:
+    same id but for the ``-vN`` suffix, a higher N."""
+    stem, _, version = task_id.rpartition("-v")
+    new_stem, _, new_version = newer.rpartition("-v")
+    if newer not in manifest.tasks:
+        raise ConfigError(
+            f"manifest {manifest.release}: {task_id} is superseded by {newer!r}, which the "
+            "manifest does not list"
+        )
+    if new_stem != stem or not (new_version.isdigit() and int(new_version) > int(version)):
+        raise ConfigError(
+            f"manifest {manifest.release}: {task_id} can only be superseded by a newer version "
+            f"of itself ({stem}-vN with N > {version}), not {newer!r}"
+        )
 
 
 def action_repeat(task: TaskSpec) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 from ale_robotics.tasks import TaskSpec, default_registry
 
 CHEETAH = "td3-halfcheetah-vec-v1"
-PENDULUM = "td3-inverted-pendulum-v1"
+PENDULUM = "td3-inverted-pendulum-v2"
 
 
 def task_as(task_id: str, backend: str, steps: int | None = None) -> TaskSpec:
@@ -32,7 +32,7 @@ def task_as(task_id: str, backend: str, steps: int | None = None) -> TaskSpec:
     return TaskSpec.model_validate(doc)
 
 
-WALKER = "td3-walker2d-repro-v1"
+WALKER = "td3-walker2d-repro-v2"
 
 
 def hopper_as(backend: str) -> TaskSpec:

@@ -60,7 +60,7 @@ class Recorder:
 
 def task_for(registry: Registry, gym_id: str, steps: int | None = None) -> TaskSpec:
     """A batch task on ``gym_id`` (the walker task's protocol, the env swapped)."""
-    base = registry.get("td3-walker2d-repro-v1")
+    base = registry.get("td3-walker2d-repro-v2")
     env = EnvSpec(gym_id=gym_id, max_episode_steps=steps or HORIZON.get(gym_id, 120))
     return base.model_copy(update={"env": env})
 
@@ -126,7 +126,7 @@ def test_rollout_engine_matches_the_gymnasium_kind(
 def test_rollout_engine_is_exact_while_no_constraint_is_active(registry: Registry) -> None:
     """The shipped TD3 checkpoint balances the pendulum for the full 1000 steps, never at a
     joint limit: the solver never runs, so the cold start changes nothing."""
-    task = registry.get("td3-inverted-pendulum-v1")
+    task = registry.get("td3-inverted-pendulum-v2")
     weights = load_file(str(CHECKPOINT))
     assert task.policy is not None
     policy = MLPPolicy(task.policy, weights, np.full(1, 3.0, np.float32))
