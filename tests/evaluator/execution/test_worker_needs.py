@@ -46,3 +46,16 @@ def test_an_mjx_task_gets_workers_without_the_address_space_cap() -> None:
     finally:
         ex.shutdown()
     assert ex.worker_pids() == []
+
+
+def test_ray_runs_an_mjx_tasks_shards_one_at_a_time() -> None:
+    """The Ray executor keeps a kind's ``max_workers``: the shards in flight are capped."""
+    import pytest
+
+    pytest.importorskip("ray")
+    from ale_robotics.evaluator.execution.ray import shards_in_flight
+
+    cheetah = default_registry().get("td3-halfcheetah-vec-v1")
+    assert shards_in_flight(_as_kind(cheetah, "mjx"), 8) == 1
+    assert shards_in_flight(cheetah, 8) == 8  # the other kinds: every CPU
+    assert shards_in_flight(_as_kind(cheetah, "gymnasium"), 3) == 3

@@ -24,7 +24,12 @@ need a process of one's own: Ray's workers are Ray's, multi-threaded, on Ray's n
   ``cpu_seconds_per_shard``, wall-clock from the shard's start): past it the shard's
   worker is killed, :class:`.base.WorkerCrashed` (as ``SIGXCPU`` kills a local worker);
 * no retries inside Ray (``max_retries=0``): a lost worker or node is an infrastructure
-  failure, and the runner re-runs the job within its retry bounds.
+  failure, and the runner re-runs the job within its retry bounds;
+* a rollout kind's :attr:`~ale_robotics.rollouts.base.RolloutKind.worker_needs`:
+  ``max_workers`` caps the shards in flight (:func:`shards_in_flight`; Ray does not say
+  which host a task lands on, so the cap is over the whole cluster, which keeps it on
+  every host); ``unlimited_address_space`` needs nothing here, since Ray's workers have
+  no ``RLIMIT_AS``.
 
 Progress and heartbeats: every shard posts to one small actor of this executor
 (:class:`_ProgressBoard`, no CPU): "started" (with its worker's PID and node) and
@@ -81,6 +86,7 @@ from ale_robotics.evaluator.execution.base import (
     stack_versions,
 )
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault
+from ale_robotics.rollouts.registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
 
 try:
@@ -96,6 +102,7 @@ __all__ = [
     "DEFAULT_OBJECT_STORE_BYTES",
     "DEFAULT_SHARD_MEMORY_BYTES",
     "RayExecutor",
+    "shards_in_flight",
 ]
 
 log = logging.getLogger(__name__)
@@ -288,6 +295,16 @@ def _alive(pid: int) -> bool:
 # ------------------------------------------------------------------ executor --
 
 
+def shards_in_flight(task: TaskSpec, workers: int) -> int:
+    """How many of ``task``'s shards may run at once on ``workers`` CPUs: all of them,
+    unless the task's rollout kind asks for fewer worker processes (``max_workers``: a
+    JAX program that takes a whole host's cores, or its accelerator)."""
+    needs = get_kind(task.eval.rollout).worker_needs
+    if needs is None or needs.max_workers is None:
+        return workers
+    return max(1, min(workers, needs.max_workers))
+
+
 class RayExecutor(Executor):
     """Shards as Ray tasks; see the module docstring for limits, progress and failures.
 
@@ -430,9 +447,10 @@ class RayExecutor(Executor):
         started: dict[int, float] = {}
         reported = 0
         beat = time.monotonic()
+        in_flight = shards_in_flight(task, self.workers)
         try:
             while True:
-                while todo and len(running) < self.workers:
+                while todo and len(running) < in_flight:
                     i = todo.popleft()
                     ref = _shard_task.options(**self._options(i)).remote(
                         board, tag, i, self._stack, task_json, weights_ref, shards[i]
