@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from ale_robotics.evaluator.blas import numpy_blas
 from ale_robotics.evaluator.episode import EpisodeOutcome
 from ale_robotics.evaluator.states import FailureSource, JobState
 from ale_robotics.rollouts.registry import get_kind, kind_names
@@ -174,6 +175,11 @@ class HostInfo(_Model):
     machine: str
     python: str
     cpu_count: int
+    blas: str = Field(
+        default="unknown",
+        description="numpy's BLAS and the CPU kernel it picked (evaluator.blas.numpy_blas): "
+        "hosts whose kernels differ give policies' actions that differ in their last bits.",
+    )
 
 
 # ----------------------------------------------------- per-episode outcomes --
@@ -551,4 +557,5 @@ def host_info() -> HostInfo:
         machine=platform.machine(),
         python=sys.version.split()[0],
         cpu_count=os.cpu_count() or 1,
+        blas=numpy_blas(),
     )

@@ -62,9 +62,12 @@ class MLPPolicy:
             x += b
             if i < last:
                 x = self._hidden(x)
+        # In place: x is this call's own array (the first matmul made it), and a closed
+        # loop calls this once per control step, where every allocation shows.
         if self._out_tanh:
-            x = np.tanh(x)
-        out: npt.NDArray[np.float32] = x * self._high
+            np.tanh(x, out=x)
+        x *= self._high
+        out: npt.NDArray[np.float32] = x
         return out
 
 

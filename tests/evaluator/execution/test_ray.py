@@ -75,6 +75,18 @@ def test_a_worker_with_other_package_versions_is_worker_crashed(
         ray_executor.run(task, random_weights(task), [1, 2, 3])
 
 
+def test_a_worker_whose_cpu_picks_another_blas_kernel_is_worker_crashed(
+    task, ray_executor: Executor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An AVX2 node's actions differ in their last bits from an AVX-512 node's: refused, not
+    mixed into one result."""
+    stack = ray_executor._stack  # type: ignore[attr-defined]
+    assert stack["numpy-blas"].split()[0] in ("openblas", "mkl", "blis")
+    monkeypatch.setattr(ray_executor, "_stack", {**stack, "numpy-blas": "openblas 0.3.31 Haswell"})
+    with pytest.raises(WorkerCrashed, match=r"numpy-blas .* \(evaluator: openblas 0.3.31 Haswell"):
+        ray_executor.run(task, random_weights(task), [1, 2, 3])
+
+
 def test_connects_to_a_running_cluster_by_address(task, ray_executor: Executor) -> None:
     """Another process joins this module's Ray instance by its address (as an evaluator
     joins a cluster with --ray-address) and computes the same episodes; its own SIGTERM

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ale_robotics.errors import FailedPreconditionError
+from ale_robotics.evaluator.blas import numpy_blas
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, rollout_episodes
 from ale_robotics.tasks.spec import TaskSpec
 
@@ -174,11 +175,13 @@ def _versions() -> tuple[tuple[str, str], ...]:
             out.append((dist, importlib.metadata.version(dist)))
         except importlib.metadata.PackageNotFoundError:
             out.append((dist, "missing"))
+    out.append(("numpy-blas", numpy_blas()))
     return tuple(out)
 
 
 def stack_versions() -> dict[str, str]:
-    """Versions of the packages that decide an episode's numbers, in this process."""
+    """What decides an episode's numbers in this process: the versions of the packages,
+    and numpy's BLAS kernel (:func:`numpy_blas`)."""
     return dict(_versions())
 
 
@@ -195,7 +198,9 @@ def stack_mismatch(expected: dict[str, str]) -> str | None:
     return (
         f"a worker on {socket.gethostname()} runs a different software stack: "
         + ", ".join(diff)
-        + "; install the evaluator's versions on every node"
+        + "; install the evaluator's versions on every node (a numpy-blas difference is "
+        "the CPU's: run shards on nodes whose CPUs pick the same kernel, or set "
+        "OPENBLAS_CORETYPE to one kernel on every node)"
     )
 
 
