@@ -5,11 +5,15 @@ from __future__ import annotations
 import logging
 import signal
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from ale_robotics.cli.app import ExecutorOpt, RayAddressOpt, absolute, app, console, friendly
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.execution import LocalExecutor
+    from ale_robotics.harness.options import RunOptions
 
 __all__: list[str] = []
 
@@ -161,15 +165,16 @@ def run(
     ] = None,
 ) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
-    from ale_robotics.cli.progress import run_progress
+    # Only what comes before the evaluator's workers start is imported here; the
+    # harness's run (and with it the whole evaluator) is imported after they started,
+    # while they warm up (see ale_robotics.harness.prestart).
     from ale_robotics.harness.host_guard import harden_harness_process
-    from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
-    from ale_robotics.harness.options import check_label
-    from ale_robotics.harness.run import HarnessError, RunInterruptedError, RunOptions, run_task
-    from ale_robotics.tasks import default_registry
+    from ale_robotics.harness.options import RunOptions, check_label
+    from ale_robotics.harness.prestart import prestarted_executor
+    from ale_robotics.tasks.registry import default_registry
 
     logging.basicConfig(level=logging.WARNING)
-    default_registry().get(task_id)  # an unknown id fails here, before any progress display
+    task = default_registry().get(task_id)  # an unknown id fails here, before any progress
     if label is not None:
         check_label(label)  # a label that cannot be one: exit 2 before anything starts
     if sandbox not in ("auto", "bwrap", "docker", "none"):
@@ -227,6 +232,20 @@ def run(
         evaluator_image=evaluator_image,
     )
     harden_harness_process()
+    # After the hardening: a worker starts in the harness's private working directory.
+    pool = prestarted_executor(opts, task)
+    try:
+        _run_and_report(opts, pool)
+    finally:
+        if pool is not None:  # the evaluator stopped it already, unless it never started
+            pool.shutdown()
+
+
+def _run_and_report(opts: RunOptions, pool: LocalExecutor | None) -> None:
+    """The run itself, with its progress display, ending in the score line (or an exit)."""
+    from ale_robotics.cli.progress import run_progress
+    from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
+    from ale_robotics.harness.run import HarnessError, RunInterruptedError, run_task
 
     def started(run_id: str, run_dir: Path) -> None:
         console.print(
@@ -238,7 +257,7 @@ def run(
 
     with stop_on_signals(StopRequest()) as stop, run_progress(console) as show:
         try:
-            outcome = run_task(opts, on_progress=show, on_start=started, stop=stop)
+            outcome = run_task(opts, on_progress=show, on_start=started, stop=stop, executor=pool)
         except RunInterruptedError as exc:
             console.print("[yellow]interrupted:[/yellow] ", end="", highlight=False)
             console.print(exc.message, highlight=False, soft_wrap=True, markup=False)

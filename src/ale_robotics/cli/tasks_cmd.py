@@ -99,9 +99,7 @@ def _print_task_table(rows: list[dict[str, Any]], origin: str) -> None:
             approx = "≈" if target["confidence"] == "approximate" else ""
             shown = f"{approx}{target['value']:g}"
         mode = f"{row['mode']} *" if row["superseded_by"] else row["mode"]
-        table.add_row(
-            Text(row["id"]), Text(mode), Text(f"{row['metric']} {arrow}"), Text(shown)
-        )
+        table.add_row(Text(row["id"]), Text(mode), Text(f"{row['metric']} {arrow}"), Text(shown))
     out.print(table)
 
 

@@ -36,6 +36,7 @@ from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.checkpoints import CheckpointReceipt, CheckpointService
 from ale_robotics.evaluator.config import EvaluatorConfig, open_executor, open_job_store
 from ale_robotics.evaluator.eval_record import EvalRecords
+from ale_robotics.evaluator.execution import Executor
 from ale_robotics.evaluator.jobs import JobService
 from ale_robotics.evaluator.leases import LeaseReaper
 from ale_robotics.evaluator.ledger import RunLedger
@@ -57,9 +58,19 @@ __all__ = ["Evaluator", "EvaluatorConfig"]
 
 
 class Evaluator:
-    """One evaluator process's services, built from its config and task registry."""
+    """One evaluator process's services, built from its config and task registry.
 
-    def __init__(self, config: EvaluatorConfig, registry: Registry) -> None:
+    ``executor``: the rollout executor, when the caller already made the one
+    ``config`` asks for (:func:`~.config.open_executor`) to start its workers before
+    the evaluator exists (the harness: :mod:`ale_robotics.harness.prestart`); it is
+    then this evaluator's, shut down by :meth:`stop`. None: made here.
+    """
+
+    def __init__(
+        self, config: EvaluatorConfig, registry: Registry, *, executor: Executor | None = None
+    ) -> None:
+        if executor is not None and executor.kind != config.executor:
+            raise ValueError(f"a {executor.kind!r} executor for a {config.executor!r} config")
         self.config = config
         self.registry = registry
         self.state = StateDir(config.state_dir)
@@ -67,7 +78,7 @@ class Evaluator:
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
         self.store = open_job_store(config, self.state)
         self.ledger = RunLedger(self.store, self.signer, secret)
-        self.pool = open_executor(config)
+        self.pool = executor if executor is not None else open_executor(config)
         # The runs opened with OpenRun and each run's practice steps live in the store
         # (every replica sees them at once); a state dir of an older release has them in
         # files, imported once.

@@ -23,6 +23,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_g
 
 from ale_robotics.addresses import normalize_address
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
+from ale_robotics.evaluator.execution import Executor
 from ale_robotics.evaluator.guard import RequestGuardInterceptor
 from ale_robotics.evaluator.runs import Access, Scope
 from ale_robotics.evaluator.service import (
@@ -165,9 +166,14 @@ def serve(
     registry: Registry | None = None,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     max_step_streams: int = DEFAULT_MAX_STEP_STREAMS,
+    executor: Executor | None = None,
 ) -> RunningEvaluator:
-    """Start both listeners and the job runner; returns once they accept calls."""
-    evaluator = Evaluator(config, registry or default_registry())
+    """Start both listeners and the job runner; returns once they accept calls.
+
+    ``executor``: the rollout executor ``config`` asks for, made (and its workers
+    started) by the caller; the evaluator owns it from here on (see :class:`.core.Evaluator`).
+    """
+    evaluator = Evaluator(config, registry or default_registry(), executor=executor)
     state = evaluator.state
     agent_token = state.token("agent", agent_token_file)
     harness_token = state.token("harness", harness_token_file)

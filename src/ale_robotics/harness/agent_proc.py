@@ -628,11 +628,16 @@ def hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path]
         state_home().resolve(),
         *known_run_dirs(),
     ]
-    out: list[Path] = []
-    for p in candidates:
-        p = p.resolve()
-        if p != workspace and p.is_relative_to(workspace) and p not in out:
-            out.append(p)
+    # On strings (os.path): the candidates are every run dir ever recorded, and this
+    # runs before the agent starts; pathlib costs several times more per path.
+    root = os.path.realpath(workspace)
+    inside = root if root.endswith(os.sep) else root + os.sep
+    found: dict[str, None] = {}  # ordered, without duplicates
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if real.startswith(inside):  # below the workspace, not the workspace itself
+            found[real] = None
+    out = [Path(p) for p in found]
     # An outer hidden directory covers the inner ones; mounting both would let
     # bwrap recreate the inner mount point inside the outer tmpfs, which is harmless
     # but noisy, so keep only the outermost.

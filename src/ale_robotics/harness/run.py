@@ -147,6 +147,9 @@ class _RunContext(AgentRunContext):
     """The run's label (--label, else the agent command's default), for every report."""
     started_at: dt.datetime | None = None
     """When the run started (UTC), for every report: runs are compared and ordered by it."""
+    executor: LocalExecutor | None = None
+    """The embedded evaluator's executor, made and started before this run (see
+    :mod:`.prestart`); None: the evaluator makes its own."""
 
 
 def run_task(
@@ -156,8 +159,14 @@ def run_task(
     on_progress: Progress | None = None,
     on_start: Started | None = None,
     stop: StopRequest | None = None,
+    executor: LocalExecutor | None = None,
 ) -> RunOutcome:
     """Run ``opts.agent_cmd`` on ``opts.task_id`` to a verdict.
+
+    ``executor``: for an embedded evaluator, the local executor it is to use, its
+    workers already starting (:func:`.prestart.prestarted_executor`); the evaluator
+    owns it once it is up, and the caller shuts it down in case the run ended before
+    (shutting it down twice is harmless). Ignored by a run on another evaluator.
 
     Raises :class:`~ale_robotics.errors.InvalidArgumentError` for options that cannot
     work (checked before anything is created), :class:`HarnessError` when the
@@ -217,6 +226,7 @@ def run_task(
         registry=reg,
         label=label,
         started_at=started_at,
+        executor=executor,
     )
     if on_start is not None:
         on_start(run_id, run_dir)
@@ -276,6 +286,7 @@ def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
                 agent_listen=f"unix://{sock_dir.name}/agent/agent.sock",
                 harness_listen=f"unix://{sock_dir.name}/harness.sock",
                 registry=ctx.registry,
+                executor=ctx.executor,
             )
             embedded = running.evaluator
             phase.cancel = lambda: embedded.cancel_run(run_id, "the run was interrupted")

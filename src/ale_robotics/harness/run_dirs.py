@@ -44,19 +44,25 @@ def record_run_dir(path: Path) -> None:
 
 
 def known_run_dirs() -> list[Path]:
-    """Every recorded run directory that still exists, without duplicates."""
+    """Every recorded run directory that still exists, without duplicates.
+
+    The list only grows (one line per run ever made) and every sandboxed run reads it
+    before its agent starts, so the checks use ``os.path`` on the strings and build a
+    ``Path`` only for what is returned (``pathlib`` costs several times more per path).
+    """
     try:
         text = run_dirs_file().read_text(encoding="utf-8", errors="replace")
     except OSError:
         return []
     seen: dict[str, Path] = {}
+    checked: set[str] = set()
     for raw in text.splitlines():
         try:
             value = json.loads(raw).get("path")
         except (ValueError, AttributeError):
             continue
-        if isinstance(value, str) and value not in seen:
-            p = Path(value)
-            if p.is_absolute() and p.is_dir():
-                seen[value] = p
+        if isinstance(value, str) and value not in checked:
+            checked.add(value)
+            if os.path.isabs(value) and os.path.isdir(value):
+                seen[value] = Path(value)
     return list(seen.values())

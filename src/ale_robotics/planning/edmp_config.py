@@ -21,7 +21,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.submission.yaml_strict import load_yaml_strict
 
 __all__ = [
     "COST_TERMS",
@@ -128,6 +127,10 @@ def _describe(err: dict[str, Any]) -> str:
 
 def load_edmp_config(path: Path, shown: str, max_bytes: int, task: EdmpTaskSettings) -> EdmpConfig:
     """The task's defaults updated by the agent's file; raises ``SubmissionRejected``."""
+    # Here, not at the top: this module is part of the task model every agent's SDK
+    # imports, and only the evaluator's validation of an edmp submission reads YAML.
+    from ale_robotics.submission.yaml_strict import load_yaml_strict
+
     doc = load_yaml_strict(path, shown, max_bytes)
     if doc is None:
         doc = {}

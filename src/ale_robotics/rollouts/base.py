@@ -16,7 +16,9 @@ the task model (``tasks/spec.py``) validates a config through the registry, and
 the kinds themselves import the task model, so the interface must sit below
 both. Defaults that need evaluator code (loading policy weights, the rollout
 outcome record) are in :class:`ale_robotics.rollouts.policy.PolicyRolloutKind`,
-the base class of the policy kinds.
+the base class of the policy kinds. Nor does it import numpy at run time: the task
+model is what an agent's SDK (``ale_robotics.client``) loads to read GetSpec, and an
+agent that only submits files should not pay numpy's import (and teardown) for it.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy.typing as npt
-
 if TYPE_CHECKING:
+    # Only for the annotations (and the Artifact alias, a string at run time): numpy is
+    # no import of the task model's, which every agent's SDK loads (ale_robotics.client).
+    import numpy.typing as npt
+
     from ale_robotics.evaluator.episode import EpisodeOutcome
     from ale_robotics.evaluator.result import BatchOutcomes
     from ale_robotics.evaluator.snapshot import SnapshotFile
@@ -37,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Artifact", "EpisodeCallback", "RolloutKind", "Shard", "WorkerNeeds"]
 
-Artifact = dict[str, npt.NDArray[Any]]
+Artifact = dict[str, "npt.NDArray[Any]"]
 """What a kind loads from a frozen submission and hands to its shard runner: named arrays,
 because that is what travels to worker processes (pickled, or as Ray objects) unchanged
 for every kind (policy weights, a trajectory set, a planner configuration as JSON bytes)."""

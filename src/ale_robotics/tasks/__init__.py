@@ -1,29 +1,42 @@
-"""Task configs, submission contracts, the registry and the release manifest."""
+"""Task configs, submission contracts, the registry and the release manifest.
 
-from ale_robotics.tasks.manifest import (
-    ComputeBudget,
-    ManifestEntry,
-    PaperTarget,
-    ReleaseManifest,
-    TargetSource,
-    load_manifest,
-)
-from ale_robotics.tasks.registry import Registry, TaskEntry, default_registry
-from ale_robotics.tasks.spec import (
-    ContractFile,
-    Direction,
-    EnvSpec,
-    EvalProtocol,
-    FileFormat,
-    MetricRole,
-    MetricSpec,
-    PolicyArchitecture,
-    SessionSettings,
-    SubmissionContract,
-    TaskMode,
-    TaskSpec,
-    TensorRule,
-)
+The names below are loaded on first use (PEP 562), from the module that defines
+them: ``import ale_robotics.tasks.spec`` runs this package's ``__init__`` first,
+and the task model is all an agent's SDK (``ale_robotics.client``) needs to read
+GetSpec. Importing the manifest and the registry here, eagerly, would make every
+agent pay for them (their modules, the bundled configs they read) at start-up.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ale_robotics.tasks.manifest import (
+        ComputeBudget,
+        ManifestEntry,
+        PaperTarget,
+        ReleaseManifest,
+        TargetSource,
+        load_manifest,
+    )
+    from ale_robotics.tasks.registry import Registry, TaskEntry, default_registry
+    from ale_robotics.tasks.spec import (
+        ContractFile,
+        Direction,
+        EnvSpec,
+        EvalProtocol,
+        FileFormat,
+        MetricRole,
+        MetricSpec,
+        PolicyArchitecture,
+        SessionSettings,
+        SubmissionContract,
+        TaskMode,
+        TaskSpec,
+        TensorRule,
+    )
 
 __all__ = [
     "ComputeBudget",
@@ -49,3 +62,45 @@ __all__ = [
     "default_registry",
     "load_manifest",
 ]
+
+_MANIFEST = "ale_robotics.tasks.manifest"
+_REGISTRY = "ale_robotics.tasks.registry"
+_SPEC = "ale_robotics.tasks.spec"
+_LAZY: dict[str, str] = {
+    "ComputeBudget": _MANIFEST,
+    "ManifestEntry": _MANIFEST,
+    "PaperTarget": _MANIFEST,
+    "ReleaseManifest": _MANIFEST,
+    "TargetSource": _MANIFEST,
+    "load_manifest": _MANIFEST,
+    "Registry": _REGISTRY,
+    "TaskEntry": _REGISTRY,
+    "default_registry": _REGISTRY,
+    "ContractFile": _SPEC,
+    "Direction": _SPEC,
+    "EnvSpec": _SPEC,
+    "EvalProtocol": _SPEC,
+    "FileFormat": _SPEC,
+    "MetricRole": _SPEC,
+    "MetricSpec": _SPEC,
+    "PolicyArchitecture": _SPEC,
+    "SessionSettings": _SPEC,
+    "SubmissionContract": _SPEC,
+    "TaskMode": _SPEC,
+    "TaskSpec": _SPEC,
+    "TensorRule": _SPEC,
+}
+"""Where each exported name is defined (every name of ``__all__``)."""
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

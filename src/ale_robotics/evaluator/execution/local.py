@@ -39,9 +39,9 @@ parent died exits when it next reads from the parent (end of file).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
-import ctypes.util
 import dataclasses
 import logging
 import math
@@ -146,8 +146,14 @@ def _arm_cpu_limit(limits: WorkerLimits) -> None:
 
 
 def _isolate_network() -> bool:
-    """Move this process into new user and network namespaces; False if refused."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    """Move this process into new user and network namespaces; False if refused.
+
+    ``unshare`` is looked up in the symbols the interpreter already has loaded (its
+    libc), not through ``ctypes.util.find_library("c")``, which runs ``ldconfig -p``
+    in a subprocess: a fork and an exec in every worker's start-up, for the same
+    library.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
         err = ctypes.get_errno()
         log.warning(
@@ -309,6 +315,30 @@ class _PinnedSpawnProcess(SpawnProcess):
                 return SpawnProcess._Popen(process_obj)
             finally:
                 signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    def _bootstrap(self, parent_sentinel: Any = None) -> int:
+        """Run the worker (in the child), then exit without tearing the interpreter down.
+
+        A spawned child ends in ``sys.exit``, and the interpreter's finalization then
+        frees every module and object one by one (the simulator, numpy, the task
+        model, a kind's cached envs): about a tenth of a second per worker that
+        :meth:`LocalExecutor.shutdown` waits for, and with it the evaluator's stop
+        and the run that stops it, for nothing: the worker's results went back
+        through the pool's pipe before its loop ended. So, once the process body has
+        done multiprocessing's own clean-up (its finalizers, the threads' shutdown,
+        flushing ``sys.stdout`` and ``sys.stderr``), this does what finalization
+        does first, the ``atexit`` handlers, flushes the C library's streams (what a
+        simulator printed), and leaves with :func:`os._exit` and the same status.
+        """
+        code: int = super()._bootstrap(parent_sentinel)  # type: ignore[misc]  # not in typeshed
+        try:
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            ctypes.CDLL(None).fflush(None)
+        except Exception:  # a broken stream, no libc: let the interpreter exit normally
+            return code
+        os._exit(code)
 
 
 class _PinnedSpawnContext(SpawnContext):
