@@ -81,8 +81,8 @@ from mujoco import rollout
 
 from ale_robotics.evaluator.execution import Executor, LocalExecutor, make_executor
 from ale_robotics.evaluator.pipeline import EpisodeOutcome
+from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, StepView
-from ale_robotics.rollouts.policy import MLPPolicy
 from ale_robotics.tasks import TaskSpec, default_registry
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -77,3 +77,27 @@ def test_an_unknown_name_of_the_task_package_is_an_attribute_error() -> None:
         assert "NoSuchThing" in str(exc)
     else:
         raise AssertionError("no AttributeError")
+
+
+def test_reading_a_task_spec_loads_no_simulator_or_evaluator() -> None:
+    """GetSpec's task is validated in the agent, which asks the task's rollout kind: the
+    kinds' modules load numpy, Gymnasium and the evaluator only to roll out."""
+    for kind_task in ("td3-inverted-pendulum-v2", "td3-inverted-pendulum-v1"):
+        code = (
+            "from pathlib import Path\n"
+            "import ale_robotics.tasks.spec as s\n"
+            f"raw = (Path(s.__file__).parent / 'configs' / '{kind_task}.json').read_text()\n"
+            "s.TaskSpec.model_validate_json(raw)\n"
+        )
+        mods = _modules_after(code)
+        assert "ale_robotics.rollouts.policy" in mods  # the kind did check the task
+        for name in NOT_LOADED_BY_THE_SDK:
+            assert not _loaded(mods, name), f"validating {kind_task} loads {name}"
+        assert not _loaded(mods, "mujoco") and "ale_robotics.rollouts.mlp" not in mods
+
+
+def test_the_native_kind_names_every_family_it_steps() -> None:
+    from ale_robotics.rollouts.mujoco_rollout import FAMILIES
+    from ale_robotics.rollouts.mujoco_rollout.kind import FAMILY_GYM_IDS
+
+    assert set(FAMILIES) == FAMILY_GYM_IDS

@@ -9,7 +9,7 @@ from helpers import random_weights
 
 from ale_robotics.evaluator.pipeline import rollout_episodes, summarize
 from ale_robotics.evaluator.pool import RolloutPool
-from ale_robotics.rollouts.policy import MLPPolicy
+from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.tasks import TaskSpec
 
 

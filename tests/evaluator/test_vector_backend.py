@@ -16,8 +16,8 @@ from safetensors.numpy import load_file
 
 from ale_robotics.evaluator.pipeline import rollout_episodes
 from ale_robotics.evaluator.pool import RolloutPool
+from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.rollouts.mujoco_rollout import FAMILIES, rollout_vectorized
-from ale_robotics.rollouts.policy import MLPPolicy
 from ale_robotics.tasks import EnvSpec, Registry, TaskSpec
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,71 +14,29 @@ It lives outside the kinds' folders so that the kinds do not import each other
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
-import numpy.typing as npt
-
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.result import BatchOutcomes, RolloutOutcomes
-from ale_robotics.evaluator.snapshot import SnapshotFile
-from ale_robotics.evaluator.validation import load_weights
 from ale_robotics.rollouts.base import Artifact, RolloutKind
-from ale_robotics.tasks.spec import PolicyArchitecture, TaskMode, TaskSpec
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
-__all__ = ["MLPPolicy", "PolicyRolloutKind", "policy_for"]
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
+    from ale_robotics.evaluator.episode import EpisodeOutcome
+    from ale_robotics.evaluator.result import BatchOutcomes
+    from ale_robotics.evaluator.snapshot import SnapshotFile
+    from ale_robotics.rollouts.mlp import MLPPolicy
 
-class MLPPolicy:
-    """The contract's MLP in numpy (float32, torch Linear layout: y = x W^T + b).
-
-    Batched over rows: one matmul per layer per step for all envs of a shard,
-    instead of one per env.
-    """
-
-    def __init__(
-        self,
-        arch: PolicyArchitecture,
-        weights: Mapping[str, npt.NDArray[Any]],
-        action_high: npt.NDArray[np.floating],
-    ) -> None:
-        self._layers = [
-            (
-                np.ascontiguousarray(weights[f"{n}.weight"].T, dtype=np.float32),
-                weights[f"{n}.bias"].astype(np.float32),
-            )
-            for n in arch.layer_names
-        ]
-        self._hidden = np.tanh if arch.activation == "tanh" else _relu
-        self._out_tanh = arch.output_activation == "tanh"
-        self._high = np.asarray(action_high, dtype=np.float32)
-
-    def __call__(self, obs: npt.NDArray[np.floating]) -> npt.NDArray[np.float32]:
-        x = np.asarray(obs, dtype=np.float32)
-        last = len(self._layers) - 1
-        for i, (w, b) in enumerate(self._layers):
-            x = x @ w
-            x += b
-            if i < last:
-                x = self._hidden(x)
-        # In place: x is this call's own array (the first matmul made it), and a closed
-        # loop calls this once per control step, where every allocation shows.
-        if self._out_tanh:
-            np.tanh(x, out=x)
-        x *= self._high
-        out: npt.NDArray[np.float32] = x
-        return out
-
-
-def _relu(x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    return np.maximum(x, 0.0, out=x)
+__all__ = ["PolicyRolloutKind", "policy_for"]
 
 
 def policy_for(task: TaskSpec, artifact: Artifact, action_high: npt.ArrayLike) -> MLPPolicy:
-    """The task's policy with the submitted weights, scaled to the env's action bound."""
-    assert task.policy is not None  # PolicyRolloutKind.check_task refuses a batch task without
-    return MLPPolicy(task.policy, artifact, np.asarray(action_high, dtype=np.float32))
+    """The task's policy with the submitted weights, scaled to the env's action bound
+    (:func:`.mlp.policy_for`; here so that a kind's module needs no numpy to be loaded)."""
+    from ale_robotics.rollouts.mlp import policy_for as build
+
+    return build(task, artifact, action_high)
 
 
 class PolicyRolloutKind(RolloutKind):
@@ -93,10 +51,14 @@ class PolicyRolloutKind(RolloutKind):
 
     def load_artifact(self, files: list[SnapshotFile], task: TaskSpec) -> Artifact:
         """The policy's weights, checked against the contract's exact tensor rules."""
+        from ale_robotics.evaluator.validation import load_weights
+
         assert task.contract is not None
         return dict(load_weights(files, task.contract))
 
     def outcome_record(
         self, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
     ) -> BatchOutcomes:
+        from ale_robotics.evaluator.result import RolloutOutcomes
+
         return RolloutOutcomes.from_episodes(self.name, outcomes)

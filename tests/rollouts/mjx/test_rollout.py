@@ -43,7 +43,7 @@ from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.rollouts.mjx import FAMILY_IDS
 from ale_robotics.rollouts.mjx import rollout as mjx_rollout
 from ale_robotics.rollouts.mjx.families import FAMILIES
-from ale_robotics.rollouts.policy import MLPPolicy
+from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.tasks import TaskSpec
 
 STEPS = 50

@@ -24,6 +24,7 @@ import ale_robotics.rollouts.gymnasium.kind as gym_kind
 from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator.episode import EpisodeOutcome
 from ale_robotics.evaluator.pipeline import rollout_episodes
+from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES
 from ale_robotics.rollouts.mujoco_rollout.vectorized import (
     _RolloutEngine,
@@ -31,7 +32,6 @@ from ale_robotics.rollouts.mujoco_rollout.vectorized import (
     rollout_on,
     rollout_vectorized,
 )
-from ale_robotics.rollouts.policy import MLPPolicy
 from ale_robotics.tasks import EnvSpec, Registry, TaskSpec
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -1,7 +1,7 @@
 """The ``gymnasium`` kind: one Gymnasium env per episode of a shard, all stepped together.
 
 Speed comes from batched numpy inference over all envs of a shard (one matmul
-per layer per step instead of one per env, :class:`~ale_robotics.rollouts.policy.MLPPolicy`),
+per layer per step instead of one per env, :class:`~ale_robotics.rollouts.mlp.MLPPolicy`),
 with one such loop per worker process (Gymnasium's AsyncVectorEnv did not scale
 on small hosts; processes do). The envs are made by
 :func:`ale_robotics.envs.make.make_env` with the task's step limit (Gymnasium's
@@ -19,15 +19,14 @@ metric) by a policy that outputs NaN when it is about to fail.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.episode import EpisodeOutcome, PolicyFault, check_finite
 from ale_robotics.rollouts.base import Artifact, EpisodeCallback, Shard
 from ale_robotics.rollouts.policy import PolicyRolloutKind, policy_for
 from ale_robotics.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.episode import EpisodeOutcome
 
 __all__ = ["GymnasiumKind"]
 
@@ -36,6 +35,8 @@ _ENV_CACHE: dict[str, list[Any]] = {}
 
 def _envs(task: TaskSpec, n: int) -> list[Any]:
     """Envs reused across shards in this process; reset(seed=...) makes reuse exact."""
+    from ale_robotics.envs.make import make_env
+
     key = task.model_dump_json(include={"env"})
     envs = _ENV_CACHE.setdefault(key, [])
     while len(envs) < n:
@@ -56,7 +57,12 @@ class GymnasiumKind(PolicyRolloutKind):
         on_episode: EpisodeCallback | None = None,
     ) -> list[EpisodeOutcome]:
         """One episode per ``(index, seed)``, in index order; episodes that end early drop out
-        of the batch while the others go on."""
+        of the batch while the others go on. (numpy, Gymnasium and the episode helpers are
+        imported here: checking a task config loads this module, and needs none of them.)"""
+        import numpy as np
+
+        from ale_robotics.evaluator.episode import EpisodeOutcome, PolicyFault, check_finite
+
         envs = _envs(task, len(seeds))
         act_dtype = envs[0].action_space.dtype
         policy = policy_for(task, artifact, envs[0].action_space.high)

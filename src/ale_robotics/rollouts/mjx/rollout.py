@@ -1,7 +1,7 @@
 """A shard's episodes as one jitted program: a loop over control steps, ``vmap`` over episodes.
 
 One control step of one episode is: the contract's MLP on the observation (in
-JAX, float32, the torch ``Linear`` layout of :class:`~ale_robotics.rollouts.policy.MLPPolicy`),
+JAX, float32, the torch ``Linear`` layout of :class:`~ale_robotics.rollouts.mlp.MLPPolicy`),
 ``frame_skip`` calls of ``mjx.step`` with that control, then the family's reward,
 termination and next observation (:mod:`.families`). ``vmap`` runs all of a shard's
 episodes side by side and a ``while_loop`` runs them to the task's step limit, or

@@ -11,17 +11,30 @@ count either: see :mod:`.vectorized`). The rollout itself is
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.episode import EpisodeOutcome
 from ale_robotics.rollouts.base import Artifact, EpisodeCallback, Shard
-from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES
-from ale_robotics.rollouts.mujoco_rollout.vectorized import family_of, rollout_on
 from ale_robotics.rollouts.policy import PolicyRolloutKind, policy_for
 from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["MujocoRolloutKind"]
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.episode import EpisodeOutcome
+
+__all__ = ["FAMILY_GYM_IDS", "MujocoRolloutKind"]
+
+FAMILY_GYM_IDS = frozenset(
+    {
+        "HalfCheetah-v5",
+        "Hopper-v5",
+        "Walker2d-v5",
+        "InvertedPendulum-v5",
+        "InvertedDoublePendulum-v5",
+        "Reacher-v5",
+    }
+)
+"""The envs :data:`.families.FAMILIES` steps (a test keeps the two equal), named here so
+that checking a task config loads neither numpy nor Gymnasium: every process that reads a
+task does, the agent's SDK among them."""
 
 _ENV_CACHE: dict[str, tuple[Any, list[Any]]] = {}
 """Unwrapped envs by env section, with the ``MjData`` objects their rollouts reuse; kept
@@ -30,6 +43,8 @@ megabytes arena); ``reset(seed=...)`` before every episode makes reuse exact."""
 
 
 def _env(task: TaskSpec) -> tuple[Any, list[Any]]:
+    from ale_robotics.envs.make import make_env
+
     key = task.env.model_dump_json()
     cached = _ENV_CACHE.get(key)
     if cached is None:
@@ -45,10 +60,10 @@ class MujocoRolloutKind(PolicyRolloutKind):
 
     def check_task(self, task: TaskSpec) -> None:
         super().check_task(task)
-        if task.env.gym_id not in FAMILIES:
+        if task.env.gym_id not in FAMILY_GYM_IDS:
             raise ValueError(
                 f"task {task.id}: eval.backend 'mujoco_rollout' has no vectorized step for "
-                f"{task.env.gym_id} (it steps {sorted(FAMILIES)}); use backend 'gymnasium'"
+                f"{task.env.gym_id} (it steps {sorted(FAMILY_GYM_IDS)}); use backend 'gymnasium'"
             )
 
     def run_shard(
@@ -60,6 +75,8 @@ class MujocoRolloutKind(PolicyRolloutKind):
     ) -> list[EpisodeOutcome]:
         """The shard as one batch; episodes that terminate leave it, the others go on to the
         task's step limit. Outcomes in the order of ``seeds``; ``on_episode`` as each ends."""
+        from ale_robotics.rollouts.mujoco_rollout.vectorized import family_of, rollout_on
+
         family = family_of(task)
         env, datas = _env(task)
         policy = policy_for(task, artifact, env.action_space.high)
