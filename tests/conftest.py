@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from ale_robotics.evaluator.blas import worker_blas_env
 
-from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.tasks import Registry, TaskSpec, default_registry
+# The rollout workers' OpenBLAS kernel in this process too, before numpy loads here: tests
+# compare what workers compute with the same shards run in process, to the bit.
+assert "numpy" not in sys.modules, "numpy loaded before tests/conftest.py could pin its kernel"
+os.environ.update(worker_blas_env())
+
+import pytest  # noqa: E402
+
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve  # noqa: E402
+from ale_robotics.tasks import Registry, TaskSpec, default_registry  # noqa: E402
 
 TASK_ID = "td3-inverted-pendulum-v1"
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from ale_robotics.evaluator.blas import numpy_blas
 from ale_robotics.evaluator.execution.base import stack_mismatch, stack_versions
@@ -36,3 +39,36 @@ def test_a_forced_kernel_is_what_is_named() -> None:
         timeout=60,
     ).stdout.split()
     assert out[0] == "openblas" and out[2] == "Haswell"
+
+
+def test_rollout_workers_use_the_pinned_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every local worker computes with one OpenBLAS kernel, whatever this CPU would pick,
+    so workers on different x86-64 hosts agree to the bit (and the closed loop is faster
+    here: see worker_blas_env)."""
+    from ale_robotics.evaluator.blas import PINNED_KERNEL
+    from ale_robotics.evaluator.execution import LocalExecutor
+    from ale_robotics.evaluator.execution.base import WorkerLimits
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    probe = "from ale_robotics.evaluator.blas import worker_blas_env as w; print(w())"
+    wanted = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    if wanted == "{}":
+        pytest.skip("no AVX2/FMA here: nothing is pinned")
+    assert wanted == str({"OPENBLAS_CORETYPE": PINNED_KERNEL})
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)  # conftest pins this process's
+    ex = LocalExecutor(1, WorkerLimits(isolate_network=False))
+    try:
+        assert ex.run_in_worker(numpy_blas).split()[2] == PINNED_KERNEL
+    finally:
+        ex.shutdown()
+    # an operator's choice wins: nothing is pinned over it
+    chosen = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**env, "OPENBLAS_CORETYPE": "SkylakeX"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert chosen == "{}"

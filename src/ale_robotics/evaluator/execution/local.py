@@ -62,6 +62,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.evaluator.blas import worker_blas_env
 from ale_robotics.evaluator.execution.base import (
     Executor,
     Heartbeat,
@@ -274,15 +275,16 @@ _ENV_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def _pinned_env() -> Iterator[None]:
-    """Set the BLAS/OpenMP thread variables to 1 in ``os.environ`` for a moment.
+    """Set the BLAS/OpenMP thread variables to 1, and the OpenBLAS kernel
+    (:func:`~ale_robotics.evaluator.blas.worker_blas_env`), in ``os.environ`` for a moment.
 
     A spawned child copies the parent's environment when it starts, and the BLAS
     library reads these variables once, when numpy is imported there.
     """
+    pinned = {v: "1" for v in _THREAD_VARS} | worker_blas_env()
     with _ENV_LOCK:
-        saved = {v: os.environ.get(v) for v in _THREAD_VARS}
-        for v in _THREAD_VARS:
-            os.environ[v] = "1"
+        saved = {v: os.environ.get(v) for v in pinned}
+        os.environ.update(pinned)
         try:
             yield
         finally:

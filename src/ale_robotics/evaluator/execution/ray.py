@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.evaluator.blas import worker_blas_env
 from ale_robotics.evaluator.execution.base import (
     Executor,
     ExecutorUnavailable,
@@ -117,8 +118,16 @@ _HEARTBEAT_S = 1.0
 _RPC_TIMEOUT_S = 30.0
 """How long the progress board may take to answer before the cluster counts as lost."""
 _CONNECT_TIMEOUT_S = 10.0
-_THREAD_ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-"""One BLAS thread per worker, as the local executor's (threads fight MuJoCo)."""
+_THREAD_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    **worker_blas_env(),
+}
+"""One BLAS thread per worker, as the local executor's (threads fight MuJoCo), and the same
+OpenBLAS kernel (decided by the driver's CPU: every node must have AVX2 and FMA then, as
+every x86-64 server CPU since 2013 has; a node that picks another kernel is refused by the
+stack check, see :func:`.base.stack_mismatch`)."""
 
 
 # ------------------------------------------------------------ in Ray workers --
