@@ -73,3 +73,14 @@ def test_tasks_show_is_plain_json_unwrapped_and_takes_json() -> None:
         location = doc["manifest"]["target"]["source"]["location"]
         assert len(location) > 40 and location in r.stdout  # one string, not wrapped at 40
         assert doc["task"]["id"] == "td3-walker2d-repro-v1"
+
+
+def test_run_of_a_superseded_version_names_the_newer_one() -> None:
+    """The note comes before anything starts (here the bad --sandbox stops the run)."""
+    old = cli("run", "td3-inverted-pendulum-v1", "--agent", "true", "--sandbox", "bogus")
+    assert old.returncode == 2
+    text = " ".join(old.stderr.split())
+    assert "td3-inverted-pendulum-v1 is superseded by td3-inverted-pendulum-v2" in text
+    assert "for a new run, use td3-inverted-pendulum-v2" in text
+    new = cli("run", "td3-inverted-pendulum-v2", "--agent", "true", "--sandbox", "bogus")
+    assert new.returncode == 2 and "superseded" not in new.stderr

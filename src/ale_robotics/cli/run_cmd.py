@@ -174,7 +174,16 @@ def run(
     from ale_robotics.tasks.registry import default_registry
 
     logging.basicConfig(level=logging.WARNING)
-    task = default_registry().get(task_id)  # an unknown id fails here, before any progress
+    registry = default_registry()
+    task = registry.get(task_id)  # an unknown id fails here, before any progress
+    newer = registry.superseded_by(task_id)
+    if newer is not None:
+        console.print(
+            f"[yellow]note:[/yellow] {task_id} is superseded by {newer} (kept to re-run its "
+            f"recorded runs; scores compare within a version): for a new run, use {newer}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if label is not None:
         check_label(label)  # a label that cannot be one: exit 2 before anything starts
     if sandbox not in ("auto", "bwrap", "docker", "none"):
