@@ -118,6 +118,9 @@ _HEARTBEAT_S = 1.0
 _RPC_TIMEOUT_S = 30.0
 """How long the progress board may take to answer before the cluster counts as lost."""
 _CONNECT_TIMEOUT_S = 10.0
+_CANCEL_WAIT_S = 1.5
+"""How long a cancel waits for Ray to resolve the killed shards (see ``RayExecutor._cancel``)."""
+
 _THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
     "OPENBLAS_NUM_THREADS": "1",
@@ -378,10 +381,17 @@ class RayExecutor(Executor):
 
     @staticmethod
     def _cancel(refs: Sequence[Any]) -> None:
-        """Stop these shards now: their workers are killed (Ray starts fresh ones)."""
+        """Stop these shards now: their workers are killed (Ray starts fresh ones).
+
+        Then wait (at most :data:`_CANCEL_WAIT_S`) until Ray has resolved them: a kill is
+        asynchronous, and a job submitted right after a deadline could otherwise be handed
+        a worker that is still being killed, and fail as a lost worker."""
         for ref in refs:
             with contextlib.suppress(RayError, ValueError):
                 ray.cancel(ref, force=True)
+        if refs:
+            with contextlib.suppress(RayError, ValueError):
+                ray.wait(list(refs), num_returns=len(refs), timeout=_CANCEL_WAIT_S)
 
     def _failure(self, exc: RayError) -> BaseException:
         """What a failed shard means for the run: the policy's fault or the infrastructure's."""
