@@ -28,7 +28,7 @@ from ale_robotics.harness.sandbox import sandbox_available
 from ale_robotics.trajectory import verify_file
 
 CLI = [sys.executable, "-m", "ale_robotics"]
-TASK = "td3-inverted-pendulum-v1"
+TASK = "td3-inverted-pendulum-v2"
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here")
 
 SLEEPER = (
@@ -201,7 +201,7 @@ def test_run_dir_existing_empty_is_used_non_empty_is_refused(tmp_path: Path, sta
     ("args", "message"),
     [
         (["--budget", "-5"], "--budget -5: the agent's wall-clock budget must be a positive"),
-        (["--episodes", "100"], "--episodes 100: td3-inverted-pendulum-v1 evaluates 10 episode"),
+        (["--episodes", "100"], "--episodes 100: td3-inverted-pendulum-v2 evaluates 10 episode"),
         (["--state-dir", "{file}"], "is a file; the evaluator's state dir must be a directory"),
         (["--agent", "nosuchcmd --flag"], "command not found: 'nosuchcmd'"),
     ],

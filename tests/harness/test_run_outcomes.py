@@ -81,7 +81,7 @@ def _failed(tmp: Path) -> dict[str, str]:
 
 
 def test_a_smoke_run_is_never_official_anywhere_in_result_json(short_tmp: Path) -> None:
-    doc = _run(short_tmp, "td3-inverted-pendulum-v1", CHECKPOINT_AGENT, "--episodes", "2")
+    doc = _run(short_tmp, "td3-inverted-pendulum-v2", CHECKPOINT_AGENT, "--episodes", "2")
     assert doc["smoke_run"] == {"episodes": 2, "of": 10}
     claims = [(p, v) for p, k, v in _walk(doc) if k == "official"]
     assert claims, "result.json says nothing about officialness"
