@@ -274,3 +274,19 @@ def test_envs_it_cannot_step_exactly_get_no_native_stepper() -> None:
     wrapped = [gym.wrappers.ClipAction(make_env(task.env))]
     assert stepper_for(task, wrapped) is None
     assert isinstance(make_stepper(task, wrapped), EnvLoop)
+
+
+@pytest.mark.parametrize("task_id", NATIVE)
+def test_native_session_split_over_two_threads_equals_sync_vector_env(
+    task_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The physics of a large Step runs on two threads (here forced down to N envs): still
+    equal to SyncVectorEnv step for step, and the helper thread ends with the session."""
+    import threading
+
+    import ale_robotics.rollouts.mujoco_rollout.stepper as stepper_module
+
+    monkeypatch.setattr(stepper_module, "_SPLIT_AT", 2)
+    monkeypatch.setattr(stepper_module.os, "cpu_count", lambda: 2)
+    test_native_session_equals_sync_vector_env(task_id, AutoresetMode.SAME_STEP)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ale-native-step")]

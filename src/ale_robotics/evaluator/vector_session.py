@@ -328,6 +328,9 @@ class Session:
         finally:
             if self._meter is not None:
                 self._meter.flush()
+            close_stepper = getattr(self._stepper, "close", None)
+            if close_stepper is not None:
+                close_stepper()  # a native stepper's helper thread
             if self.render_mode is not None:
                 rendering.close_envs(self._envs)
             else:

@@ -41,6 +41,7 @@ session, against ``SyncVectorEnv`` step for step, by
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,6 +65,10 @@ in the order they were named: Gymnasium's step results, one row (one info dict) 
 
 _POST_CONSTRAINT = frozenset({"cacc", "cfrc_int", "cfrc_ext"})
 """``MjData`` fields only ``mj_rnePostConstraint`` fills (see the module docstring)."""
+
+_SPLIT_AT = 16
+"""Envs in a Step from which the physics is split over two threads (below, one hand-off
+costs about what the second half's physics saves)."""
 
 
 def stepper_for(task: TaskSpec, envs: Sequence[Any]) -> NativeStepper | None:
@@ -136,6 +141,7 @@ class NativeStepper:
             for body in family.bodies
         }
         self._post_constraint = bool(_POST_CONSTRAINT.intersection(family.fields))
+        self._helper: Any = None  # a one-thread pool, made at the first large Step
 
     def step(self, which: Sequence[int], action: npt.NDArray[Any]) -> StepBatch:
         """Step envs ``which`` (indices into the envs given) with ``action[j]`` for ``which[j]``,
@@ -163,16 +169,43 @@ class NativeStepper:
     # --------------------------------------------------------------- private --
 
     def _physics(self, which: Sequence[int], action: npt.NDArray[Any]) -> None:
-        """``MujocoEnv.do_simulation`` for each env, one after the other.
+        """``MujocoEnv.do_simulation`` for each env.
 
-        ``mj_step`` releases the GIL, but splitting the envs over threads measured slower
-        on a 2-core host (one short ``mj_step`` per env and thread hand-offs per call)."""
+        ``mj_step`` releases the GIL, so a large batch is split in two: the second half
+        on one helper thread, the first on the calling thread, at the same time. While
+        a session's Step runs, its client waits for the reply, so on a 2-core host the
+        second core is otherwise idle (InvertedDoublePendulum, 64 envs: 1.74 ms -> ~1.1 ms
+        a step in process). One hand-off per Step, not per env (a task per env measured
+        slower than one thread); each env's physics is its own, so results are the same
+        bit for bit."""
+        n = len(which)
+        if n < 2 or n < _SPLIT_AT or (os.cpu_count() or 1) < 2:
+            self._advance(which, action)
+            return
+        if self._helper is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._helper = ThreadPoolExecutor(1, thread_name_prefix="ale-native-step")
+        half = n // 2
+        second = self._helper.submit(self._advance, which[half:], action[half:])
+        try:
+            self._advance(which[:half], action[:half])
+        finally:
+            second.result()
+
+    def _advance(self, which: Sequence[int], action: npt.NDArray[Any]) -> None:
         mj_step, frame_skip = self._mj_step, self._frame_skip
         for i, a in zip(which, action, strict=True):
             self._ctrl[i][:] = a
             mj_step(self._models[i], self._datas[i], nstep=frame_skip)
             if self._post_constraint:
                 self._mj_post(self._models[i], self._datas[i])
+
+    def close(self) -> None:
+        """Stop the helper thread (the session closes its stepper with its envs)."""
+        if self._helper is not None:
+            self._helper.shutdown(wait=True)
+            self._helper = None
 
     def _gather(self, which: Sequence[int]) -> StepView:
         """What envs ``which`` hold now, copied (the physics overwrites the data)."""
