@@ -9,8 +9,9 @@ simulator, fail on) the whole evaluator with gRPC and the job store.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ale_robotics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
@@ -27,11 +28,4 @@ _WHERE = {
     "serve": "ale_robotics.evaluator.server",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -56,6 +56,7 @@ def worker_blas_env() -> dict[str, str]:
     return {"OPENBLAS_CORETYPE": PINNED_KERNEL} if _cpu_has("avx2", "fma") else {}
 
 
+@functools.cache
 def _cpu_has(*flags: str) -> bool:
     """Whether the kernel lists every one of ``flags`` for this CPU (Linux's cpuinfo;
     False where there is none to read)."""

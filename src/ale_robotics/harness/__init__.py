@@ -8,8 +8,9 @@ readers of run reports (:mod:`ale_robotics.runs`, the HTML report) import
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ale_robotics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ale_robotics.harness.report import RunReport
@@ -24,11 +25,4 @@ _WHERE = {
     "run_task": "ale_robotics.harness.run",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -15,7 +15,7 @@ It lives outside the kinds' folders so that the kinds do not import each other
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ale_robotics.rollouts.base import Artifact, RolloutKind
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
@@ -42,11 +42,22 @@ def policy_for(task: TaskSpec, artifact: Artifact, action_high: npt.ArrayLike) -
 class PolicyRolloutKind(RolloutKind):
     """A kind that rolls out the task's ``policy`` with the submitted weights."""
 
+    env_ids: ClassVar[frozenset[str] | None] = None
+    """The Gymnasium env ids this kind can step (its re-implemented families), or None for
+    any env; :meth:`check_task` refuses a task of another env."""
+    step_name: ClassVar[str] = "step"
+    """What the refusal calls the kind's own step ("vectorized step", "JAX step")."""
+
     def check_task(self, task: TaskSpec) -> None:
         if task.mode is TaskMode.BATCH and task.policy is None:
             raise ValueError(
                 f"task {task.id}: a batch task of eval.backend {self.name!r} rolls out the "
                 "task's 'policy' network, which it does not declare"
+            )
+        if self.env_ids is not None and task.env.gym_id not in self.env_ids:
+            raise ValueError(
+                f"task {task.id}: eval.backend {self.name!r} has no {self.step_name} for "
+                f"{task.env.gym_id} (it steps {sorted(self.env_ids)}); use backend 'gymnasium'"
             )
 
     def load_artifact(self, files: list[SnapshotFile], task: TaskSpec) -> Artifact:

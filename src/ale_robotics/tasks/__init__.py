@@ -9,8 +9,9 @@ agent pay for them (their modules, the bundled configs they read) at start-up.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ale_robotics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ale_robotics.tasks.manifest import (
@@ -92,15 +93,4 @@ _LAZY: dict[str, str] = {
 }
 """Where each exported name is defined (every name of ``__all__``)."""
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # the next lookup is a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)

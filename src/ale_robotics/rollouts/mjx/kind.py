@@ -77,14 +77,8 @@ class MjxKind(PolicyRolloutKind):
     """No ``RLIMIT_AS`` (see the module docstring), and one worker per host: one process
     drives the accelerator (each would compile the shard's program and hold a device
     context of its own), and on a CPU XLA spreads one program over the cores itself."""
-
-    def check_task(self, task: TaskSpec) -> None:
-        super().check_task(task)
-        if task.env.gym_id not in FAMILY_IDS:
-            raise ValueError(
-                f"task {task.id}: eval.backend 'mjx' has no JAX step for {task.env.gym_id} "
-                f"(it steps {sorted(FAMILY_IDS)}); use backend 'gymnasium'"
-            )
+    env_ids = FAMILY_IDS
+    step_name = "JAX step"
 
     def run_shard(
         self,

@@ -9,8 +9,9 @@ needs only :mod:`.kind`, not numpy, MuJoCo or Gymnasium.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ale_robotics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, Family, StepOut, StepView
@@ -20,23 +21,12 @@ if TYPE_CHECKING:
 __all__ = ["FAMILIES", "Family", "MujocoRolloutKind", "StepOut", "StepView", "rollout_vectorized"]
 
 _WHERE = {
-    "FAMILIES": "families",
-    "Family": "families",
-    "StepOut": "families",
-    "StepView": "families",
-    "MujocoRolloutKind": "kind",
-    "rollout_vectorized": "vectorized",
+    "FAMILIES": "ale_robotics.rollouts.mujoco_rollout.families",
+    "Family": "ale_robotics.rollouts.mujoco_rollout.families",
+    "StepOut": "ale_robotics.rollouts.mujoco_rollout.families",
+    "StepView": "ale_robotics.rollouts.mujoco_rollout.families",
+    "MujocoRolloutKind": "ale_robotics.rollouts.mujoco_rollout.kind",
+    "rollout_vectorized": "ale_robotics.rollouts.mujoco_rollout.vectorized",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

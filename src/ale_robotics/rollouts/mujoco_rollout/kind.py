@@ -57,14 +57,8 @@ class MujocoRolloutKind(PolicyRolloutKind):
 
     name = "mujoco_rollout"
     settings = frozenset({"eval.threads"})
-
-    def check_task(self, task: TaskSpec) -> None:
-        super().check_task(task)
-        if task.env.gym_id not in FAMILY_GYM_IDS:
-            raise ValueError(
-                f"task {task.id}: eval.backend 'mujoco_rollout' has no vectorized step for "
-                f"{task.env.gym_id} (it steps {sorted(FAMILY_GYM_IDS)}); use backend 'gymnasium'"
-            )
+    env_ids = FAMILY_GYM_IDS
+    step_name = "vectorized step"
 
     def run_shard(
         self,
