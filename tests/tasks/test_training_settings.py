@@ -24,6 +24,7 @@ REPRO = "td3-walker2d-repro-v1"
 EVALUATOR_SIDE = {
     REPRO,
     "td3-walker2d-repro-v2",
+    "td3-walker2d-repro-v3",
     "tdmpc2-cheetah-run-v1",
     "tdmpc2-walker-run-v1",
     "tdmpc2-mw-push-v1",

@@ -80,6 +80,8 @@ def evaluator_evidence(result: EvalResult, task: TaskSpec | None = None) -> Eval
                 practice_steps=p.practice_steps,
                 mean_return=p.mean_return,
                 policy_sha256=p.policy_sha256,
+                episodes=p.episodes,
+                std_return=p.std_return,
             )
             for p in result.learning_curve
         ],

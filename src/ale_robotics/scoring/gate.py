@@ -50,6 +50,7 @@ from ale_robotics.scoring.config import (
     LearningCurveCheck,
     check_name,
 )
+from ale_robotics.scoring.curve_noise import CurveNoiseError, MeasuredPoint, improvement
 
 __all__ = [
     "EVIDENCE_WORDS",
@@ -106,6 +107,16 @@ class CurveEvidence(_Model):
         description="Mean return of the checkpoint over the evaluator's hidden-seed episodes."
     )
     policy_sha256: str = Field(description="SHA-256 of the checkpoint's policy file.")
+    episodes: int | None = Field(
+        default=None,
+        ge=0,
+        description="How many episodes the mean is over; None: not given (an improvement "
+        "check then fails, it cannot estimate the noise).",
+    )
+    std_return: float | None = Field(
+        default=None,
+        description="Population standard deviation of those episode returns; None: not given.",
+    )
 
 
 class EvaluatorEvidence(_Model):
@@ -599,10 +610,57 @@ def _learning_curve(
             f"sha256 {last.policy_sha256[:12]}) is not the submitted policy (sha256 "
             f"{ev.submitted_policy_sha256[:12]})"
         )
+    trained = _training_shown(check, curve)
     return (
         f"{len(curve)} checkpoints evaluated by the evaluator at {steps[0]:,}..{steps[-1]:,} "
         f"practice steps (largest gap {gaps[widest]:,}), mean return "
         f"{curve[0].mean_return:.1f} -> {last.mean_return:.1f}; the last is the submitted policy"
+        f"{trained}"
+    )
+
+
+def _training_shown(check: LearningCurveCheck, curve: Sequence[CurveEvidence]) -> str:
+    """The curve shows training, not only checkpoints: ``min_steps`` counted by the last
+    checkpoint and a rise above the first point beyond the episodes' noise. Both faults are
+    named together; the pass text says what was shown ('' when neither is configured)."""
+    problems: list[str] = []
+    shown: list[str] = []
+    last = curve[-1].practice_steps
+    if check.min_steps is not None:
+        if last < check.min_steps:
+            problems.append(
+                f"the last checkpoint is at {last:,} practice steps, under the minimum of "
+                f"{check.min_steps:,} (min_steps): too little training to show"
+            )
+        else:
+            shown.append(f"at least {check.min_steps:,} practice steps")
+    if check.min_improvement_se is not None:
+        try:
+            rise = improvement(
+                [_measured(i, p) for i, p in enumerate(curve)], check.min_improvement_se
+            )
+        except CurveNoiseError as exc:
+            problems.append(f"no improvement can be measured: {exc}")
+        else:
+            said = (
+                f"best later checkpoint {rise.best} {rise.gain:+.1f} over the first, margin "
+                f"{rise.k:g} x SE {rise.standard_error:.1f} (episode spread "
+                f"{rise.spread.std:.1f}, {rise.spread.dof} dof)"
+            )
+            if rise.passed:
+                shown.append(f"rises above the noise: {said}")
+            else:
+                problems.append(f"no rise above the episodes' noise: {said}")
+    if problems:
+        raise _EvidenceError("; ".join(problems))
+    return "".join(f"; {s}" for s in shown)
+
+
+def _measured(i: int, point: CurveEvidence) -> MeasuredPoint:
+    if point.episodes is None or point.std_return is None:
+        raise CurveNoiseError(f"checkpoint {i} has no per-episode spread in the evidence")
+    return MeasuredPoint(
+        mean_return=point.mean_return, std_return=point.std_return, episodes=point.episodes
     )
 
 

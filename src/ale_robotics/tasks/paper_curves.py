@@ -18,6 +18,7 @@ __all__ = ["PAPER_CURVE_FILES", "CurveSource", "PaperCurve", "paper_curve"]
 PAPER_CURVE_FILES: dict[str, str] = {
     "td3-walker2d-repro-v1": "td3_learning_curve_walker2d.json",
     "td3-walker2d-repro-v2": "td3_learning_curve_walker2d.json",
+    "td3-walker2d-repro-v3": "td3_learning_curve_walker2d.json",
 }
 """Task id -> its paper's curve file in ``tasks/data/``; tasks not listed have none."""
 

@@ -11,7 +11,7 @@ import math
 
 from ale_robotics.errors import ConfigError
 from ale_robotics.tasks.manifest import PaperTarget
-from ale_robotics.tasks.scoring_config import ArchitectureCheck, check_name
+from ale_robotics.tasks.scoring_config import ArchitectureCheck, LearningCurveCheck, check_name
 from ale_robotics.tasks.spec import Direction, MetricRole, TaskSpec
 
 __all__ = ["check_scorable"]
@@ -116,3 +116,11 @@ def check_scorable(task: TaskSpec, target: PaperTarget | None) -> None:
                     f"scoring.gate.checks.{check_name(check)}.tensors",
                     "no tensors listed and the task contract has none to default to",
                 )
+            if isinstance(check, LearningCurveCheck) and check.min_improvement_se is not None:
+                ckpt = task.training.checkpoints if task.training is not None else None
+                if ckpt is None or ckpt.episodes < 2:
+                    raise fail(
+                        f"scoring.gate.checks.{check_name(check)}.min_improvement_se",
+                        "needs training.checkpoints with 2 or more episodes (one episode "
+                        "carries no spread to measure the noise by)",
+                    )

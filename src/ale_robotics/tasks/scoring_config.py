@@ -164,6 +164,15 @@ class LearningCurveCheck(_CheckBase):
     steps, and the last one the very policy that was submitted. A checkpoint
     committed twice at one step count is no extra point and no fault, so
     committing more checkpoints never fails a curve that fewer would pass.
+
+    Evidence that the run trained at all (a controller or weights brought in and
+    committed at a handful of steps pass the rules above): ``min_steps``, the
+    fewest practice steps counted at the last checkpoint, and
+    ``min_improvement_se``, a rise of the curve above its first point by more than
+    that many standard errors of the checkpoint episodes' pooled spread
+    (:mod:`ale_robotics.scoring.curve_noise`). Both default to off, so that a task
+    version configured before them is judged as its recorded runs were; a new
+    version states them, with their source in ``note``.
     """
 
     kind: Literal["learning_curve"] = "learning_curve"
@@ -185,6 +194,26 @@ class LearningCurveCheck(_CheckBase):
         gt=0,
         description="Most practice steps a checkpoint may have been taken at; None means the "
         "gate's budget check's max_steps (a gate without a budget check must set it).",
+    )
+    min_steps: int | None = Field(
+        default=None,
+        gt=0,
+        description="Fewest practice steps the evaluator must have counted at the last "
+        "checkpoint, from the paper's protocol (e.g. its first evaluation of a trained "
+        "policy); None: no minimum (task versions configured before it).",
+    )
+    min_improvement_se: float | None = Field(
+        default=None,
+        ge=0,
+        description="k: the best checkpoint after the first must beat the first one's mean "
+        "return by more than k standard errors of the difference, from the per-episode "
+        "spread pooled over the curve's checkpoints; None: not checked (task versions "
+        "configured before it).",
+    )
+    note: str | None = Field(
+        default=None,
+        description="Where the thresholds come from (the paper's protocol, its source), for "
+        "people reading the config; never read by the check.",
     )
 
     @model_validator(mode="before")
@@ -235,10 +264,23 @@ class FaithfulnessGate(_Strict):
             )
         budget = self.budget_max_steps()
         for c in self.checks:
-            if isinstance(c, LearningCurveCheck) and c.max_step is None and budget is None:
+            if not isinstance(c, LearningCurveCheck):
+                continue
+            if c.max_step is None and budget is None:
                 raise ValueError(
                     f"scoring.gate.checks.{check_name(c)}.max_step: required when the gate "
                     "has no budget check"
+                )
+            limit = c.max_step if c.max_step is not None else budget
+            if c.min_steps is not None and limit is not None and c.min_steps > limit:
+                raise ValueError(
+                    f"scoring.gate.checks.{check_name(c)}.min_steps: {c.min_steps} is over "
+                    f"the step limit {limit}, so the check could never pass"
+                )
+            if c.min_improvement_se is not None and c.min_points < 2:
+                raise ValueError(
+                    f"scoring.gate.checks.{check_name(c)}.min_improvement_se: needs "
+                    "min_points of 2 or more (an improvement is between two checkpoints)"
                 )
         return self
 
