@@ -45,6 +45,10 @@ mismatch names the signed event it contradicts (kind and position):
 Without a verified trajectory nothing is trusted: the checks that need signed
 events fail saying so rather than falling back to ``result.json``.
 
+The checks that need neither the secret nor a re-run (the trajectory, the job, the
+submission hashes, the outcome, the training count, the score) live in
+:mod:`ale_robotics.claims`, where every listing of runs uses them too.
+
 A run that was interrupted or failed (its ``result.json`` is a
 :class:`~ale_robotics.harness.report.StoppedRunReport`) has no score, so there
 is nothing to audit: the report says so in ``fatal`` and only checks its
@@ -55,16 +59,29 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pydantic
 
+from ale_robotics.claims import AuditCheck, AuditReport
+from ale_robotics.claims import ScoreEvidence as _Evidence
+from ale_robotics.claims import SignedEvents as _Signed
+from ale_robotics.claims import check_job as _check_job
+from ale_robotics.claims import check_outcome as _check_outcome
+from ale_robotics.claims import check_score as _check_score
+from ale_robotics.claims import check_training as _check_training
+from ale_robotics.claims import event_label as _label
+from ale_robotics.claims import files_text as _files_text
+from ale_robotics.claims import first_diff as _first_diff
+from ale_robotics.claims import load_signed as _load_trajectory
+from ale_robotics.claims import metric_diffs as _metric_diffs
+from ale_robotics.claims import payload_dict as _dict
+from ale_robotics.claims import payload_list as _list
+from ale_robotics.claims import same as _same
 from ale_robotics.errors import AleError
 from ale_robotics.evaluator.checkpoints import (
     CHECKPOINT_EVENT,
@@ -85,20 +102,17 @@ from ale_robotics.evaluator.result import (
     EpisodeRecord,
     EvalResult,
     SmokeRun,
-    TrainingUsage,
     batch_outcomes,
     episode_outcomes,
     outcome_entries,
 )
 from ale_robotics.evaluator.smoke import smoke_task
 from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
-from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
-from ale_robotics.scoring import ScoreReport, score
 from ale_robotics.seeds import HiddenSeed, derive_seeds
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
-from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event, VerifyReport, verify_file
+from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event, verify_file
 
 __all__ = [
     "AuditCheck",
@@ -112,32 +126,6 @@ __all__ = [
 _Outcomes = pydantic.TypeAdapter[Any](BatchOutcomes)
 
 
-@dataclass
-class AuditCheck:
-    name: str
-    ok: bool
-    detail: str
-
-
-@dataclass
-class AuditReport:
-    run_id: str
-    checks: list[AuditCheck] = field(default_factory=list)
-    fatal: str | None = None
-    """Why the audit could not start at all (no readable result.json, a stopped run);
-    None otherwise."""
-    stopped: StoppedRunReport | None = None
-    """The record of an interrupted or failed run: nothing was scored, nothing audited."""
-
-    @property
-    def ok(self) -> bool:
-        return self.fatal is None and bool(self.checks) and all(c.ok for c in self.checks)
-
-    def add(self, name: str, ok: bool, detail: str) -> bool:
-        self.checks.append(AuditCheck(name, ok, detail))
-        return ok
-
-
 def read_secret(path: Path) -> bytes:
     """The secret as the evaluator stores it (32 raw bytes), or as 64 hex digits."""
     data = path.read_bytes()
@@ -148,48 +136,6 @@ def read_secret(path: Path) -> bytes:
         except (UnicodeDecodeError, ValueError):
             pass
     return data
-
-
-def _label(event: Event) -> str:
-    """How a check names a signed event: its kind, file position and evaluator counter."""
-    eval_seq = f" (eval_seq {event.sig.eval_seq})" if event.sig is not None else ""
-    return f"the signed `{event.kind}` event #{event.seq}{eval_seq}"
-
-
-@dataclass
-class _Signed:
-    """The verified evaluator events of a run, and those of the job result.json names."""
-
-    events: list[Event]
-    job_id: str
-
-    def __post_init__(self) -> None:
-        self.job = [e for e in self.events if e.payload.get("job_id") == self.job_id]
-
-    def first(self, kind: str) -> Event | None:
-        return next((e for e in self.events if e.kind == kind), None)
-
-    def last_of_job(self, kind: str) -> Event | None:
-        """The job's latest event of ``kind``: a job re-run after a crash signs it again."""
-        found = [e for e in self.job if e.kind == kind]
-        return found[-1] if found else None
-
-    def outcome(self) -> Event | None:
-        """The event that signs the job's terminal state: ``result``, or a failed validation."""
-        result = self.last_of_job("result")
-        if result is not None:
-            return result
-        failed = [
-            e for e in self.job if e.kind == "validation" and e.payload.get("passed") is False
-        ]
-        return failed[-1] if failed else None
-
-
-def _outcome_state(event: Event) -> str:
-    """The terminal state an outcome event signs (a failed validation is a rejection)."""
-    if event.kind == "validation":
-        return "REJECTED"
-    return str(event.payload.get("state"))
 
 
 def audit_run(
@@ -348,111 +294,7 @@ def _audit_stopped(run_dir: Path, doc: StoppedRunReport, public_key: str | None)
     return report
 
 
-def _load_trajectory(
-    path: Path, public_key: str | None, run_id: str, head: str | None, n_events: int | None
-) -> tuple[VerifyReport, list[Event] | None]:
-    """The verification report, and the signed events when (and only when) it verified.
-
-    The file is read once and the very bytes that verified are parsed, so the
-    events cannot differ from what the signatures covered (verify_file reports
-    but does not hand back its parsed events).
-    """
-
-    def verify(file: Path) -> VerifyReport:
-        return verify_file(
-            file,
-            public_key,
-            expected_run_id=run_id,
-            expected_head=head,
-            expected_events=n_events,
-        )
-
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return verify(path), None
-    with tempfile.TemporaryDirectory(prefix="ale-audit-traj-") as tmp:
-        copy = Path(tmp) / path.name
-        copy.write_bytes(data)
-        verified = verify(copy)
-    verified = verified.model_copy(update={"path": str(path)})
-    if not verified.ok:
-        return verified, None
-    lines = data.split(b"\n")[:-1]  # verified: every line ends in a newline
-    events = [Event.from_line(line) for line in lines]
-    return verified, [e for e in events if e.level == "trusted_evaluator"]
-
-
-def _list(payload: Mapping[str, Any], key: str) -> list[Any]:
-    value = payload.get(key)
-    return list(value) if isinstance(value, list) else []
-
-
-def _dict(payload: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = payload.get(key)
-    return dict(value) if isinstance(value, dict) else {}
-
-
 # ---------------------------------------------------------- comparing ---
-
-
-def _same(a: object, b: object) -> bool:
-    """Equality where NaN equals NaN (a NaN measurement is evidence, kept as such)."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
-def _metric_diffs(
-    claimed: Mapping[str, Any], signed: Mapping[str, Any]
-) -> list[tuple[str, str, str]]:
-    """``(name, claimed, signed)`` as text for every metric that differs or is on one side only."""
-
-    def shown(v: object) -> str:
-        return "missing" if v is None else repr(v)
-
-    return [
-        (k, shown(claimed.get(k)), shown(signed.get(k)))
-        for k in sorted(set(claimed) | set(signed))
-        if not _same(claimed.get(k), signed.get(k))
-    ]
-
-
-def _first_diff(a: object, b: object, where: str = "") -> str | None:
-    """Where two JSON values first differ (``problems[2].collided: True vs False``), or None."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        for k in sorted(set(a) | set(b), key=str):
-            if k not in a or k not in b:
-                return f"{where}.{k}: {'missing' if k not in a else 'present'} vs " + (
-                    "missing" if k not in b else "present"
-                )
-            found = _first_diff(a[k], b[k], f"{where}.{k}")
-            if found is not None:
-                return found
-        return None
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        if len(a) != len(b):
-            return f"{where or '(top level)'}: {len(a)} entries vs {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            found = _first_diff(x, y, f"{where}[{i}]")
-            if found is not None:
-                return found
-        return None
-    return None if _same(a, b) else f"{where.lstrip('.') or '(top level)'}: {a!r} vs {b!r}"
-
-
-def _list_diff(claimed: Sequence[Any], signed: Sequence[Any]) -> str | None:
-    """Where two per-episode lists first differ, in words; None when they are the same."""
-    if len(claimed) != len(signed):
-        return f"{len(claimed)} values vs {len(signed)}"
-    for i, (a, b) in enumerate(zip(claimed, signed, strict=True)):
-        if not _same(a, b):
-            return f"episode {i}: {a!r} vs {b!r}"
-    return None
 
 
 # -------------------------------------------------------------- checks ---
@@ -479,147 +321,6 @@ def _check_secret(
     report.add("secret commitment", ok, "; ".join(parts))
 
 
-def _check_job(
-    report: AuditReport, result: EvalResult, signed: _Signed | None, task: TaskSpec
-) -> None:
-    """The job result.json names is one the evaluator signed events for, on the same task."""
-    if signed is None:
-        report.add("signed job", False, "not checked: the trajectory does not verify")
-        return
-    if not signed.job:
-        report.add(
-            "signed job",
-            False,
-            f"result.json names job {result.job_id!r}, which no signed evaluator event mentions",
-        )
-        return
-    problems = []
-    commitment = signed.first(COMMITMENT_EVENT_KIND)
-    for event in (commitment, signed.last_of_job("submission_received")):
-        if event is not None and event.payload.get("task_id", result.task_id) != result.task_id:
-            problems.append(
-                f"result.json task {result.task_id!r} differs from {_label(event)}: "
-                f"{event.payload['task_id']!r}"
-            )
-    opened = "session_opened" if task.mode is TaskMode.INTERACTIVE else "submission_received"
-    if signed.last_of_job(opened) is None:
-        problems.append(f"no signed `{opened}` event for job {result.job_id!r}")
-    report.add(
-        "signed job",
-        not problems,
-        "; ".join(problems)
-        or f"job {result.job_id} of task {result.task_id}: {len(signed.job)} signed events",
-    )
-    if task.mode is TaskMode.INTERACTIVE:
-        return
-    received = signed.last_of_job("submission_received")
-    if received is None:
-        return
-    files = _dict(received.payload, "files")
-    same = _same(result.submission_files, files)
-    report.add(
-        "signed submission",
-        same,
-        f"result.json submission_files match {_label(received)}"
-        if same
-        else f"result.json submission_files {_files_text(result.submission_files)} differ from "
-        f"{_label(received)}: {_files_text(files)}",
-    )
-
-
-def _files_text(files: Mapping[str, Any]) -> str:
-    return "{" + ", ".join(f"{k}: {str(v)[:12]}..." for k, v in sorted(files.items())) + "}"
-
-
-def _check_outcome(
-    report: AuditReport, doc: RunReport, result: EvalResult, signed: _Signed | None
-) -> Event | None:
-    """result.json's state, failure, metrics and episode returns against the signed outcome."""
-    if signed is None:
-        report.add("signed result", False, "not checked: the trajectory does not verify")
-        return None
-    outcome = signed.outcome()
-    if outcome is None:
-        report.add(
-            "signed result",
-            False,
-            f"the signed `result` event of job {result.job_id!r} is missing (nor is there a "
-            "failed `validation`): the evaluator never signed an outcome for this job",
-        )
-        return None
-    p = outcome.payload
-    where = _label(outcome)
-    state = _outcome_state(outcome)
-    problems = []
-    for what, claimed in (("eval_result.state", result.state), ("job_state", doc.job_state)):
-        if claimed != state:
-            problems.append(f"result.json {what} {str(claimed)!r} differs from {where}: {state!r}")
-    if outcome.kind == "validation":
-        if "reason" in p and result.failure_reason != p["reason"]:
-            problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
-    else:
-        if "failure_source" in p and result.failure_source != p["failure_source"]:
-            problems.append(
-                f"result.json failure_source {str(result.failure_source)!r} differs from {where}: "
-                f"{p['failure_source']!r}"
-            )
-        if "reason" in p and result.failure_reason != p["reason"]:
-            problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
-        signed_metrics = _dict(p, "metrics")
-        for name, claimed_v, signed_v in _metric_diffs(result.metrics, signed_metrics):
-            problems.append(
-                f"result.json metrics {name} {claimed_v} differs from {where}: {signed_v}"
-            )
-        if "episode_returns" in p or state == "SUCCEEDED":
-            returns = [e.episode_return for e in result.episodes]
-            diff = _list_diff(returns, _list(p, "episode_returns"))
-            if diff is not None:
-                problems.append(
-                    f"result.json episode returns differ from {where}'s episode_returns: {diff}"
-                )
-        claimed_outcomes = (
-            None if result.outcomes is None else result.outcomes.model_dump(mode="json")
-        )
-        diff = _first_diff(claimed_outcomes, p.get("outcomes"))
-        if diff is not None:
-            problems.append(
-                f"result.json eval_result.outcomes differ from {where}'s outcomes "
-                f"(result.json vs signed): {diff.lstrip('.')}"
-            )
-        signed_smoke = p.get("smoke_run")
-        claimed_smoke = None if result.smoke_run is None else result.smoke_run.model_dump()
-        if not _same(claimed_smoke, signed_smoke):
-            problems.append(
-                f"result.json eval_result.smoke_run {claimed_smoke} differs from {where}: "
-                f"{signed_smoke}"
-            )
-        if result.official and signed_smoke is not None:
-            problems.append(
-                f"result.json eval_result.official is true, but {where} signs a smoke run "
-                f"({signed_smoke}): a smoke run is never official"
-            )
-    if result.official and (result.smoke_run is not None or not result.read_on_harness_channel):
-        problems.append(
-            "result.json eval_result.official is true for a result that is a smoke run or was "
-            "not read on the harness channel"
-        )
-    top = None if doc.smoke_run is None else doc.smoke_run.model_dump()
-    inner = None if result.smoke_run is None else result.smoke_run.model_dump()
-    if top != inner:
-        problems.append(f"result.json smoke_run {top} differs from eval_result.smoke_run {inner}")
-    report.add(
-        "signed result",
-        not problems,
-        "; ".join(problems)
-        or (
-            f"state {state} and failure reason match {where}"
-            if outcome.kind == "validation"
-            else f"state {state}, metrics, episode returns and outcomes match {where}"
-        ),
-    )
-    return outcome
-
-
 def _smoke(result: EvalResult, outcome: Event | None) -> SmokeRun | None:
     """The smoke run the evaluator signed, else result.json's claim (checked by the seeds)."""
     if outcome is not None and outcome.kind == "result":
@@ -631,30 +332,6 @@ def _smoke(result: EvalResult, outcome: Event | None) -> SmokeRun | None:
         except pydantic.ValidationError:
             return result.smoke_run
     return result.smoke_run
-
-
-@dataclass
-class _Evidence:
-    """What the faithfulness gate reads, and where the audit got it from."""
-
-    files: dict[str, str]
-    shapes: dict[str, list[int]]
-    note: str
-    learning_curve: list[CurvePoint] = field(default_factory=list)
-    """The learning curve of the signed checkpoint events (result.json's is a claim)."""
-    training: TrainingUsage | None = None
-    """The practice-step count of the signed ``result`` event (batch results)."""
-
-    @classmethod
-    def claimed(cls, result: EvalResult) -> _Evidence:
-        return cls(
-            dict(result.evidence_files),
-            dict(result.tensor_shapes),
-            "gate evidence as result.json gives it (evidence files kept only where they hash "
-            "to the signed submission; tensor shapes are unsigned and not recomputed)",
-            learning_curve=list(result.learning_curve),
-            training=result.training,
-        )
 
 
 def _audit_batch(
@@ -1177,120 +854,8 @@ def _check_learning_curve(
     return claimed if ok else must
 
 
-def _check_training(
-    report: AuditReport, result: EvalResult, outcome: Event | None
-) -> TrainingUsage | None:
-    """A batch result's training count against the signed ``result`` event's; returns the
-    signed one (None when the evaluator signed none: its simulator was the agent's)."""
-    signed_raw = None
-    if outcome is not None and outcome.kind == "result":
-        signed_raw = outcome.payload.get("training")
-    claimed = None if result.training is None else result.training.model_dump(mode="json")
-    if signed_raw is None and claimed is None:
-        return None
-    where = "no signed result" if outcome is None else _label(outcome)
-    ok = _same(claimed, signed_raw)
-    report.add(
-        "training steps",
-        ok,
-        f"result.json's training {'matches' if ok else 'differs from'} {where}: "
-        + (
-            f"{claimed} vs {signed_raw}"
-            if not ok
-            else f"{result.training and result.training.summary()}"
-        ),
-    )
-    if not isinstance(signed_raw, dict):
-        return None
-    try:
-        return TrainingUsage.model_validate(signed_raw)
-    except pydantic.ValidationError:
-        return None
-
-
 def _eval_seq(event: Event) -> int:
     return -1 if event.sig is None else event.sig.eval_seq
 
 
 # --------------------------------------------------------------- score ---
-
-
-def _score_digest(r: ScoreReport) -> dict[str, object]:
-    """The parts of a score report that follow from the metrics, target and evidence
-    (not the explanation text, which a smoke run prefixes, nor the gate's reasons)."""
-    return {
-        "status": r.status,
-        "score": r.score,
-        "primary_measured": r.primary_measured,
-        "measured": dict(r.measured),
-        "target_value": r.target_value,
-        "ratio": r.ratio,
-        "base_score": r.base_score,
-        "penalties": [(p.metric, p.factor) for p in r.penalties],
-        "conditions": [(c.metric, c.met) for c in r.conditions],
-        "gate": None
-        if r.gate is None
-        else (r.gate.passed, [(c.name, c.passed) for c in r.gate.checks]),
-    }
-
-
-def _check_score(
-    report: AuditReport,
-    doc: RunReport,
-    result: EvalResult,
-    signed: _Signed | None,
-    outcome: Event | None,
-    task: TaskSpec,
-    reg: Registry,
-    evidence: _Evidence,
-) -> None:
-    """Recompute the score as the harness does (harness/run.py), from the signed outcome."""
-    if outcome is None:
-        why = "the trajectory does not verify" if signed is None else "no signed outcome"
-        report.add("score", False, f"not recomputed: {why} of job {result.job_id!r}")
-        return
-    gated = task.genre == "reproduction" or task.scoring.gate is not None
-    received = None if signed is None else signed.last_of_job("submission_received")
-    signed_files = {} if received is None else _dict(received.payload, "files")
-    state = _outcome_state(outcome)
-    try:
-        target = reg.target(task.id)
-        if state == "SUCCEEDED":
-            metrics = _dict(outcome.payload, "metrics")
-            with tempfile.TemporaryDirectory(prefix="ale-audit-gate-") as tmp:
-                basis = result.model_copy(
-                    update={
-                        "evidence_files": evidence.files,
-                        "tensor_shapes": evidence.shapes,
-                        "submission_files": signed_files,
-                        "learning_curve": evidence.learning_curve,
-                        "training": evidence.training,
-                    }
-                )
-                # the harness's own measurements (wall clock, CPU) as result.json records
-                # them: the harness is their only witness, the audit has nothing to re-run
-                measured = gate_evidence(basis, Path(tmp), task=task, harness=doc.harness_evidence)
-                again = score(task, metrics, target, measured)
-            source = f"{_label(outcome)}'s metrics"
-        else:
-            again = score(task, {}, target, no_result=f"submission {state.lower()}")
-            source = f"{_label(outcome)}'s state {state}"
-    except AleError as exc:
-        report.add("score", False, f"not recomputed: {exc.message}")
-        return
-    mine, theirs = _score_digest(again), _score_digest(doc.score)
-    diffs = [f"{k} {theirs[k]!r} vs {mine[k]!r}" for k in mine if not _same(mine[k], theirs[k])]
-    note = f"; {evidence.note}" if gated and state == "SUCCEEDED" else ""
-    shown = "None" if again.score is None else f"{again.score:.6g}"
-    report.add(
-        "score",
-        not diffs,
-        (
-            f"result.json's score differs from the one recomputed from {source} with the "
-            f"registry's target (result.json vs recomputed): {'; '.join(diffs)}"
-            if diffs
-            else f"{again.status}, score {shown}: recomputed from {source} with the registry's "
-            "target"
-        )
-        + note,
-    )

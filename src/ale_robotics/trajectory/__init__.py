@@ -57,7 +57,7 @@ from ale_robotics.trajectory.signing import (
     signed_message,
     verify_event_signature,
 )
-from ale_robotics.trajectory.verify import VerifyReport, verify_file
+from ale_robotics.trajectory.verify import VerifyReport, verified_events, verify_file
 from ale_robotics.trajectory.writer import TrajectoryWriter
 
 __all__ = [
@@ -94,6 +94,7 @@ __all__ = [
     "seed_commitment",
     "signed_message",
     "trajectory_document",
+    "verified_events",
     "verify_document",
     "verify_event_signature",
     "verify_file",

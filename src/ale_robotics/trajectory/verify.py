@@ -58,7 +58,7 @@ from ale_robotics.trajectory.signing import (
     verify_event_signature,
 )
 
-__all__ = ["VerifyReport", "read_lines", "verify_file"]
+__all__ = ["VerifyReport", "read_lines", "verified_events", "verify_file"]
 
 KeySource = Literal["argument", "trajectory"]
 
@@ -264,17 +264,72 @@ def verify_file(
     or an appended file as such); ``expected_run_id`` detects a trajectory of another run.
     """
     path = Path(path)
-    if public_key is not None and not re.match(HEX64_PATTERN, public_key):
-        raise InvalidEventError(f"public_key must be 64 lowercase hex digits, not {public_key!r}")
-    checker = _Checker(public_key, expected_run_id)
-    index = -1
+    checker = _checker(public_key, expected_run_id)
     try:
-        for index, raw, terminated in read_lines(path):
-            _event, reason = checker.check(index, raw, terminated)
-            if reason is not None:
-                return checker.report(path, False, index, reason)
+        return _verify(path, read_lines(path), checker, expected_head, expected_events, None)
     except OSError as exc:
         return checker.report(path, False, None, f"cannot read {path}: {exc}")
+
+
+def verified_events(
+    path: Path | str,
+    public_key: str | None = None,
+    *,
+    expected_run_id: str | None = None,
+    expected_head: str | None = None,
+    expected_events: int | None = None,
+) -> tuple[VerifyReport, list[Event] | None]:
+    """:func:`verify_file`, and the events when (and only when) the whole file verifies.
+
+    The file is read once and the events are parsed from the very bytes that
+    verified, so they cannot differ from what the signatures covered (a file
+    rewritten between a check and a second read changes nothing here). For the
+    audit and every listing that trusts a run's signed events, not its ``result.json``.
+    """
+    path = Path(path)
+    checker = _checker(public_key, expected_run_id)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return checker.report(path, False, None, f"cannot read {path}: {exc}"), None
+    events: list[Event] = []
+    report = _verify(path, _split(data), checker, expected_head, expected_events, events)
+    return report, events if report.ok else None
+
+
+def _checker(public_key: str | None, expected_run_id: str | None) -> _Checker:
+    if public_key is not None and not re.match(HEX64_PATTERN, public_key):
+        raise InvalidEventError(f"public_key must be 64 lowercase hex digits, not {public_key!r}")
+    return _Checker(public_key, expected_run_id)
+
+
+def _split(data: bytes) -> Iterator[tuple[int, bytes, bool]]:
+    """:func:`read_lines` over bytes already read."""
+    lines = data.split(b"\n")
+    last = lines.pop()  # b"" when the data ends in a newline
+    for index, line in enumerate(lines):
+        yield index, line, True
+    if last:
+        yield len(lines), last, False
+
+
+def _verify(
+    path: Path,
+    lines: Iterator[tuple[int, bytes, bool]],
+    checker: _Checker,
+    expected_head: str | None,
+    expected_events: int | None,
+    events: list[Event] | None,
+) -> VerifyReport:
+    """The checks of :func:`verify_file` over ``lines``; appends each event that verified
+    to ``events`` when given. ``OSError`` from reading ``lines`` propagates."""
+    index = -1
+    for index, raw, terminated in lines:
+        event, reason = checker.check(index, raw, terminated)
+        if reason is not None:
+            return checker.report(path, False, index, reason)
+        if events is not None and event is not None:
+            events.append(event)
     count = index + 1
     if expected_events is not None and count != expected_events:
         if count < expected_events:
