@@ -34,7 +34,7 @@ from torch.distributions.normal import Normal
 
 from ale_robotics.client import RemoteEnv
 
-GYM_ID = "ale/Task-v1"
+GYM_ID = "AleTask-v1"  # no "/": scripts name files after the id
 
 # The task as a Gymnasium id: gym.make gives one remote env, gym.make_vec one batched
 # session. Under the harness ALE_TASK_ID names the run's task.

@@ -21,9 +21,12 @@ remote task unchanged::
 
 A task as a Gymnasium id (``gym.make`` passes ``render_mode`` through)::
 
-    gym.register("ale/Hopper-v1", entry_point="ale_robotics.client:RemoteEnv",
+    gym.register("AleHopper-v1", entry_point="ale_robotics.client:RemoteEnv",
                  kwargs={"task_id": "td3-hopper-v1"})
-    env = gym.make("ale/Hopper-v1")                       # env.spec.max_episode_steps: 1000
+    env = gym.make("AleHopper-v1")                        # env.spec.max_episode_steps: 1000
+
+(An id with no ``/``: scripts name files after it, and ``NAME/`` is a Gymnasium
+namespace, ``ALE/`` the Arcade Learning Environment's.)
 
 ``spec.max_episode_steps`` (and :attr:`RemoteEnv.max_episode_steps`) is the
 server's step limit: the server truncates episodes there, so no client
