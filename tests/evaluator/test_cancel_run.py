@@ -235,7 +235,7 @@ def test_close_run_on_a_shared_evaluator_cancels_the_runs_jobs(
         running.stop(grace=0.5)
 
 
-def test_close_run_on_a_single_run_evaluator_cancels_and_keeps_the_token(
+def test_close_run_on_a_single_run_evaluator_cancels_and_revokes_the_token(
     short_tmp: Path, long_registry: Registry
 ) -> None:
     running = serve(
@@ -258,7 +258,10 @@ def test_close_run_on_a_single_run_evaluator_cancels_and_keeps_the_token(
             job = _long_job(running, agent, "first")
             closed = h._call(h.stub.CloseRun, pb.CloseRunRequest(run_id=RUN))
             assert closed.jobs_cancelled == 1
-            assert agent.status(job).state == "CANCELLED"  # the state dir's token still works
+            assert h.status(job).state == "CANCELLED"
+            # the run's own token (minted for it, issue 26) died with CloseRun
+            with pytest.raises(UnauthenticatedError):
+                agent.status(job)
             _until(
                 "the runner to drop the job",
                 lambda: running.evaluator.runner.current_job() is None,

@@ -57,6 +57,7 @@ class Served:
         self.tmp = tmp
         self.state = tmp / "state"
         self.log = tmp / log
+        self.run_id = extra[extra.index("--run-id") + 1] if "--run-id" in extra else None
         self.agent_address = f"unix://{tmp}/a.sock"
         self.harness_address = f"unix://{tmp}/h.sock"
         cmd = [
@@ -86,7 +87,12 @@ class Served:
     def ready(self) -> str:
         """Wait until the process answers GetSpec; returns the agent token."""
         deadline = time.monotonic() + 90
-        token_file = self.state / "agent.token"
+        # a bound evaluator's own token (never the shared agent.token, issue 26)
+        token_file = (
+            self.state / "run-tokens" / f"{self.run_id}.agent.token"
+            if self.run_id is not None
+            else self.state / "agent.token"
+        )
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.output()
             if token_file.exists():
@@ -201,6 +207,34 @@ def test_an_idle_serve_stops_quietly_on_sigint(short_tmp: Path, served: list[Ser
     assert ev.proc.wait(timeout=30) == 0, ev.output()
     assert "Traceback" not in ev.output()
     assert ev.output().rstrip().splitlines()[-1] == "evaluator stopped"
+
+
+def test_a_bound_serve_gives_its_run_a_token_of_its_own(
+    short_tmp: Path, served: list[Served]
+) -> None:
+    """``serve --run-id``: the run's token is a file of that run, never the shared
+    agent.token, which every evaluator on the state dir accepts (issue 26)."""
+    _volume(short_tmp)
+    ev = Served(short_tmp, "--run-id", RUN)
+    served.append(ev)
+    token = ev.ready()
+    token_file = ev.state / "run-tokens" / f"{RUN}.agent.token"
+    assert token_file.read_text().strip() == token
+    assert os.stat(token_file).st_mode & 0o777 == 0o600
+    assert not (ev.state / "agent.token").exists()
+    assert str(token_file) in ev.output()
+    ev.proc.send_signal(signal.SIGINT)
+    assert ev.proc.wait(timeout=30) == 0, ev.output()
+
+
+def test_practice_without_run_is_refused_on_a_bound_serve(short_tmp: Path) -> None:
+    proc = subprocess.run(
+        [*CLI, "evaluator", "serve", "--state-dir", str(short_tmp / "s"), "--run-id", RUN,
+         "--allow-practice-without-run"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "for a shared evaluator" in proc.stderr + proc.stdout
 
 
 # ----------------------------------------------------------------- takeover --

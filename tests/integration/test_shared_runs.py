@@ -254,8 +254,9 @@ def test_shared_agent_token_reaches_no_run(shared: RunningEvaluator) -> None:
                 legacy.stub.OpenSession,
                 pb.OpenSessionRequest(task_id=INTERACTIVE, kind=pb.SESSION_KIND_EVAL),
             )
-        sid = practice(legacy)  # run-less practice (client seeds, no run data) is allowed
-        legacy._call(legacy.stub.CloseSession, pb.CloseSessionRequest(session_id=sid))
+        # nor run-less practice (issue 26: every embedded run used to hand this token out)
+        with pytest.raises(PermissionDeniedError, match="allow-practice-without-run"):
+            practice(legacy)
     with harness(shared) as h:
         for run in (a, i):
             h._call(h.stub.CloseRun, pb.CloseRunRequest(run_id=run.run_id))

@@ -85,11 +85,21 @@ def evaluator_serve(
     run_id: Annotated[
         str | None,
         typer.Option(
-            help="Accept only this run, with agent.token as its token. Without it the "
-            "evaluator is shared: the harness opens each run (OpenRun), which gets a token and "
-            "a directory SUBMISSION_DIR/<run_id>/ of its own."
+            help="Accept only this run, with a token of its own (--agent-token-file, else "
+            "STATE_DIR/run-tokens/RUN_ID.agent.token, made once). Without it the evaluator is "
+            "shared: the harness opens each run (OpenRun), which gets a token and a directory "
+            "SUBMISSION_DIR/<run_id>/ of its own."
         ),
     ] = None,
+    allow_practice_without_run: Annotated[
+        bool,
+        typer.Option(
+            "--allow-practice-without-run",
+            help="A shared evaluator: let STATE_DIR/practice.token (made now, a secret of the "
+            "operator, never given to any run's agent) open practice sessions outside any run, "
+            "which count against no run's budget. Off: no token practises outside a run.",
+        ),
+    ] = False,
     workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
@@ -134,6 +144,11 @@ def evaluator_serve(
     may then take it over), and the process prints "evaluator stopped" and exits 0.
     """
     root = _state_dir(state_dir)
+    if allow_practice_without_run and run_id is not None:
+        raise InvalidArgumentError(
+            "--allow-practice-without-run is for a shared evaluator (without --run-id): an "
+            "evaluator bound to one run counts all its practice against that run"
+        )
     stop = threading.Event()
     # Installed before the heavy imports and the start, so a signal at any point from
     # here on is a request to stop, never a KeyboardInterrupt traceback.
@@ -141,7 +156,9 @@ def evaluator_serve(
         signal.signal(sig, lambda *_: stop.set())
 
     from ale_robotics.evaluator import EvaluatorConfig, serve
+    from ale_robotics.evaluator.access import check_run_id
     from ale_robotics.evaluator.execution import check_executor
+    from ale_robotics.evaluator.state import StateDir
     from ale_robotics.evaluator.store import DEFAULT_LEASE_S, redacted
     from ale_robotics.evaluator.store.factory import StoreKind, parse_store_url
 
@@ -155,6 +172,9 @@ def evaluator_serve(
         volume.mkdir(exist_ok=True)
     else:
         volume = submission_dir.absolute()
+    if run_id is not None and agent_token_file is None:
+        # the run's own token, never the shared agent.token (which no agent may hold)
+        agent_token_file = StateDir(root).run_agent_token_file(check_run_id(run_id))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     running = serve(
         EvaluatorConfig(
@@ -167,6 +187,7 @@ def evaluator_serve(
             max_sessions_total=max_sessions_total,
             # shared: each run's agent uses the token OpenRun issued for it
             per_run_tokens=run_id is None,
+            practice_without_run=allow_practice_without_run,
             job_lease_s=DEFAULT_LEASE_S if job_lease_s is None else job_lease_s,
             store_url=store_url,
             executor=executor,
@@ -181,11 +202,16 @@ def evaluator_serve(
         tokens = (
             f"  harness token: {root / 'harness.token'} (unless given)\n"
             "  runs: shared; the harness opens each run (OpenRun) and gets its agent token;\n"
-            f"  {root / 'agent.token'} reads GetSpec and practice sessions outside runs only"
+            f"  {root / 'agent.token'} reads GetSpec only\n"
+            + (
+                f"  practice outside runs: {root / 'practice.token'} (never give it to an agent)"
+                if allow_practice_without_run
+                else "  practice outside runs: off (--allow-practice-without-run)"
+            )
         )
     else:
         tokens = (
-            f"  run {run_id}; tokens: {root / 'agent.token'} and "
+            f"  run {run_id}; tokens: {agent_token_file} and "
             f"{root / 'harness.token'} (unless given)"
         )
     console.print(

@@ -14,15 +14,29 @@ import re
 from pathlib import Path, PurePosixPath
 
 from ale_robotics.errors import InvalidArgumentError, PermissionDeniedError
-from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, TRUSTED, Access, RunRegistry, Scope
+from ale_robotics.evaluator.runs import (
+    NO_RUN_MESSAGE,
+    PRACTICE_MESSAGE,
+    TRUSTED,
+    Access,
+    RunRegistry,
+    Scope,
+)
 
-__all__ = ["RunAccess", "check_client_token"]
+__all__ = ["RunAccess", "check_client_token", "check_run_id"]
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _RUN_ID_RULE = "run_id must be 1-64 characters of letters, digits, '.', '_' or '-'"
 
 
 _CLIENT_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,128}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it is a well-formed run id; INVALID_ARGUMENT naming the rule otherwise."""
+    if not _RUN_ID_RE.match(run_id):
+        raise InvalidArgumentError(_RUN_ID_RULE)
+    return run_id
 
 
 def check_client_token(client_token: str) -> None:
@@ -44,6 +58,12 @@ class RunAccess:
         self.bound_run = bound_run
         """The run this evaluator is embedded in (``--run-id``); None: a shared evaluator."""
         self._volume = submission_volume
+        self._bound_closed = False
+
+    def close_bound(self) -> None:
+        """CloseRun of the bound run: from now on its agent token is refused (the listener
+        asks :meth:`closed` on every call) and it takes no new session or checkpoint."""
+        self._bound_closed = True
 
     def own_run(self, run_id: str) -> str:
         """The run an operator's call is for (empty: the bound run); refuses a malformed one
@@ -80,6 +100,8 @@ class RunAccess:
             return scope.run_id
         if scope.access is Access.NO_RUN:
             raise PermissionDeniedError(NO_RUN_MESSAGE)
+        if scope.access is Access.PRACTICE:
+            raise PermissionDeniedError(PRACTICE_MESSAGE)
         run = self.own_run(run_id)
         if scope.access is Access.ANY_RUN and self._runs.known(run):
             raise PermissionDeniedError(
@@ -95,10 +117,15 @@ class RunAccess:
             return run_id == scope.run_id
         if scope.access is Access.ANY_RUN:
             return not self._runs.known(run_id)
-        return run_id == ""
+        if scope.access is Access.PRACTICE:
+            return run_id == ""
+        return False  # NO_RUN: opens nothing, sees nothing
 
     def closed(self, run_id: str) -> bool:
-        """Whether ``run_id`` was opened with OpenRun and has been closed since (CloseRun)."""
+        """Whether ``run_id`` was opened with OpenRun, or is this evaluator's bound run, and
+        has been closed since (CloseRun)."""
+        if run_id and run_id == self.bound_run:
+            return self._bound_closed
         opened = self._runs.get(run_id) if run_id else None
         return opened is not None and not opened.open
 

@@ -38,6 +38,7 @@ class EvaluatorConfig:
         max_sessions: int | None = None,
         max_sessions_total: int | None = None,
         per_run_tokens: bool = False,
+        practice_without_run: bool = False,
         max_infra_retries_per_run: int = 3,
         free_infra_failures_per_run: int = 1,
         job_lease_s: float = DEFAULT_LEASE_S,
@@ -96,7 +97,17 @@ class EvaluatorConfig:
         agent use the token OpenRun issued for it, and the state dir's agent.token reach no
         run (GetSpec and run-less practice sessions only). False keeps the single-tenant
         behaviour of in-process fixtures: agent.token acts for any run not opened with
-        OpenRun. Ignored with run_id (that token is bound to the run)."""
+        OpenRun. Ignored with run_id (that evaluator's agent token is minted for the run)."""
+        if practice_without_run and (run_id is not None or not per_run_tokens):
+            raise ValueError(
+                "practice_without_run is an option of a shared evaluator with per-run tokens "
+                "(evaluator serve without --run-id)"
+            )
+        self.practice_without_run = practice_without_run
+        """``evaluator serve --allow-practice-without-run``: the operator's own token,
+        ``STATE_DIR/practice.token`` (never the agent.token, never given to an agent), opens
+        practice sessions outside any run; they count against no run's budget. False (the
+        default): no token practises outside a run (PERMISSION_DENIED says how to enable it)."""
         """A smoke run (``ale-robotics run --episodes N``): every task is evaluated on its
         first N episodes only, and every result says so (:mod:`.smoke`). None: official."""
 

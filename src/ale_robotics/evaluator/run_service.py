@@ -49,8 +49,8 @@ class RunService:
         bound = self._access.bound_run
         if bound is not None:
             raise FailedPreconditionError(
-                f"this evaluator is bound to run {bound!r} (--run-id): its agent "
-                "uses the agent.token of its state dir; OpenRun is for shared evaluators"
+                f"this evaluator is bound to run {bound!r} (--run-id): its agent uses "
+                "the token minted for that run; OpenRun is for shared evaluators"
             )
         if not run_id:
             raise InvalidArgumentError("run_id is required: the harness chooses the run id")
@@ -67,16 +67,17 @@ class RunService:
         """End a run: revoke its token first (no new calls), close its sessions, cancel
         its unfinished jobs.
 
-        On an evaluator bound to the run (``--run-id``) there is no run token to
-        revoke: its agent token is the state dir's ``agent.token``, the evaluator's
-        only agent credential, and stays valid (stop the evaluator to end it); the
-        run's sessions and jobs end as on a shared evaluator.
+        On an evaluator bound to the run (``--run-id``, the embedded evaluator) the
+        agent listener's own token is the run's (minted for it, never the state dir's
+        ``agent.token``): it is refused from now on, as a shared evaluator's run token.
         """
         if not run_id:
             raise InvalidArgumentError("run_id is required")
         run = self._access.own_run(run_id)
         if self._access.bound_run is None:
             self._runs.close(run)
+        else:
+            self._access.close_bound()
         sessions = self._sessions.close_run(run, "the run was closed")
         jobs = self._jobs.cancel_run(run, "the run was closed before the job finished")
         return RunClosed(sessions_closed=sessions, jobs_cancelled=len(jobs))

@@ -50,10 +50,18 @@ class Access(StrEnum):
     to one run (``--run-id``)."""
     ANY_RUN = "any_run"
     """The state dir's agent token of a single-tenant shared evaluator (in-process
-    ``serve()`` without ``per_run_tokens``): any run not opened with OpenRun."""
+    ``serve()`` without ``per_run_tokens``, a library mode no command starts): any run
+    not opened with OpenRun."""
     NO_RUN = "no_run"
-    """The state dir's agent token of a per-run-token evaluator: GetSpec and practice
-    sessions outside any run (client seeds only, no run data)."""
+    """The state dir's agent token of a per-run-token evaluator (``evaluator serve``
+    without ``--run-id``): GetSpec only. Before issue 26 it also opened practice sessions
+    outside any run, uncounted; every embedded run handed that file to its agent, so a
+    state dir's ``agent.token`` is treated as leaked and practises nowhere."""
+    PRACTICE = "practice"
+    """The operator's practice token (``STATE_DIR/practice.token``, only with ``evaluator
+    serve --allow-practice-without-run``): GetSpec and practice sessions outside any run
+    (client seeds only, no run data). A secret of its own that no harness reads and no
+    agent is given, so no run's sandbox can reach this uncounted practice."""
 
 
 @dataclass(frozen=True)
@@ -70,14 +78,25 @@ class Scope:
     def bound(self) -> bool:
         return self.access is Access.RUN
 
+    @property
+    def runless(self) -> bool:
+        """Whether the token acts for no run at all (the shared agent.token, the operator's
+        practice token): no job, no run session, no run data."""
+        return self.access in (Access.NO_RUN, Access.PRACTICE)
+
 
 TRUSTED = Scope(Access.TRUSTED)
 
 NO_RUN_MESSAGE = (
     "this evaluator serves several runs, each with its own agent token: the shared "
-    "agent.token only reads GetSpec and opens practice sessions outside any run. Run "
-    "the agent through the harness (ale-robotics run --evaluator ...), which gets the "
-    "run's token with OpenRun"
+    "agent.token only reads GetSpec. Run the agent through the harness (ale-robotics run "
+    "--evaluator ...), which gets the run's token with OpenRun; for practice outside any "
+    "run, the operator starts the evaluator with --allow-practice-without-run and uses "
+    "STATE_DIR/practice.token"
+)
+PRACTICE_MESSAGE = (
+    "the operator's practice token opens practice sessions outside any run only (client "
+    "seeds, no run data); a run's calls need the token the harness got for it with OpenRun"
 )
 
 

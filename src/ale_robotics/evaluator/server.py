@@ -12,6 +12,7 @@ field for field, so the v1 method is the same servicer under the v1 name.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from ale_robotics.evaluator.service import (
     listener_scope,
     make_servicer,
 )
+from ale_robotics.evaluator.state import StateDir, read_token
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
@@ -70,9 +72,15 @@ class RunningEvaluator:
     agent_address: str
     harness_address: str
     agent_token: str
+    """What the agent listener accepts as its own token: on an evaluator bound to one run,
+    minted for that run (see :func:`_agent_token`); on a shared one, the state dir's
+    ``agent.token`` (GetSpec only: runs get theirs from OpenRun)."""
     harness_token: str
     _servers: tuple[grpc.Server, grpc.Server]
     _health: health.HealthServicer
+    practice_token: str | None = None
+    """The operator's out-of-run practice token (``STATE_DIR/practice.token``), only with
+    ``practice_without_run``; never handed to an agent."""
 
     def stop(self, grace: float = 2.0) -> None:
         self._health.enter_graceful_shutdown()
@@ -97,6 +105,22 @@ def _run_tokens(evaluator: Evaluator) -> Callable[[bytes], Scope | None] | None:
     return lookup
 
 
+def _agent_token(config: EvaluatorConfig, state: StateDir, given: Path | None) -> str:
+    """The agent listener's own token: ``given`` (a file the caller wrote), else one minted
+    now for the bound run, else (a shared evaluator) the state dir's ``agent.token``.
+
+    An evaluator bound to one run (the embedded one of ``ale-robotics run``, a bound
+    ``evaluator serve --run-id``) never uses ``agent.token``: that file is shared by
+    every evaluator on the state dir, so an agent holding it could act outside its run.
+    The minted token lives in this process only and dies with it or with CloseRun.
+    """
+    if given is not None:
+        return read_token(given)
+    if config.run_id is not None:
+        return secrets.token_urlsafe(32)
+    return state.token("agent")
+
+
 def _backends(evaluator: Evaluator) -> Backends:
     """The services a listener's servicer translates to, as the evaluator wired them."""
     return Backends(
@@ -118,13 +142,17 @@ def _listener(
     health_servicer: health.HealthServicer,
     max_message_bytes: int,
     max_step_streams: int,
+    practice_token: str | None = None,
 ) -> tuple[grpc.Server, str]:
     # Open streams can hold at most max_step_streams threads; the rest serve unary calls.
     workers = _UNARY_THREADS + max_step_streams
+    agent = role is Role.AGENT
     auth = AuthInterceptor(
         token,
         scope=listener_scope(evaluator.config, role),
-        run_tokens=_run_tokens(evaluator) if role is Role.AGENT else None,
+        run_tokens=_run_tokens(evaluator) if agent else None,
+        practice_token=practice_token if agent else None,
+        closed=evaluator.access.closed if agent else None,
     )
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"ale-{role.value}"),
@@ -175,8 +203,9 @@ def serve(
     """
     evaluator = Evaluator(config, registry or default_registry(), executor=executor)
     state = evaluator.state
-    agent_token = state.token("agent", agent_token_file)
+    agent_token = _agent_token(config, state, agent_token_file)
     harness_token = state.token("harness", harness_token_file)
+    practice_token = state.token("practice") if config.practice_without_run else None
     health_servicer = health.HealthServicer()
     agent_server, agent_addr = _listener(
         evaluator,
@@ -187,6 +216,7 @@ def serve(
         health_servicer,
         max_message_bytes,
         max_step_streams,
+        practice_token,
     )
     try:
         harness_server, harness_addr = _listener(
@@ -213,4 +243,5 @@ def serve(
         harness_token=harness_token,
         _servers=(agent_server, harness_server),
         _health=health_servicer,
+        practice_token=practice_token,
     )

@@ -40,7 +40,14 @@ from ale_robotics.evaluator.checkpoints import CheckpointService
 from ale_robotics.evaluator.config import EvaluatorConfig
 from ale_robotics.evaluator.jobs import JobService
 from ale_robotics.evaluator.run_service import RunService
-from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, TRUSTED, Access, Scope, check_task
+from ale_robotics.evaluator.runs import (
+    NO_RUN_MESSAGE,
+    PRACTICE_MESSAGE,
+    TRUSTED,
+    Access,
+    Scope,
+    check_task,
+)
 from ale_robotics.evaluator.sessions import SessionManager, Watch, settings_for
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
 from ale_robotics.evaluator.training_budget import TrainingLedger
@@ -77,6 +84,7 @@ else:
     _InterceptorBase = grpc.ServerInterceptor
 
 _UNAUTHENTICATED_OK = ("/grpc.health.v1.Health/", "/grpc.reflection.")
+_PRACTICE = Scope(Access.PRACTICE)
 
 
 class Role(StrEnum):
@@ -110,9 +118,11 @@ class AuthInterceptor(_InterceptorBase):
     """Refuses any AleEnv call without ``authorization: Bearer <token>`` this listener accepts.
 
     That is the listener's own token, or on the agent listener of a shared evaluator
-    an open run's token (``run_tokens``, looked up by its SHA-256). :meth:`scope` says
-    what a call's token may touch; the servicer asks it again for every call, so a
-    token revoked by CloseRun stops working at once.
+    an open run's token (``run_tokens``, looked up by its SHA-256) or the operator's
+    practice token (``practice_token``, :attr:`.runs.Access.PRACTICE`). :meth:`scope`
+    says what a call's token may touch; the servicer asks it again for every call, so a
+    token revoked by CloseRun stops working at once (``closed``: whether the run a
+    listener token is bound to was closed, on an evaluator bound to one run).
     """
 
     def __init__(
@@ -121,10 +131,14 @@ class AuthInterceptor(_InterceptorBase):
         *,
         scope: Scope = TRUSTED,
         run_tokens: Callable[[bytes], Scope | None] | None = None,
+        practice_token: str | None = None,
+        closed: Callable[[str], bool] | None = None,
     ) -> None:
         self._expected = f"Bearer {token}".encode()
         self._scope = scope
         self._run_tokens = run_tokens
+        self._practice = f"Bearer {practice_token}".encode() if practice_token else None
+        self._closed = closed
 
         def deny(_: Any, context: grpc.ServicerContext) -> None:
             context.abort(
@@ -154,7 +168,11 @@ class AuthInterceptor(_InterceptorBase):
             if key == "authorization":
                 given = value.encode() if isinstance(value, str) else value
         if hmac.compare_digest(given, self._expected):
+            if self._scope.bound and self._closed is not None and self._closed(self._scope.run_id):
+                return None  # the bound run was closed: its token died with it
             return self._scope
+        if self._practice is not None and hmac.compare_digest(given, self._practice):
+            return _PRACTICE
         if self._run_tokens is not None and given.startswith(b"Bearer "):
             return self._run_tokens(given[len(b"Bearer ") :])
         return None
@@ -381,8 +399,11 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         # for a run's token), so that the harness can close everything of a run once the
         # agent has exited, and so that they count against that run's session limit.
         if scope.access is Access.NO_RUN:
+            raise PermissionDeniedError(NO_RUN_MESSAGE)
+        if scope.access is Access.PRACTICE:
+            # the operator's own practice (--allow-practice-without-run): never a run's
             if kind is SessionKind.EVAL or request.run_id:
-                raise PermissionDeniedError(NO_RUN_MESSAGE)
+                raise PermissionDeniedError(PRACTICE_MESSAGE)
             run_id = ""
         else:
             bound = (

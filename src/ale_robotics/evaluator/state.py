@@ -13,8 +13,14 @@ Layout::
 
     STATE_DIR/
       secret            32 random bytes (hidden-seed secret), 0600
-      agent.token       bearer token of the agent listener, 0600
+      agent.token       bearer token of a shared evaluator's agent listener, 0600: GetSpec
+                        only; never given to an agent (runs get theirs from OpenRun)
       harness.token     bearer token of the harness listener, 0600
+      practice.token    the operator's token for practice outside any run, 0600; made only
+                        by ``evaluator serve --allow-practice-without-run``, given to no agent
+      run-tokens/<run_id>.agent.token
+                        the agent token of ``evaluator serve --run-id <run_id>`` (an
+                        embedded evaluator keeps its run's token in memory only)
       signing_key.pem   Ed25519 key for trusted-evaluator events, 0600
       jobs.sqlite3      job store (WAL), unless --store names another; it also holds
                         the runs opened with OpenRun and their practice step counts
@@ -141,6 +147,18 @@ class StateDir:
         if len(data) != SECRET_BYTES:
             raise ValueError(f"{path} must hold exactly {SECRET_BYTES} bytes")
         return data
+
+    def run_agent_token_file(self, run_id: str) -> Path:
+        """``run-tokens/<run_id>.agent.token``: the agent token of an evaluator bound to
+        ``run_id`` (``evaluator serve --run-id``), created once (a restart on the same run
+        keeps it), a secret of that run alone. ``run_id`` must be a checked run id."""
+        if not run_id or "/" in run_id or run_id.startswith("."):
+            raise ValueError(f"not a run id: {run_id!r}")
+        path = self.root / "run-tokens" / f"{run_id}.agent.token"
+        if not path.exists():
+            path.parent.mkdir(mode=0o700, exist_ok=True)
+            create_private(path, (secrets.token_urlsafe(32) + "\n").encode())
+        return path
 
     def token(self, role: str, given: Path | None = None) -> str:
         """The token for a listener: from ``given`` if set, else ``<role>.token``, created once

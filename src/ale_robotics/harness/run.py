@@ -371,7 +371,8 @@ def _connect_remote(
         elif opts.agent_token_file is None:
             raise HarnessError(
                 "this evaluator serves one run (--run-id): --evaluator needs "
-                "--agent-token-file and --submission-dir too (its agent.token and "
+                "--agent-token-file and --submission-dir too (its run's token, "
+                "STATE_DIR/run-tokens/RUN_ID.agent.token unless it was given one, and its "
                 "volume); a shared one (no --run-id) needs neither"
             )
         else:
