@@ -6,13 +6,17 @@ a refused run leaves nothing behind (``InvalidArgumentError``: one line, exit 2)
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import math
 import os
 import re
 import shlex
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.docker_cli import DEFAULT_AGENT_IMAGE
@@ -21,7 +25,14 @@ from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.harness.sandbox import sandbox_visible
 from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["check_agent_command", "check_options", "make_run_dir", "workspace_argv"]
+__all__ = [
+    "Operand",
+    "check_agent_command",
+    "check_options",
+    "make_run_dir",
+    "script_operand",
+    "workspace_argv",
+]
 
 
 def check_options(opts: RunOptions, task: TaskSpec) -> None:
@@ -130,17 +141,12 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
         _check_command_in_image(opts, argv)
         return
     argv = workspace_argv(argv, workspace)
-    exe = argv[0]
-    if "/" in exe:
-        found = exe if os.path.isfile(exe) and os.access(exe, os.X_OK) else None
-    else:
-        found = shutil.which(exe)
-    if found is None:
-        where = "not an executable file" if "/" in exe else "not on PATH"
-        raise InvalidArgumentError(
-            f"command not found: {exe!r} (from --agent {opts.agent_cmd!r}) is {where}; "
-            "check the spelling, or give the full path"
-        )
+    found = _resolve_program(argv[0], opts.agent_cmd, workspace)
+    operand = script_operand(argv)
+    if operand is not None and operand.kind == "script":
+        _check_script(operand, argv[0], opts.agent_cmd, workspace)
+    elif operand is not None and operand.kind == "module" and found == sys.executable:
+        _warn_if_no_module(operand.value, opts.agent_cmd, workspace)
     if opts.sandbox != "bwrap":
         return
     visible = sandbox_visible(workspace)
@@ -149,9 +155,9 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
         "system directories and this Python environment"
     )
     # What must start: the command, and the script an interpreter is asked to run.
-    script = next((a for a in argv[1:] if not a.startswith("-")), None)
     needed = [found]
-    if script is not None and _INTERPRETER.fullmatch(os.path.basename(exe)):
+    script = _script_of(argv, operand)
+    if script is not None:
         needed.append(script)
     for arg in needed:
         if os.path.isabs(arg) and os.path.exists(arg) and not visible(Path(arg)):
@@ -173,6 +179,17 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
 
 
 _INTERPRETER = re.compile(r"(python[0-9.]*|bash|sh|dash|zsh|node|ruby|perl)")
+"""Programs whose first operand is taken for the script they run (for the sandbox's
+visibility checks); those :func:`script_operand` knows are read option by option."""
+
+
+def _script_of(argv: list[str], operand: Operand | None) -> str | None:
+    """The file the command's interpreter is asked to run, if any."""
+    if operand is not None:
+        return operand.value if operand.kind == "script" else None
+    if not _INTERPRETER.fullmatch(os.path.basename(argv[0])):
+        return None
+    return next((a for a in argv[1:] if not a.startswith("-")), None)
 
 
 def _check_command_in_image(opts: RunOptions, argv: list[str]) -> None:
@@ -184,9 +201,7 @@ def _check_command_in_image(opts: RunOptions, argv: list[str]) -> None:
     image = require_image(opts.agent_image or DEFAULT_AGENT_IMAGE, "agent")
     uid, gid = agent_user()
     resolved = resolve_in_image(image, tuple(argv), f"{uid}:{gid}")
-    script = next((a for a in argv[1:] if not a.startswith("-")), None)
-    if not _INTERPRETER.fullmatch(os.path.basename(argv[0])):
-        script = None
+    script = _script_of(argv, script_operand(argv))
     for arg, in_image in zip(argv, resolved.in_image, strict=False):
         if in_image or not os.path.isabs(arg) or not os.path.exists(arg):
             continue
@@ -229,3 +244,280 @@ def workspace_argv(argv: list[str], workspace: Path) -> list[str]:
                 pass
         out.append(arg)
     return out
+
+
+# --- What the agent command runs: its program, and the script an interpreter runs ----
+
+_PYTHON = re.compile(r"(python|pypy)[0-9.]*")
+_SHELLS = frozenset({"bash", "sh", "dash", "zsh", "ksh"})
+_NODES = frozenset({"node", "nodejs"})
+_PYTHON_VALUE_FLAGS = frozenset("WX")
+"""Python's one-letter options that take a value (attached, or the next argument)."""
+_PYTHON_VALUE_OPTIONS = frozenset({"--check-hash-based-pycs"})
+_SHELL_VALUE_OPTIONS = frozenset({"--rcfile", "--init-file"})
+_NODE_CODE_OPTIONS = frozenset({"-e", "--eval", "-p", "--print", "-pe", "-i", "--interactive"})
+_NODE_VALUE_OPTIONS = frozenset(
+    {
+        "-r",
+        "--require",
+        "--import",
+        "--loader",
+        "--experimental-loader",
+        "-C",
+        "--conditions",
+        "--input-type",
+        "--env-file",
+        "--title",
+        "--redirect-warnings",
+        "--inspect-port",
+        "--cpu-prof-dir",
+        "--heap-prof-dir",
+        "--diagnostic-dir",
+        "--report-dir",
+        "--openssl-config",
+        "--icu-data-dir",
+    }
+)
+_NODE_EXTENSIONS = ("", ".js", ".mjs", ".cjs", ".json", ".node")
+"""What ``node NAME`` tries: NAME itself, then NAME with these extensions."""
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "runs", "venv", "site-packages"})
+_NAME_CUTOFF = 0.75
+"""How alike a file name alone must be to be suggested (a whole path: 0.6, difflib's)."""
+_MAX_CANDIDATES = 20_000
+"""Most workspace files compared with a missing name (the search stops there)."""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """What a known interpreter (Python, a POSIX shell, Node) is asked to run.
+
+    ``script``: a file, ``value`` the argument naming it (made absolute by
+    :func:`workspace_argv` when the workspace has it); ``module``: ``python -m
+    value``; ``code``: a string (``-c``, ``-e``); ``stdin``: nothing to run but its
+    input (``-``, ``-s``, or no operand at all).
+    """
+
+    kind: Literal["script", "module", "code", "stdin"]
+    value: str = ""
+
+
+def script_operand(argv: list[str]) -> Operand | None:
+    """What the interpreter ``argv[0]`` runs, its options read as it reads them.
+
+    None when ``argv[0]`` is not an interpreter known here (its arguments mean what
+    the program makes of them).
+    """
+    name = os.path.basename(argv[0])
+    if _PYTHON.fullmatch(name):
+        return _python_operand(argv)
+    if name in _SHELLS:
+        return _shell_operand(argv)
+    if name in _NODES:
+        return _node_operand(argv)
+    return None
+
+
+def _python_operand(argv: list[str]) -> Operand:
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-":
+            return Operand("stdin")
+        if arg == "--":
+            return Operand("script", argv[i + 1]) if i + 1 < len(argv) else Operand("stdin")
+        if arg.startswith("--"):  # --help, --version, --check-hash-based-pycs MODE
+            i += 2 if arg in _PYTHON_VALUE_OPTIONS else 1
+            continue
+        if not arg.startswith("-"):
+            return Operand("script", arg)
+        step = 1
+        for j, flag in enumerate(arg[1:], start=2):  # -u, -uB, -Wignore, -X dev, -mpkg
+            rest = arg[j:]
+            if flag in "cm":
+                value = rest or (argv[i + 1] if i + 1 < len(argv) else "")
+                return Operand("code" if flag == "c" else "module", value)
+            if flag in _PYTHON_VALUE_FLAGS:
+                step = 1 if rest else 2
+                break
+        i += step
+    return Operand("stdin")
+
+
+def _shell_operand(argv: list[str]) -> Operand:
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in ("-", "--"):
+            return Operand("script", argv[i + 1]) if i + 1 < len(argv) else Operand("stdin")
+        if arg.startswith("--"):  # --norc, --login, --rcfile FILE
+            i += 2 if arg in _SHELL_VALUE_OPTIONS else 1
+            continue
+        if len(arg) > 1 and arg[0] in "-+":
+            letters = arg[1:]
+            if arg[0] == "-" and "c" in letters:
+                return Operand("code", argv[i + 1] if i + 1 < len(argv) else "")
+            if arg[0] == "-" and "s" in letters:
+                return Operand("stdin")
+            i += 1 + sum(flag in "oO" for flag in letters)  # -o pipefail, +O extglob
+            continue
+        return Operand("script", arg)
+    return Operand("stdin")
+
+
+def _node_operand(argv: list[str]) -> Operand:
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "-":
+            return Operand("stdin")
+        if arg == "--":
+            return Operand("script", argv[i + 1]) if i + 1 < len(argv) else Operand("stdin")
+        if arg in _NODE_CODE_OPTIONS or arg.startswith(("--eval=", "--print=")):
+            return Operand("code", argv[i + 1] if i + 1 < len(argv) else "")
+        if arg.startswith("-"):
+            i += 2 if arg in _NODE_VALUE_OPTIONS else 1
+            continue
+        return Operand("script", arg)
+    return Operand("stdin")
+
+
+def _resolve_program(exe: str, agent_cmd: str, workspace: Path) -> str:
+    """The program the command starts, as a path; else why not, and what is close."""
+    if "/" not in exe:
+        found = shutil.which(exe)  # the agent's PATH is the harness's (agent_env)
+        if found is not None:
+            return found
+        hint = _closest_program(exe)
+        raise InvalidArgumentError(
+            f"command not found: {exe!r} (from --agent {agent_cmd!r}) is not on PATH"
+            + (f" (did you mean {hint!r}?)" if hint else "")
+            + "; check the spelling, or give the full path"
+        )
+    if os.path.isabs(exe) and os.path.isfile(exe):
+        if os.access(exe, os.X_OK):
+            return exe
+        raise InvalidArgumentError(
+            f"{exe} (from --agent {agent_cmd!r}) is not executable: make it so (chmod +x "
+            f"{exe}), or start it with its interpreter (e.g. --agent 'bash {exe}')"
+        )
+    tried = Path(exe) if os.path.isabs(exe) else workspace / exe
+    rule = "" if os.path.isabs(exe) else _RELATIVE_RULE
+    raise InvalidArgumentError(
+        f"command not found: {exe!r} (from --agent {agent_cmd!r}): there is no file {tried}"
+        f"{rule}{_did_you_mean(tried, workspace)}"
+    )
+
+
+_RELATIVE_RULE = (
+    "; relative paths in --agent start at the workspace (--workspace, default: the current "
+    "directory), not at the scratch directory the agent runs in"
+)
+
+
+def _check_script(operand: Operand, exe: str, agent_cmd: str, workspace: Path) -> None:
+    """Refuse a script that is not there (a typo would else be a run scored 0)."""
+    value = operand.value
+    tried = Path(value) if os.path.isabs(value) else workspace / value
+    names = _NODE_EXTENSIONS if os.path.basename(exe) in _NODES else ("",)
+    if any(os.path.exists(f"{tried}{ext}") for ext in names):
+        return  # a directory is fine too: python runs its __main__.py, node its index.js
+    rule = "" if os.path.isabs(value) else _RELATIVE_RULE
+    raise InvalidArgumentError(
+        f"--agent {agent_cmd!r}: the script {value} does not exist (tried {tried}{rule})"
+        f"{_did_you_mean(tried, workspace)}"
+    )
+
+
+def _warn_if_no_module(module: str, agent_cmd: str, workspace: Path) -> None:
+    """``python -m MODULE``: a warning (never a refusal) when the agent's Python cannot
+    find the module. Only its top-level package is looked up (nothing is imported)."""
+    top = module.split(".", 1)[0]
+    if not top:
+        return
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return
+    except (ImportError, ValueError):
+        pass
+    in_workspace = (workspace / top).is_dir() or (workspace / f"{top}.py").is_file()
+    why = (
+        f"{top} is in the workspace, but the agent starts in its run's scratch directory, "
+        "so Python does not look there: give the script's path instead (python "
+        f"{top}/...py), or install the package"
+        if in_workspace
+        else "check the spelling, or install it"
+    )
+    print(
+        f"warning: --agent {agent_cmd!r}: this Python finds no module {top!r} ({why})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _did_you_mean(tried: Path, workspace: Path) -> str:
+    """``"; did you mean X?"`` with the existing file closest to ``tried``, or ``""``."""
+    if tried.parent.is_dir() and tried.parent != workspace and not _under(tried, workspace):
+        names = [e for e in _listdir(tried.parent) if (tried.parent / e).is_file()]
+        close = difflib.get_close_matches(tried.name, names, n=1, cutoff=0.6)
+        return f"; did you mean {tried.parent / close[0]}?" if close else ""
+    if not _under(tried, workspace):
+        return ""
+    wanted = tried.relative_to(workspace).as_posix()
+    best = _closest_file(wanted, _workspace_files(workspace, tried.suffix))
+    return f"; did you mean {best}?" if best else ""
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _workspace_files(workspace: Path, suffix: str) -> list[str]:
+    """Workspace files (relative, POSIX), with ``suffix`` if any has it; hidden
+    directories, caches, virtual environments and run directories are skipped."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(workspace):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _SKIP_DIRS)
+        rel = Path(top).relative_to(workspace)
+        found += [(rel / f).as_posix() for f in sorted(files) if not f.startswith(".")]
+        if len(found) >= _MAX_CANDIDATES:
+            break
+    same = [f for f in found if suffix and f.endswith(suffix)]
+    return same or found
+
+
+def _closest_file(wanted: str, candidates: list[str]) -> str | None:
+    """The candidate most like ``wanted``: by its whole path, or by its name alone
+    (``trian.py`` finds ``examples/train.py``; names are short, so they must be closer),
+    whichever is closer; ties go to the closer path."""
+    name = wanted.rsplit("/", 1)[-1]
+    best: tuple[float, float, str] | None = None
+    for cand in candidates:
+        path_m = difflib.SequenceMatcher(None, wanted, cand)
+        name_m = difflib.SequenceMatcher(None, name, cand.rsplit("/", 1)[-1])
+        if max(path_m.real_quick_ratio(), name_m.real_quick_ratio()) < 0.6:
+            continue
+        by_path = path_m.ratio() if path_m.quick_ratio() >= 0.6 else 0.0
+        by_name = name_m.ratio() if name_m.quick_ratio() >= _NAME_CUTOFF else 0.0
+        score = max(by_path, by_name if by_name >= _NAME_CUTOFF else 0.0)
+        key = (score, by_path, cand)
+        if score >= 0.6 and (best is None or key[:2] > best[:2]):
+            best = key
+    return best[2] if best is not None else None
+
+
+def _closest_program(exe: str) -> str | None:
+    """The program on PATH (or the interpreters the agent is usually started with) whose
+    name is closest to ``exe``, to suggest for a typo (``pyhton``)."""
+    names = {"python", "python3", "node", "bash", "sh"}
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        if d:
+            names.update(_listdir(Path(d)))
+    close = difflib.get_close_matches(exe, sorted(names), n=1, cutoff=0.75)
+    return close[0] if close else None
