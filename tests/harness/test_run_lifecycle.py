@@ -204,8 +204,17 @@ def test_run_dir_existing_empty_is_used_non_empty_is_refused(tmp_path: Path, sta
         (["--episodes", "100"], "--episodes 100: td3-inverted-pendulum-v2 evaluates 10 episode"),
         (["--state-dir", "{file}"], "is a file; the evaluator's state dir must be a directory"),
         (["--agent", "nosuchcmd --flag"], "command not found: 'nosuchcmd'"),
+        (
+            ["--agent", "python nosuchfile.py"],
+            f"the script nosuchfile.py does not exist (tried {ROOT / 'nosuchfile.py'}; "
+            "relative paths in --agent start at the workspace",
+        ),
+        (
+            ["--agent", "python -u examples/agents/submit_chekpoint.py"],
+            "; did you mean examples/agents/submit_checkpoint.py?",
+        ),
     ],
-    ids=["budget", "episodes", "state-dir-file", "command-not-found"],
+    ids=["budget", "episodes", "state-dir-file", "command-not-found", "no-script", "typo"],
 )
 def test_options_that_cannot_work_are_refused_before_anything_starts(
     tmp_path: Path, args: list[str], message: str
@@ -267,6 +276,30 @@ def test_crashing_agent_says_its_exit_code_and_shows_its_log(tmp_path: Path, sta
     assert str(run_dir / "agent.log") in score
     assert "the agent exited with code 3" in err
     assert "| loading policy from ckpt/" in err  # the log's last lines, shown
+
+
+def test_strict_exits_1_when_the_agent_fails_with_its_log_under_the_score_line(
+    tmp_path: Path, state: Path
+) -> None:
+    """--strict: the crashed agent's run is scored all the same (result.json, score 0),
+    but the command exits 1; the log's last lines come after the score line."""
+    agent = f"{sys.executable} -c \"import sys; print('loading policy from ckpt/'); sys.exit(3)\""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [*CLI, "run", TASK, "--agent", agent, "--sandbox", "none", "--state-dir", str(state),
+         "--run-dir", str(run_dir), "--strict"],
+        cwd=ROOT, env={**os.environ, "COLUMNS": "200"}, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout
+    lines = proc.stdout.splitlines()
+    score = next(i for i, ln in enumerate(lines) if ln.startswith("score: 0.000"))
+    tail = next(i for i, ln in enumerate(lines) if "| loading policy from ckpt/" in ln)
+    assert score < tail, proc.stdout  # under the score line
+    assert "--strict: the agent exited with code 3 without submitting: exit 1" in proc.stdout
+    assert "Traceback" not in proc.stdout
+    report = load_run_report(run_dir / "result.json")
+    assert report.state == "completed" and report.agent_exit_code == 3  # scored all the same
 
 
 @needs_bwrap

@@ -38,7 +38,8 @@ _EXAMPLE = """Examples:
 
 The run directory (runs/<run_id>/ with agent.log, trajectory.jsonl and result.json) is \
 printed when the run starts. Exit codes: 0 scored (even 0.0), 1 the run failed \
-(infrastructure), 2 a usage error, 130 or 143 interrupted by Ctrl-C or SIGTERM \
+(infrastructure) or, with --strict, the agent ended in error without submitting, 2 a \
+usage error (nothing was started), 130 or 143 interrupted by Ctrl-C or SIGTERM \
 (result.json says interrupted).
 """
 
@@ -163,6 +164,14 @@ def run(
             "script's stem, e.g. td3_train for 'python td3_train.py').",
         ),
     ] = None,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Exit 1 when the agent ended in error (a non-zero exit, or stopped at a "
+            "limit) without submitting; it is scored all the same (for scripts and CI).",
+        ),
+    ] = False,
 ) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
     # Only what comes before the evaluator's workers start is imported here; the
@@ -244,13 +253,13 @@ def run(
     # After the hardening: a worker starts in the harness's private working directory.
     pool = prestarted_executor(opts, task)
     try:
-        _run_and_report(opts, pool)
+        _run_and_report(opts, pool, strict=strict)
     finally:
         if pool is not None:  # the evaluator stopped it already, unless it never started
             pool.shutdown()
 
 
-def _run_and_report(opts: RunOptions, pool: LocalExecutor | None) -> None:
+def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: bool) -> None:
     """The run itself, with its progress display, ending in the score line (or an exit)."""
     from ale_robotics.cli.progress import run_progress
     from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
@@ -282,7 +291,12 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None) -> None:
             console.print(exc.message, highlight=False, soft_wrap=True, markup=False)
             raise typer.Exit(1) from None
     rep = outcome.report
-    if outcome.agent_log_tail:
+    # The explanation quotes agent-controlled text (a rejected file's tensor key, say):
+    # never parse it as rich markup.
+    console.print(f"run dir: {outcome.run_dir}", highlight=False, markup=False)
+    console.print(rep.score.explanation, highlight=False, markup=False)
+    typer.echo(outcome.score_line)  # one line, never wrapped: stdout's last line
+    if outcome.agent_log_tail:  # under the score line, where the eye lands
         console.print(
             f"the agent exited with code {rep.agent_exit_code}; the last lines of "
             f"{outcome.run_dir / 'agent.log'}:",
@@ -292,8 +306,11 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None) -> None:
         )
         for line in outcome.agent_log_tail:
             console.print(f"  | {line}", highlight=False, markup=False, soft_wrap=True)
-    # The explanation quotes agent-controlled text (a rejected file's tensor key, say):
-    # never parse it as rich markup.
-    console.print(f"run dir: {outcome.run_dir}", highlight=False, markup=False)
-    console.print(rep.score.explanation, highlight=False, markup=False)
-    typer.echo(outcome.score_line)  # one line, never wrapped
+    failure = rep.agent_failure
+    if strict and failure is not None:
+        console.print(
+            f"[red]--strict:[/red] the agent {failure} without submitting: exit 1",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(1)

@@ -218,6 +218,22 @@ class RunReport(BaseModel):
             )
         return self
 
+    @property
+    def agent_failure(self) -> str | None:
+        """How the agent ended in error (a non-zero exit, or stopped at a limit) without
+        submitting anything, e.g. "exited with code 2"; None if it did not. Such a run is
+        scored all the same (0: the agent's fault); ``run --strict`` and ``eval-set
+        --strict`` exit 1 for it."""
+        if self.eval_result is not None or self.agent_exit_code == 0:
+            return None
+        if self.agent_budget_exceeded:
+            return "ran past its budget"
+        if self.agent_disk_quota_exceeded:
+            return "went over its disk quota"
+        if self.agent_exit_code is None:
+            return "was stopped"
+        return f"exited with code {self.agent_exit_code}"
+
 
 class StoppedRunReport(BaseModel):
     """``result.json`` of a run that ended without a verdict: no score, and why.
