@@ -199,56 +199,60 @@ def test_checkpoints_are_measured_by_the_evaluator_and_become_the_learning_curve
     client.close()
 
 
+def _nan_policy(task: TaskSpec, folder: Path) -> None:
+    """Finite weights whose actions are NaN (inf - inf in the last layer)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    weights = random_weights(task)
+    weights["l1.weight"][:] = 0.0
+    weights["l1.bias"][:] = 3e38
+    weights["l2.weight"][:] = 3e38
+    weights["l3.weight"][:] = np.where(np.arange(300) % 2 == 0, 1.0, -1.0)
+    save_file(weights, str(folder / "policy.safetensors"))
+
+
 @pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 def test_dedup_limit_and_bad_checkpoints_over_grpc() -> None:
+    """A checkpoint that breaks a contract rule, a path with nothing in it and a policy
+    whose actions are NaN are answered like a good one, each using up one checkpoint; the
+    signed events say which failed and why."""
     task = default_registry().get(REPRO)
-    with _walker(_small_limit_registry(2)) as (ev, volume):
+    with _walker(_small_limit_registry(5)) as (ev, volume):
         client = _agent(ev, volume)
-        # files that break a contract rule: INVALID_ARGUMENT naming it, nothing counted
         bad = volume / "bad"
         bad.mkdir()
         save_file({"l1.weight": np.zeros((3, 3), np.float32)}, str(bad / "policy.safetensors"))
-        with pytest.raises(InvalidArgumentError) as err:
-            client.submit_checkpoint(bad)
-        assert "checkpoint rejected, nothing was recorded" in str(err.value)
-        assert "policy.safetensors" in str(err.value) and "(rule: " in str(err.value)
+        _nan_policy(task, volume / "nan")
         with pytest.raises(InvalidArgumentError, match="does not exist"):
-            client.submit_checkpoint(volume / "nowhere")  # refused before any call
-        # finite weights whose actions are NaN (inf - inf in the last layer): evaluated,
-        # refused, not counted, and when it went wrong stays unsaid
-        nan = volume / "nan"
-        nan.mkdir()
-        weights = random_weights(task)
-        weights["l1.weight"][:] = 0.0
-        weights["l1.bias"][:] = 3e38
-        weights["l2.weight"][:] = 3e38
-        weights["l3.weight"][:] = np.where(np.arange(300) % 2 == 0, 1.0, -1.0)
-        save_file(weights, str(nan / "policy.safetensors"))
-        with pytest.raises(InvalidArgumentError) as err:
-            client.submit_checkpoint(nan)
-        assert "produced a non-finite action (nan) on a checkpoint episode" in str(err.value)
-        assert "step" not in str(err.value)
+            client.submit_checkpoint(volume / "nowhere")  # refused by the SDK, before any call
+        acks = [
+            client.submit_checkpoint(bad, client_token="bad"),
+            client.submit_checkpoint(volume / "nan", client_token="nan"),
+        ]
         raw = pb.SubmitCheckpointRequest(task_id=REPRO, run_id=RUN, submission_path="nowhere")
-        raw.client_token = "t-raw"
-        with pytest.raises(InvalidArgumentError, match=r"does not exist \(rule: path\)"):
-            client._call(client.stub.SubmitCheckpoint, raw)
+        raw.client_token = "nowhere"
+        acks.append(CheckpointAck.from_proto(client._call(client.stub.SubmitCheckpoint, raw)))
         raw.client_token = ""
         with pytest.raises(InvalidArgumentError, match="client_token"):
-            client._call(client.stub.SubmitCheckpoint, raw)
+            client._call(client.stub.SubmitCheckpoint, raw)  # a malformed request still is
 
         _write_policy(task, volume, seed=1)
-        first = client.submit_checkpoint(client_token="a")
+        acks.append(client.submit_checkpoint(client_token="a"))
         again = client.submit_checkpoint(client_token="a")
-        assert again == CheckpointAck(first.checkpoint_id, 0, 0, True, 1)
-        assert first == CheckpointAck(first.checkpoint_id, 0, 0, False, 1)
+        assert again == CheckpointAck(acks[3].checkpoint_id, 3, 0, True, 1)
         _practice(ev, 3)
-        second = client.submit_checkpoint(client_token="b")
-        assert (second.index, second.practice_steps, second.checkpoints_left) == (1, 6, 0)
+        acks.append(client.submit_checkpoint(client_token="b"))
+        assert [(a.index, a.practice_steps, a.deduplicated, a.checkpoints_left) for a in acks] == [
+            (0, 0, False, 4),
+            (1, 0, False, 3),
+            (2, 0, False, 2),
+            (3, 0, False, 1),
+            (4, 6, False, 0),
+        ]
         with pytest.raises(ResourceExhaustedError, match="max_checkpoints"):
             client.submit_checkpoint(client_token="c")
         # a retry of a committed checkpoint still gets it, past the limit
-        assert client.submit_checkpoint(client_token="b").deduplicated
+        assert client.submit_checkpoint(client_token="nan").deduplicated
 
         # the harness channel does not commit checkpoints; nor is another task served
         with AleClient(ev.harness_address, ev.harness_token, task_id=REPRO, run_id=RUN) as h:
@@ -259,11 +263,37 @@ def test_dedup_limit_and_bad_checkpoints_over_grpc() -> None:
         with pytest.raises(NotFoundError, match="serves task"):
             client._call(client.stub.SubmitCheckpoint, other)
 
-        events = [e for e in ev.evaluator.ledger.events(RUN) if e["kind"] == "checkpoint"]
-        assert [e["payload"]["client_token"] for e in events] == ["a", "b"]
+        ev.evaluator.checkpoints.settle(RUN, task)
+        events = ev.evaluator.ledger.events(RUN)
+        received = [e["payload"] for e in events if e["kind"] == "checkpoint_received"]
+        assert [r["client_token"] for r in received] == ["bad", "nan", "nowhere", "a", "b"]
+        outcomes = [e for e in events if e["kind"] in ("checkpoint", "checkpoint_failed")]
+        assert [(e["kind"], e["payload"]["index"]) for e in outcomes] == [
+            ("checkpoint_failed", 0),
+            ("checkpoint_failed", 1),
+            ("checkpoint_failed", 2),
+            ("checkpoint", 3),
+            ("checkpoint", 4),
+        ]
+        failed = [e["payload"] for e in outcomes[:3]]
+        assert [(f["source"], f["rule"]) for f in failed] == [
+            ("submission", "contract"),
+            ("submission", "non_finite_action"),
+            ("submission", "contract"),
+        ]
+        assert "policy.safetensors" in failed[0]["reason"] and "(rule: " in failed[0]["reason"]
+        assert "produced a non-finite action (nan) in episode" in failed[1]["reason"]
+        assert "does not exist (rule: path)" in failed[2]["reason"]
+        assert failed[2]["files"] == {}  # nothing to snapshot
+        public = ev.evaluator.signer.public_key_hex
+        for e in events:
+            if e["kind"].startswith("checkpoint"):
+                SignedEvaluatorEvent.model_validate(e).verify(public)
+        # every checkpoint with a file keeps its snapshot (the audit re-runs failures too)
         ckpts = sorted(p.name for p in ev.evaluator.state.snapshots.glob("ckpt-*"))
-        assert ckpts == sorted(f"ckpt-{e['payload']['checkpoint_id']}" for e in events)
-        assert not list(ev.evaluator.state.snapshots.glob("staging-*"))  # rejected: cleaned up
+        assert ckpts == sorted(f"ckpt-{r['checkpoint_id']}" for r in received if r["files"])
+        assert len(ckpts) == 4
+        assert not list(ev.evaluator.state.snapshots.glob("staging-*"))
         client.close()
 
 
@@ -346,8 +376,10 @@ def test_on_a_shared_evaluator_each_run_commits_its_own_checkpoints(tmp_path: Pa
                     pb.SubmitCheckpointRequest(task_id=REPRO, run_id="run-cs-a", client_token="z"),
                 )
             for run_id in ("run-cs-a", "run-cs-b"):
+                ev.evaluator.checkpoints.settle(run_id, task)
                 events = ev.evaluator.ledger.events(run_id)
-                assert [e["payload"]["index"] for e in events if e["kind"] == "checkpoint"] == [0]
+                for kind in ("checkpoint_received", "checkpoint"):
+                    assert [e["payload"]["index"] for e in events if e["kind"] == kind] == [0]
             for c in clients:
                 c.close()
         finally:

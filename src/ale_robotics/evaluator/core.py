@@ -10,8 +10,9 @@ collaborators it uses and nothing more:
   event payload;
 * :class:`~.runner.JobRunner`: a single thread taking queued jobs one at a time
   (validation, the native pipeline on hidden seeds, the stored result);
-* :class:`~.checkpoints.CheckpointService`: a run's checkpoints, snapshotted,
-  evaluated in-process and signed as they arrive (SubmitCheckpoint);
+* :class:`~.checkpoints.CheckpointService`: a run's checkpoints, snapshotted and
+  signed as they arrive (SubmitCheckpoint), evaluated in-process when the run's
+  result is built;
 * :class:`~.jobs.JobService`, :class:`~.sessions.SessionManager`,
   :class:`~.run_service.RunService`: what the gRPC servicer (:mod:`.service`)
   translates requests to, with :class:`~.access.RunAccess` (who acts for which
@@ -92,8 +93,16 @@ class Evaluator:
         self.access = RunAccess(
             self.runs, bound_run=config.run_id, submission_volume=config.submission_volume
         )
+        self.checkpoints = CheckpointService(
+            self.ledger, self.tasks, self.access, self.training, snapshots=self.state.snapshots
+        )
+        # a result first evaluates the run's checkpoints received so far (settle)
         self.results = ResultBuilder(
-            self.tasks, self.ledger.secret_sha256, events=self.ledger.events, training=self.training
+            self.tasks,
+            self.ledger.secret_sha256,
+            events=self.ledger.events,
+            training=self.training,
+            settle=self.checkpoints.settle,
         )
         records = EvalRecords(self.store, self.ledger, self.results, self.training, self.tasks)
         reaper = LeaseReaper(self.store, records, bound_run=config.run_id)
@@ -126,9 +135,6 @@ class Evaluator:
             self.runner,
             config,
             snapshots=self.state.snapshots,
-        )
-        self.checkpoints = CheckpointService(
-            self.ledger, self.tasks, self.access, self.training, snapshots=self.state.snapshots
         )
         self.run_service = RunService(
             self.runs,
@@ -222,7 +228,7 @@ class Evaluator:
         client_token: str,
         scope: Scope = TRUSTED,
     ) -> CheckpointReceipt:
-        """Snapshot, evaluate and sign a checkpoint: :meth:`.CheckpointService.submit`."""
+        """Snapshot and sign a checkpoint as received: :meth:`.CheckpointService.submit`."""
         return self.checkpoints.submit(task_id, run_id, rel_path, client_token, scope)
 
     def job(self, job_id: str, run_id: str, scope: Scope = TRUSTED) -> JobRecord:

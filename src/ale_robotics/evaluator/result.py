@@ -15,8 +15,8 @@ their ``official`` flag mapped onto the two.
 
 Fields added since within version 2 are optional with an empty default, so that
 a result stored before them still reads: :attr:`EvalResult.learning_curve` (the
-checkpoints the evaluator measured during training) and :attr:`EvalResult.training`
-on batch results.
+checkpoints the evaluator measured during training), :attr:`EvalResult.failed_checkpoints`
+(those it could not measure) and :attr:`EvalResult.training` on batch results.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ __all__ = [
     "CurvePoint",
     "EpisodeRecord",
     "EvalResult",
+    "FailedCheckpoint",
     "HostInfo",
     "PlanningOutcomes",
     "PlanningProblemOutcome",
@@ -168,6 +169,35 @@ class CurvePoint(_Model):
     episodes: int = Field(description="Hidden-seed checkpoint episodes evaluated.")
     mean_return: float = Field(description="Mean undiscounted return over those episodes.")
     std_return: float = Field(description="Standard deviation of those returns.")
+
+
+class FailedCheckpoint(_Model):
+    """A checkpoint the evaluator received but could not measure: a failed point of the
+    learning curve.
+
+    Each is a signed ``checkpoint_failed`` event of the run. It used up one of the
+    run's checkpoints like a measured one and was answered exactly like one (the
+    agent is never told, so a failure is no oracle on the hidden episodes); only
+    this trusted side sees it. It has no return, so it can never raise a score: it
+    is not in :attr:`EvalResult.learning_curve`.
+    """
+
+    index: int = Field(description="0-based position of the checkpoint in the run.")
+    checkpoint_id: str = Field(description="The checkpoint's id (its snapshot: ckpt-<id>).")
+    practice_steps: int = Field(
+        description="The run's practice agent steps, counted by the evaluator, when the "
+        "checkpoint was received."
+    )
+    policy_sha256: str = Field(
+        description="SHA-256 of the policy file; empty when no file could be snapshotted."
+    )
+    source: Literal["submission", "infrastructure"] = Field(
+        description="'submission': the policy's fault (it broke a contract rule, or its "
+        "actions, rewards or returns were not finite on a checkpoint episode); "
+        "'infrastructure': the evaluator failed, never the agent's fault."
+    )
+    rule: str = Field(description="What failed: contract, non_finite_action, ...")
+    reason: str = Field(description="The failure in words (never a seed or a step).")
 
 
 class HostInfo(_Model):
@@ -508,6 +538,13 @@ class EvalResult(_Model):
         description="Batch results of tasks with training.checkpoints: the run's checkpoints "
         "as the evaluator measured them (signed `checkpoint` events, in order) when the "
         "result was built; empty otherwise.",
+    )
+    failed_checkpoints: list[FailedCheckpoint] = Field(
+        default_factory=list,
+        description="Batch results of tasks with training.checkpoints: the run's checkpoints "
+        "the evaluator could not measure (signed `checkpoint_failed` events, in order) when "
+        "the result was built. Failed points of the learning curve, with no return: they "
+        "are not in learning_curve, so they never raise a score.",
     )
 
     @model_validator(mode="before")

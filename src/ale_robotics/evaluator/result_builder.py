@@ -20,7 +20,8 @@ A batch result of a task whose simulator is the evaluator's (``training.simulato
 the result was built: its practice-step count (:attr:`.result.EvalResult.training`,
 signed in the ``result`` event too) and, for a task with checkpoints, the learning
 curve of the run's signed ``checkpoint`` events (:attr:`.result.EvalResult.learning_curve`;
-the events themselves are what the audit checks it against).
+the events themselves are what the audit checks it against) and the checkpoints that
+could not be measured (``checkpoint_failed``: :attr:`.result.EvalResult.failed_checkpoints`).
 """
 
 from __future__ import annotations
@@ -31,12 +32,13 @@ from typing import Any
 
 from ale_robotics import __version__
 from ale_robotics.evaluator.catalog import TaskCatalog
-from ale_robotics.evaluator.checkpoints import checkpoint_settings, learning_curve
+from ale_robotics.evaluator.checkpoints import checkpoint_settings, failed_points, learning_curve
 from ale_robotics.evaluator.episode import EpisodeOutcome
 from ale_robotics.evaluator.result import (
     CurvePoint,
     EpisodeRecord,
     EvalResult,
+    FailedCheckpoint,
     Timings,
     TrainingUsage,
     batch_outcomes,
@@ -97,6 +99,9 @@ class ResultBuilder:
     ``events`` (a run's stored signed events, :meth:`.ledger.RunLedger.events`) and
     ``training`` (the practice-step counts) give batch results their learning curve
     and training usage (module docstring); without them, batch results carry neither.
+    ``settle`` (:meth:`.checkpoints.CheckpointService.settle`) is called before the
+    curve is read: it evaluates the checkpoints received so far (SubmitCheckpoint only
+    takes them), so that the result holds every one.
     """
 
     def __init__(
@@ -106,17 +111,25 @@ class ResultBuilder:
         *,
         events: Callable[[str], list[dict[str, Any]]] | None = None,
         training: TrainingLedger | None = None,
+        settle: Callable[[str, TaskSpec], None] | None = None,
     ) -> None:
         self._tasks = tasks
         self._secret_sha256 = secret_sha256
         self._events = events
         self._training = training
+        self._settle = settle
 
-    def _learning_curve(self, run_id: str, task: TaskSpec) -> list[CurvePoint]:
-        """The run's signed checkpoints now, for a task with checkpoints; else []."""
+    def _checkpoints(
+        self, run_id: str, task: TaskSpec
+    ) -> tuple[list[CurvePoint], list[FailedCheckpoint]]:
+        """The run's signed checkpoints now, once all are evaluated, for a task with
+        checkpoints: the measured ones (the curve) and the failed ones; else [], []."""
         if self._events is None or checkpoint_settings(task) is None:
-            return []
-        return learning_curve(self._events(run_id))
+            return [], []
+        if self._settle is not None:
+            self._settle(run_id, task)
+        events = self._events(run_id)
+        return learning_curve(events), failed_points(events)
 
     def _batch_training(self, run_id: str, task: TaskSpec) -> TrainingUsage | None:
         """The run's practice steps now, for a batch task whose simulator is the
@@ -146,6 +159,7 @@ class ResultBuilder:
         """A batch job that ran every episode: metrics, episodes, typed outcomes, evidence,
         and what the evaluator observed of the run's training (module docstring)."""
         training = self._batch_training(job.run_id, task)
+        curve, failed = self._checkpoints(job.run_id, task)
         result = EvalResult(
             job_id=job.job_id,
             run_id=job.run_id,
@@ -176,7 +190,8 @@ class ResultBuilder:
             attempts=job.attempts,
             smoke_run=self._tasks.smoke_run(task.id),
             training=training,
-            learning_curve=self._learning_curve(job.run_id, task),
+            learning_curve=curve,
+            failed_checkpoints=failed,
         )
         assert result.outcomes is not None
         payload = result_payload(
@@ -199,6 +214,7 @@ class ResultBuilder:
         into the result and the signed event, never into the agent's job status.
         """
         training = self._batch_training(job.run_id, task)
+        curve, failed = self._checkpoints(job.run_id, task)
         result = EvalResult(
             job_id=job.job_id,
             run_id=job.run_id,
@@ -215,7 +231,8 @@ class ResultBuilder:
             attempts=job.attempts,
             smoke_run=self._tasks.smoke_run(task.id),
             training=training,
-            learning_curve=self._learning_curve(job.run_id, task),
+            learning_curve=curve,
+            failed_checkpoints=failed,
         )
         payload = result_payload(
             job.job_id,

@@ -580,7 +580,9 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         self, request: pb.SubmitCheckpointRequest, context: grpc.ServicerContext
     ) -> pb.SubmitCheckpointResponse:
         """Commit a checkpoint of the run's training (:class:`.checkpoints.CheckpointService`);
-        answered once it is evaluated, with no return in the answer."""
+        answered once it is snapshotted and signed as received; it is evaluated when the
+        run's result is built, so the answer is the same whatever the evaluation finds (no
+        return, no failure, no timing that follows the rollout)."""
         scope = self._scope(context)
         if self._role is not Role.AGENT:
             raise PermissionDeniedError("SubmitCheckpoint is an agent-channel call")
