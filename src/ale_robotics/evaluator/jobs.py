@@ -6,6 +6,13 @@ run's quota, snapshots the submission into the state dir, creates the job and
 wakes the runner (:class:`~.runner.JobRunner`), which does the rest. Reading a
 result adds the run's signed events (:class:`~.ledger.RunLedger`); a job that
 ended without a result gets the empty one (:class:`~.result_builder.ResultBuilder`).
+
+A fault of the evaluator's storage while it takes a submission (the snapshot or the
+job store: a full disk, an I/O error, a store that is down) is the infrastructure's,
+never the agent's: the agent gets UNAVAILABLE (retry with the same client token), and
+the run's newest job reads FAILED with failure source INFRASTRUCTURE until a retry
+gets through (:class:`~.submission_faults.SubmissionFaults`), so the harness ends the
+run ``failed`` instead of scoring a submission it believes was never made.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from ale_robotics.errors import (
     NotFoundError,
     PermissionDeniedError,
     ResourceExhaustedError,
+    UnavailableError,
 )
 from ale_robotics.evaluator.access import RunAccess, check_client_token
 from ale_robotics.evaluator.catalog import MAX_ID_CHARS, TaskCatalog
@@ -28,14 +36,21 @@ from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.result_builder import ResultBuilder
 from ale_robotics.evaluator.runner import JobRunner
-from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, TRUSTED, Access, Scope
+from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, PRACTICE_MESSAGE, TRUSTED, Access, Scope
 from ale_robotics.evaluator.snapshot import (
     SnapshotFile,
     SubmissionRejected,
     snapshot_submission,
     staging_dir,
 )
-from ale_robotics.evaluator.store import JobRecord, JobState, JobStore, new_job_id
+from ale_robotics.evaluator.store import (
+    JobRecord,
+    JobState,
+    JobStore,
+    StoreUnavailable,
+    new_job_id,
+)
+from ale_robotics.evaluator.submission_faults import SubmissionFaults
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 __all__ = ["JobService", "SubmissionLimits"]
@@ -83,6 +98,7 @@ class JobService:
         self._runner = runner
         self._limits = limits
         self._snapshots = snapshots
+        self._faults = SubmissionFaults()
 
     # -------------------------------------------------------------- queries --
 
@@ -95,14 +111,22 @@ class JobService:
         if job_id:
             if len(job_id) > MAX_ID_CHARS:
                 raise InvalidArgumentError(f"job_id is longer than {MAX_ID_CHARS} characters")
-            if scope.access is Access.NO_RUN:
-                raise PermissionDeniedError(NO_RUN_MESSAGE)
-            job = self._store.get(job_id)
+            if scope.runless:
+                raise PermissionDeniedError(
+                    NO_RUN_MESSAGE if scope.access is Access.NO_RUN else PRACTICE_MESSAGE
+                )
+            job = self._store.get(job_id) or self._faults.get(job_id)
             if job is None or not self._access.visible(scope, job.run_id):
                 raise NotFoundError(f"no job {job_id!r}")
             return job
         run = self._access.check_run(run_id, scope)
-        job = self._store.latest_for_run(run)
+        try:
+            stored = self._store.latest_for_run(run)
+        except StoreUnavailable:
+            if self._faults.of_run(run) is None:
+                raise
+            stored = None  # the store is still down: the fault is what there is to say
+        job = self._faults.newest(run, stored)
         if job is None:
             raise NotFoundError(f"run {run!r} has no batch job yet")
         return job
@@ -118,7 +142,13 @@ class JobService:
             result = EvalResult.model_validate_json(job.result_json)
         else:
             result = self._results.empty(job)
-        return result.model_copy(update={"events": self._ledger.events(job.run_id)})
+        try:
+            events = self._ledger.events(job.run_id)
+        except StoreUnavailable:
+            if self._faults.get(job.job_id) is None:
+                raise
+            events = []  # the store that failed the submission cannot be read either
+        return result.model_copy(update={"events": events})
 
     def queue_position(self, job: JobRecord) -> int:
         """0 when running or done, else 1 + the jobs ahead of it that this evaluator runs
@@ -149,6 +179,17 @@ class JobService:
             raise FailedPreconditionError(f"task {task.id} is not a batch task")
         run = self._access.check_run(run_id, scope)
         check_client_token(client_token)
+        try:
+            return self._submit(task, run, rel_path, client_token)
+        except StoreUnavailable as exc:
+            log.error("run %s: the job store failed while taking a submission: %s", run, exc)
+            raise self._fault(run, task, client_token, exc.fault) from None
+
+    def _submit(
+        self, task: TaskSpec, run: str, rel_path: str, client_token: str
+    ) -> tuple[JobRecord, bool]:
+        """:meth:`submit` once the call is checked; a storage fault raises StoreUnavailable."""
+        assert task.contract is not None  # submit checked
         existing = self._store.by_token(run, client_token)
         if existing is not None:
             return existing, True
@@ -169,11 +210,9 @@ class JobService:
             # the volume or the evaluator's disk, not the submission (rules raise
             # SubmissionRejected); no job is created, so the agent may retry
             shutil.rmtree(staging, ignore_errors=True)
-            log.error("cannot snapshot a submission of run %s: %s", run, exc)
-            raise FailedPreconditionError(
-                f"the evaluator cannot snapshot submissions right now ({exc.strerror}); "
-                "this is not a rejection, retry later"
-            ) from None
+            log.error("run %s: cannot snapshot a submission: %s", run, exc)
+            why = f"the snapshot of the submission failed ({exc.strerror or type(exc).__name__})"
+            raise self._fault(run, task, client_token, why) from None
         except SubmissionRejected as exc:
             shutil.rmtree(staging, ignore_errors=True)
             return self._reject(run, task, client_token, exc)
@@ -188,6 +227,18 @@ class JobService:
         )
         self._runner.wake()
         return job, False
+
+    def _fault(self, run: str, task: TaskSpec, client_token: str, why: str) -> UnavailableError:
+        """Record that an infrastructure fault stopped a submission of ``run`` (the run's
+        newest job reads FAILED, INFRASTRUCTURE, until a retry gets through) and make the
+        agent's answer: UNAVAILABLE, retry, not a rejection."""
+        reason = f"the evaluator's infrastructure failed while taking a submission: {why}"
+        self._faults.record(run, task.id, client_token, task.eval.evaluated_episodes, reason)
+        return UnavailableError(
+            f"{reason}. This is not a rejection and not your fault: retry SubmitBatchEval "
+            "with the same client_token; unless a retry gets through, the run ends as an "
+            "infrastructure failure, with no score"
+        )
 
     def _submission_limit(self, task_id: str) -> int:
         operator = self._limits.max_submissions_per_run

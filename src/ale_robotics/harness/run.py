@@ -23,7 +23,7 @@ from typing import Literal
 
 from ale_robotics.client.sdk import AleClient, poll_interval
 from ale_robotics.envs.make import make_env
-from ale_robotics.errors import AleError
+from ale_robotics.errors import AleError, UnavailableError
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.result import EvalResult
@@ -567,8 +567,21 @@ def _await_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
     """The official result of the run's newest job once it is terminal (None: no job).
 
     Its signed events join the run's trajectory; an infrastructure failure raises
-    :class:`HarnessError` (it is no score of the agent's).
+    :class:`HarnessError` (it is no score of the agent's): a job the evaluator failed,
+    a submission its storage could not take (the run's newest job then reads FAILED,
+    INFRASTRUCTURE), and an evaluator that cannot answer (UNAVAILABLE after retries).
     """
+    try:
+        return _read_result(ctx, harness)
+    except UnavailableError as exc:
+        raise HarnessError(
+            f"the evaluator could not answer for the run's result ({exc.message}); this is "
+            "not the agent's score, re-run it"
+        ) from None
+
+
+def _read_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
+    """:func:`_await_result` while the evaluator answers."""
     job = latest_job(harness)
     if job is None:
         return None

@@ -139,7 +139,13 @@ def check_token_sha256(digest: str) -> str:
 
 class StoreUnavailable(UnavailableError):
     """The store cannot be reached right now (its database is down, the connection was
-    lost): nothing changed, retry later. A gRPC caller gets UNAVAILABLE."""
+    lost, its disk is full): retry later. A gRPC caller gets UNAVAILABLE."""
+
+    def __init__(self, message: str, *, fault: str = "the job store is unavailable") -> None:
+        super().__init__(message)
+        self.fault = fault
+        """What failed, in words that name no path, URL or host: safe to show an agent
+        (the message, for the operator's log, may name them)."""
 
 
 class JobRecord(BaseModel):

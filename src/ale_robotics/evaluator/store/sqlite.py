@@ -20,10 +20,19 @@ all the same) and survives the process being killed, but is flushed to disk with
 the next FULL commit or checkpoint rather than at once, so a power loss may forget
 the last moments of counting (files before schema 3: up to a second). An fsync on
 every Step of every practice session would cost more than the Step.
+
+A fault of the storage under the file (a full disk, an I/O error, a read-only or
+corrupt file, a lock held past the busy timeout) leaves every method as
+:class:`.base.StoreUnavailable` (UNAVAILABLE), as the PostgreSQL store's lost
+connections do, never as a raw ``sqlite3`` error: the evaluator's callers then tell an
+infrastructure failure from a bug (a malformed statement stays a ``sqlite3`` error, a
+bug, INTERNAL). The translation is :class:`_StoreLock`'s, the one lock every statement
+runs under.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -31,6 +40,7 @@ import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from ale_robotics.evaluator.store.base import (
@@ -46,6 +56,7 @@ from ale_robotics.evaluator.store.base import (
     JobState,
     JobStore,
     RunRecord,
+    StoreUnavailable,
     check_job_id,
     check_step_count,
     check_token_sha256,
@@ -110,6 +121,64 @@ _ADDED_COLUMNS = {
 _RUNNING = JobState.RUNNING.value
 _QUEUED = JobState.QUEUED.value
 
+_STORAGE_FAULTS = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_CORRUPT,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_PROTOCOL,
+        sqlite3.SQLITE_NOTADB,
+    }
+)
+"""Primary result codes that say the storage failed, not the statement (which would be
+a bug): see https://sqlite.org/rescode.html."""
+
+
+def storage_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite reporting a fault of the storage (disk full, I/O error,
+    read-only or corrupt file, busy past the timeout) rather than of the statement."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.DatabaseError)
+        and code is not None
+        and (code & 0xFF) in _STORAGE_FAULTS
+    )
+
+
+def _unavailable(path: Path, exc: sqlite3.DatabaseError) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"the job store {path} failed: {exc} (a fault of the evaluator's storage: free "
+        "space on its disk or fix the file, then retry)",
+        fault=f"the job store failed: {exc}",  # SQLite's words name no path
+    )
+
+
+class _StoreLock:
+    """The lock that guards the connection; a storage fault raised under it leaves as
+    :class:`.base.StoreUnavailable` (the one place SQLite's faults are translated)."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._path = path
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+        if isinstance(exc, sqlite3.DatabaseError) and storage_fault(exc):
+            raise _unavailable(self._path, exc) from exc
+
 
 class SqliteJobStore(JobStore):
     """Thread-safe access to ``jobs.sqlite3``; one connection guarded by a lock.
@@ -127,12 +196,17 @@ class SqliteJobStore(JobStore):
     ) -> None:
         super().__init__(owner=owner, lease_s=lease_s)
         self.path = path
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._wal()
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(_SCHEMA)
+        self._lock = _StoreLock(path)
+        try:
+            self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._wal()
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            if storage_fault(exc):
+                raise _unavailable(path, exc) from exc
+            raise
         self._migrate()
 
     def _wal(self) -> None:
@@ -187,7 +261,11 @@ class SqliteJobStore(JobStore):
                     yield
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    # SQLite may have rolled back already (a full disk, an I/O error at
+                    # COMMIT): the original error is the one to raise
+                    if self._db.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            self._db.execute("ROLLBACK")
                     raise
             finally:
                 if not durable:
