@@ -4,7 +4,7 @@ Unit tests of its two rules and of the noise estimate they rest on: ``min_steps`
 the last checkpoint, and a rise of the curve above its first point by more than
 ``min_improvement_se`` standard errors of the checkpoint episodes' pooled spread
 (:mod:`ale_robotics.scoring.curve_noise`). The attack they close runs end to end in
-tests/harness/test_gate_hand_controller.py.
+tests/scoring/test_gate_hand_controller.py.
 """
 
 from __future__ import annotations
