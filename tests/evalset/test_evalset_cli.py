@@ -226,13 +226,20 @@ def test_interrupted_set_resumes_skipping_done_runs_and_aggregates_the_same(
     assert "across tasks" in out and max(len(ln) for ln in out.splitlines()) <= 80
 
 
+KILLS_ITS_HARNESS = (
+    'python -c "import os, signal, time; os.kill(os.getppid(), signal.SIGKILL); time.sleep(9)"'
+)
+"""An agent command that passes every check, whose run then fails: it kills its harness
+(the ``run`` process), which so never writes result.json."""
+
+
 def test_a_failed_run_exits_1_aggregates_the_rest_and_is_redone_next_time(
     tmp_path: Path, short_tmp: Path
 ) -> None:
     spec_path = write_spec(
         tmp_path / "broken.yaml",
         short_tmp / "state",
-        [("checkpoint", CHECKPOINT), ("broken", "no-such-agent-command --x")],
+        [("checkpoint", CHECKPOINT), ("broken", KILLS_ITS_HARNESS)],
         tasks=TASKS[:1],
         reps=1,
     )
@@ -241,10 +248,9 @@ def test_a_failed_run_exits_1_aggregates_the_rest_and_is_redone_next_time(
     assert rc == 1, err
     doc = json.loads(out)
     broken = next(r for r in doc["runs"] if r["label"] == "broken")
-    assert broken["state"] == "failed" and broken["exit_code"] == 2
+    assert broken["state"] == "failed" and broken["exit_code"] == -signal.SIGKILL
     log = root / "broken" / TASKS[0] / "broken" / "rep0.log"
     assert f"(log: {log})" in broken["message"]
-    assert "no-such-agent-command" in broken["message"]  # run's own refusal, quoted
     assert "1 of 2 run(s) did not complete" in err and "run the same command again" in err
     cells = {c["label"]: c for c in doc["aggregate"]["cells"]}
     assert cells["checkpoint"]["n"] == 1 and cells["broken"]["missing_reps"] == [0]
@@ -261,6 +267,56 @@ def test_a_failed_run_exits_1_aggregates_the_rest_and_is_redone_next_time(
     assert rc == 2, err
     assert "holds a completed run of agent command" in err and "new name" in err
     assert (root / "broken" / TASKS[0] / "checkpoint" / "rep0" / "result.json").exists()
+
+
+def test_an_agent_command_that_cannot_start_is_refused_before_any_run(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    """A typo in one agent's command was N runs that failed (or scored 0) one after the
+    other; now the set checks every command as ``run`` does, and nothing starts."""
+    spec_path = write_spec(
+        tmp_path / "typo.yaml",
+        short_tmp / "state",
+        [("checkpoint", CHECKPOINT), ("typo", "python examples/agents/submit_chekpoint.py")],
+        tasks=TASKS[:1],
+        reps=2,
+    )
+    root = tmp_path / "runs"
+    rc, out, err = run_set(str(spec_path), "--runs-root", str(root))
+    assert rc == 2, err
+    err = " ".join(err.split())
+    assert f"{spec_path}: agents.1 (typo): --agent" in err
+    assert f"tried {ROOT / 'examples/agents/submit_chekpoint.py'}" in err
+    assert "did you mean examples/agents/submit_checkpoint.py?" in err
+    assert "Traceback" not in err and out == ""
+    assert not root.exists(), "a refused set starts nothing and creates nothing"
+
+
+def test_strict_exits_1_when_an_agent_failed_without_submitting(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    """The crashed agent's run is scored (0) and aggregated either way; --strict makes
+    the set exit 1 for it, also when that run was completed by an earlier invocation."""
+    crash = "python -c \"import sys; print('no checkpoint here'); sys.exit(3)\""
+    spec_path = write_spec(
+        tmp_path / "crash.yaml", short_tmp / "state", [("crash", crash)], tasks=TASKS[:1], reps=1
+    )
+    root = tmp_path / "runs"
+    rc, out, err = run_set(str(spec_path), "--runs-root", str(root), "--json")
+    assert rc == 0, err  # without --strict: the run completed, it has a score
+    (run,) = json.loads(out)["runs"]
+    assert run["state"] == "completed" and run["score"] == 0.0
+    assert run["agent_failure"] == "exited with code 3"
+    log = root / "crash" / TASKS[0] / "crash" / "rep0" / "agent.log"
+    assert f"the agent exited with code 3 without submitting (log: {log})" in " ".join(err.split())
+
+    rc, out, err = run_set(str(spec_path), "--runs-root", str(root), "--strict", "--json")
+    assert rc == 1, err
+    assert "1 run(s) were already completed: skipped" in err
+    err = " ".join(err.split())
+    assert "--strict: in 1 of 1 run(s) the agent ended in error without submitting" in err
+    assert f"{TASKS[0]}/crash/rep0" in err
+    assert json.loads(out)["exit_code"] == 1
 
 
 def test_a_set_already_running_is_refused(tmp_path: Path, short_tmp: Path) -> None:

@@ -41,8 +41,10 @@ stem); the aggregate (aggregate.json, aggregate.md, interval_estimates.png, \
 per_task_iqm.png, performance_profile.png) to the SPEC's out, else \
 RUNS_ROOT/NAME/aggregate/. Running the same command again skips completed runs and \
 redoes interrupted or failed ones. Exit codes: 0 every run completed, 1 some run \
-failed (the others are aggregated), 2 a usage error (a bad SPEC, an unknown task), \
-130 or 143 interrupted by Ctrl-C or SIGTERM (rerun to resume).
+failed (the others are aggregated) or, with --strict, some run's agent ended in error \
+without submitting, 2 a usage error (a bad SPEC, an unknown task, an agent command that \
+cannot start; nothing was started), 130 or 143 interrupted by Ctrl-C or SIGTERM (rerun \
+to resume).
 """
 
 
@@ -66,6 +68,42 @@ def _check_tasks(spec: EvalSetSpec, spec_path: Path) -> None:
             )
 
 
+def _check_agents(spec: EvalSetSpec, spec_path: Path) -> None:
+    """Every agent command as ``run`` checks it (its program, the script it runs), once
+    for the set and before any run starts: a typo is exit 2, not N runs scored 0."""
+    from ale_robotics.errors import InvalidArgumentError
+    from ale_robotics.harness.options import RunOptions
+    from ale_robotics.harness.preflight import check_agent_command
+    from ale_robotics.harness.sandbox import sandbox_available
+
+    workspace = _workspace(spec.run_args)
+    bwrap = spec.sandbox == "bwrap" or (spec.sandbox == "auto" and sandbox_available())
+    for i, agent in enumerate(spec.agents):
+        opts = RunOptions(
+            task_id=spec.tasks[0],
+            agent_cmd=agent.cmd,
+            sandbox="bwrap" if bwrap else "none",
+            workspace=workspace,
+        )
+        try:
+            check_agent_command(opts, workspace)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(
+                f"{spec_path}: agents.{i} ({agent.label}): {exc.message}"
+            ) from None
+
+
+def _workspace(run_args: list[str]) -> Path:
+    """The runs' workspace: ``--workspace`` in ``run_args``, else this directory (each
+    run is started here)."""
+    for i, arg in enumerate(run_args):
+        if arg == "--workspace" and i + 1 < len(run_args):
+            return Path(run_args[i + 1]).resolve()
+        if arg.startswith("--workspace="):
+            return Path(arg.split("=", 1)[1]).resolve()
+    return Path.cwd().resolve()
+
+
 def _progress(event: RunEvent) -> None:
     width = len(str(event.total))
     count = f"[{event.done:>{width}}/{event.total}]"
@@ -83,6 +121,9 @@ def _progress(event: RunEvent) -> None:
     if o.state == "completed":
         score = "unscored" if o.score is None else f"score {o.score:.3f}"
         line = f"{count} done  {event.slot.key}: {score} ({o.wall_s:.1f} s)"
+        if o.agent_failure is not None:
+            log = o.slot.run_dir / "agent.log"
+            line += f"; the agent {o.agent_failure} without submitting (log: {log})"
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     else:
         console.print(
@@ -153,6 +194,7 @@ def _runs_json(outcome: SetOutcome) -> list[dict[str, Any]]:
             "score_status": o.score_status,
             "exit_code": o.exit_code,
             "message": o.message,
+            "agent_failure": o.agent_failure,
         }
         for o in outcome.outcomes
     ]
@@ -181,6 +223,15 @@ def eval_set(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document instead of tables.")
     ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Exit 1 when some run's agent ended in error (a non-zero exit, or stopped "
+            "at a limit) without submitting; those runs are scored and aggregated all the "
+            "same (for scripts and CI).",
+        ),
+    ] = False,
 ) -> None:
     """Run every agent on every task several times, then aggregate the scores with
     bootstrap confidence intervals (rliable: IQM, optimality gap, profiles)."""
@@ -197,6 +248,7 @@ def eval_set(
     spec = load_spec(spec_path)
     name = spec.set_name(spec_path)
     _check_tasks(spec, spec_path)
+    _check_agents(spec, spec_path)
     root = absolute(runs_root)
     assert root is not None
     runner = EvalSetRunner(spec, name, root, jobs=jobs, on_event=_progress)
@@ -245,7 +297,8 @@ def eval_set(
     except KeyboardInterrupt:  # the runs are kept; only the aggregate is missing
         _interrupted_early("while aggregating (every run is kept)")
     failed = outcome.not_completed
-    code = 1 if failed else 0
+    agent_failed = outcome.agent_failed if strict else []
+    code = 1 if failed or agent_failed else 0
     if as_json:
         emit_json(
             {
@@ -272,6 +325,14 @@ def eval_set(
             f"[red]{len(failed)} of {total} run(s) did not complete[/red] (the aggregate "
             "leaves them out); see their logs above, fix the cause, and run the same "
             "command again to redo only those",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if agent_failed:
+        console.print(
+            f"[red]--strict:[/red] in {len(agent_failed)} of {total} run(s) the agent ended "
+            "in error without submitting (scored and aggregated all the same): "
+            + ", ".join(o.slot.key for o in agent_failed),
             highlight=False,
             soft_wrap=True,
         )

@@ -87,6 +87,9 @@ class RunOutcome:
     exit_code: int | None = None
     wall_s: float = 0.0
     message: str = ""
+    agent_failure: str | None = None
+    """A completed (or skipped) run whose agent ended in error without submitting: how
+    (:attr:`RunReport.agent_failure`); it is scored all the same."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +123,11 @@ class SetOutcome:
     def not_completed(self) -> list[RunOutcome]:
         return [o for o in self.outcomes if o.state not in ("completed", "skipped")]
 
+    @property
+    def agent_failed(self) -> list[RunOutcome]:
+        """Completed runs (skipped ones too) whose agent ended in error without submitting."""
+        return [o for o in self.completed if o.agent_failure is not None]
+
 
 def prepare(spec: EvalSetSpec, name: str, runs_root: Path) -> list[SlotStatus]:
     """Every slot's status, checked before anything runs (a completed run of another
@@ -138,6 +146,7 @@ def _outcome_of_done(status: SlotStatus) -> RunOutcome:
         score_status=report.score.status,
         exit_code=0,
         wall_s=report.wall_s,
+        agent_failure=report.agent_failure,
     )
 
 
@@ -365,6 +374,7 @@ class EvalSetRunner:
                 score_status=report.score.status,
                 exit_code=rc,
                 wall_s=wall,
+                agent_failure=report.agent_failure,
             )
         run_id = report.run_id if report is not None else None
         if stopped or (isinstance(report, StoppedRunReport) and report.state == "interrupted"):
