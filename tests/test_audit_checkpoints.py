@@ -2,10 +2,11 @@
 
 One real run of td3-walker2d-repro-v1 (``python -m ale_robotics run``, a real agent
 process training through practice sessions in the embedded evaluator, committing
-three checkpoints, then its final policy). The audit confirms it; then each test
-tampers with a copy: a snapshot deleted or swapped, a checkpoint event re-signed
-with the evaluator's own key but better numbers (only a re-run can catch it), a
-trajectory line edited, result.json's curve or training count edited.
+three checkpoints and one whose actions are NaN, then its final policy). The audit
+confirms it; then each test tampers with a copy: a snapshot deleted or swapped, a
+checkpoint event re-signed with the evaluator's own key but better numbers (only a
+re-run can catch it), a trajectory line edited, result.json's curve, failures or
+training count edited.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ from ale_robotics.trajectory import EvaluatorSigner, build_event
 ROOT = Path(__file__).resolve().parent.parent
 TASK = "td3-walker2d-repro-v1"
 
+# the NaN checkpoint's rollouts overflow on purpose (the audit re-runs them in this process)
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning"),
+    pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning"),
+]
+
 AGENT = """
 import json
 import numpy as np
@@ -49,6 +56,17 @@ for k in range(3):
     c.submit_checkpoint()
     for _ in range(20):
         env.step(np.zeros((2, 6), np.float32))
+# finite weights whose actions are NaN (inf - inf in the last layer), in a folder of its own
+w = {r.key: np.zeros(r.shape, r.dtype) for r in rules}
+w["l1.bias"][:] = 3e38
+w["l2.weight"][:] = 3e38
+w["l3.weight"][:] = np.where(np.arange(300) % 2 == 0, 1.0, -1.0)
+(sub / "nan").mkdir()
+save_file(w, str(sub / "nan" / "policy.safetensors"))
+try:
+    print("nan checkpoint:", c.submit_checkpoint(sub / "nan"))
+except Exception as exc:  # releases before answered this one with an error
+    print("nan checkpoint refused:", exc)
 env.close()
 meta = {"algorithm": "TD3", "training_steps": 120, "seeds": [0], "final_eval_return": 1.0}
 (sub / "meta.json").write_text(json.dumps(meta))
@@ -137,7 +155,7 @@ def test_the_audit_re_evaluates_every_checkpoint_of_an_honest_run(run: Run) -> N
     assert "trained 120 / 1,000,000 agent steps" in details["training steps"]
     # without the state dir nothing can be re-run: that fails, saying what to pass
     blind = _failed(run.audit(with_state_dir=False))
-    assert set(blind) == {"checkpoint 0", "checkpoint 1", "checkpoint 2"}
+    assert set(blind) == {"checkpoint 0", "checkpoint 1", "checkpoint 2", "checkpoint 3"}
     assert all("pass the state dir of the evaluator" in d for d in blind.values())
     # a wrong secret gives other checkpoint seeds than the committed ones
     wrong = audit_run(run.run, b"\x01" * 32, workers=1, state_dir=run.state)
@@ -256,3 +274,77 @@ def test_result_json_curve_and_training_are_checked_against_the_signed_events(
     dropped["eval_result"]["learning_curve"] = dropped["eval_result"]["learning_curve"][1:]
     (run.run / "result.json").write_text(json.dumps(dropped))
     assert "learning curve" in _failed(run.audit())  # dropping the weak start fails too
+
+
+def test_a_failed_checkpoint_is_signed_counted_re_run_and_no_point_of_the_curve(run: Run) -> None:
+    """The NaN checkpoint (issue 26, item 3): answered like the others, it is in the signed
+    trajectory at the evaluator's level, received and failed; result.json lists it apart
+    from the curve; the audit re-runs it from its snapshot and it fails the same way."""
+    events = _events(run)
+    ours = [e for e in events if e["kind"].startswith("checkpoint")]
+    assert all(e["level"] == "trusted_evaluator" and e["sig"] for e in ours)
+    received = [e["payload"] for e in ours if e["kind"] == "checkpoint_received"]
+    assert [r["index"] for r in received] == [0, 1, 2, 3]
+    (failed,) = [e["payload"] for e in ours if e["kind"] == "checkpoint_failed"]
+    assert (failed["index"], failed["source"], failed["rule"]) == (
+        3,
+        "submission",
+        "non_finite_action",
+    )
+    assert failed["practice_steps"] == 120
+    doc = json.loads((run.run / "result.json").read_text())["eval_result"]
+    assert [p["index"] for p in doc["learning_curve"]] == [0, 1, 2]
+    assert [(f["index"], f["rule"]) for f in doc["failed_checkpoints"]] == [
+        (3, "non_finite_action")
+    ]
+    details = {c.name: c.detail for c in run.audit().checks}
+    assert "re-run from its snapshot fails as the signed" in details["checkpoint 3"]
+    assert "4 signed checkpoints, in order: 3 measured, 1 failed" in details["checkpoints"]
+    assert "1 match the signed checkpoint_failed events" in details["failed checkpoints"]
+
+    # result.json that drops the failure is caught
+    whole = json.loads((run.run / "result.json").read_text())
+    whole["eval_result"]["failed_checkpoints"] = []
+    (run.run / "result.json").write_text(json.dumps(whole))
+    assert "failed checkpoints" in _failed(run.audit())
+
+
+def test_a_re_signed_failure_that_the_re_run_contradicts_fails(run: Run) -> None:
+    """A failure re-signed with another rule (what a dishonest evaluator could publish)
+    fails its re-run."""
+    signer = EvaluatorSigner.load_or_create(run.state / "signing_key.pem")
+    path = run.run / "trajectory.jsonl"
+    prev = "0" * 64
+    lines = []
+    for raw in path.read_bytes().splitlines():
+        event = json.loads(raw)
+        payload, sig = event["payload"], event["sig"]
+        if event["kind"] == "checkpoint_failed":
+            payload["rule"] = "contract"
+        if sig is not None:
+            sig = signer.sign_event(
+                event["run_id"], event["kind"], payload, sig["eval_seq"], event["time"]
+            ).sig
+        new = build_event(
+            seq=event["seq"],
+            prev_hash=prev,
+            run_id=event["run_id"],
+            level=event["level"],
+            kind=event["kind"],
+            payload=payload,
+            time=event["time"],
+            sig=sig,
+        )
+        prev = new.hash
+        lines.append(new.to_line())
+    path.write_bytes(b"".join(lines))
+    doc = json.loads((run.run / "result.json").read_text())
+    doc["trajectory_head"] = prev
+    doc["eval_result"]["failed_checkpoints"][0]["rule"] = "contract"
+    (run.run / "result.json").write_text(json.dumps(doc))
+    failed = _failed(run.audit())
+    assert set(failed) == {"checkpoint 3"}, failed
+    assert (
+        "failed by non_finite_action (submission), not by the signed contract"
+        in (failed["checkpoint 3"])
+    )

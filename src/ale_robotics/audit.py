@@ -31,10 +31,14 @@ mismatch names the signed event it contradicts (kind and position):
   the signed ``episode_summary`` events and the metrics recomputed from those;
 * the checkpoints of a task with ``training.checkpoints`` (SubmitCheckpoint):
   the checkpoint seeds recomputed against the signed ``checkpoint_seed_commitments``;
-  then each signed ``checkpoint`` event re-evaluated from its snapshot in the
+  every ``checkpoint_received`` (indices 0, 1, 2..., within ``max_checkpoints``)
+  with at most one outcome each, in order, repeating it; then each signed
+  ``checkpoint`` event re-evaluated from its snapshot in the
   evaluator's state dir (``STATE_DIR/snapshots/ckpt-<id>``, files checked against
-  the signed hashes) on those seeds, its episodes and metrics compared exactly;
-  ``result.json``'s ``learning_curve`` against those signed events, and its
+  the signed hashes) on those seeds, its episodes and metrics compared exactly,
+  and each ``checkpoint_failed`` one re-run to fail by the same rule;
+  ``result.json``'s ``learning_curve`` and ``failed_checkpoints`` against those
+  signed events, and its
   ``training`` (the evaluator's practice-step count) against the signed ``result``
   event. A missing snapshot or a checkpoint that does not reproduce fails;
 * the score: recomputed from the signed metrics with the registry's target and
@@ -61,6 +65,7 @@ import hashlib
 import json
 import tempfile
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,9 +90,14 @@ from ale_robotics.claims import same as _same
 from ale_robotics.errors import AleError
 from ale_robotics.evaluator.checkpoints import (
     CHECKPOINT_EVENT,
+    FAILED_EVENT,
+    RECEIVED_EVENT,
     CheckpointRecord,
+    FailedCheckpointRecord,
+    ReceivedCheckpoint,
     checkpoint_settings,
     checkpoint_task,
+    evaluate_checkpoint,
     run_checkpoint,
     snapshot_dir,
 )
@@ -229,6 +239,7 @@ def audit_run(
     if checkpoint_settings(full_task) is not None:
         curve = _audit_checkpoints(report, result, signed, full_task, secret, state_dir)
         evidence.learning_curve = _check_learning_curve(report, result, signed, outcome, curve)
+        _check_failed_checkpoints(report, result, signed, outcome, curve)
     if task.mode is not TaskMode.INTERACTIVE:
         evidence.training = _check_training(report, result, outcome)
     if result.state == "SUCCEEDED":
@@ -664,6 +675,36 @@ def _audit_eval_session(
 # --------------------------------------------------------- checkpoints ---
 
 
+@dataclass(frozen=True)
+class _Checkpoints:
+    """A run's signed checkpoint events that parse: the measured and the failed ones (each
+    with its event), and the ``eval_seq`` each checkpoint was received at (its
+    ``checkpoint_received``; a run of an older release has none: its outcome's)."""
+
+    measured: list[tuple[Event, CheckpointRecord]]
+    failed: list[tuple[Event, FailedCheckpointRecord]]
+    received_at: dict[str, int]
+
+    def taken_seq(self, event: Event, checkpoint_id: str) -> int:
+        return self.received_at.get(checkpoint_id, _eval_seq(event))
+
+
+def _parse_signed(
+    report: AuditReport, signed: _Signed, kind: str, model: type[pydantic.BaseModel]
+) -> list[tuple[Event, Any]]:
+    out: list[tuple[Event, Any]] = []
+    for event in (e for e in signed.events if e.kind == kind):
+        try:
+            out.append((event, model.model_validate(event.payload)))
+        except pydantic.ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            report.add(
+                "checkpoints", False, f"{_label(event)} does not parse: {loc}: {first['msg']}"
+            )
+    return out
+
+
 def _audit_checkpoints(
     report: AuditReport,
     result: EvalResult,
@@ -671,7 +712,7 @@ def _audit_checkpoints(
     task: TaskSpec,
     secret: bytes,
     state_dir: Path | None,
-) -> list[tuple[Event, CheckpointRecord]] | None:
+) -> _Checkpoints | None:
     """Re-evaluate every signed checkpoint from its snapshot; one check per checkpoint.
 
     Returns the signed checkpoints that parse (verified or not: each failure is a
@@ -696,37 +737,96 @@ def _audit_checkpoints(
         f"{'match' if published == mine else 'differ from'} the checkpoint_seed_commitments "
         f"of {where}",
     )
-    parsed: list[tuple[Event, CheckpointRecord]] = []
-    for event in (e for e in signed.events if e.kind == CHECKPOINT_EVENT):
-        try:
-            parsed.append((event, CheckpointRecord.model_validate(event.payload)))
-        except pydantic.ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"])
-            report.add(
-                "checkpoints", False, f"{_label(event)} does not parse: {loc}: {first['msg']}"
-            )
-    records = [r for _, r in parsed]
+    received: list[tuple[Event, ReceivedCheckpoint]] = _parse_signed(
+        report, signed, RECEIVED_EVENT, ReceivedCheckpoint
+    )
+    parsed: list[tuple[Event, CheckpointRecord]] = _parse_signed(
+        report, signed, CHECKPOINT_EVENT, CheckpointRecord
+    )
+    failed: list[tuple[Event, FailedCheckpointRecord]] = _parse_signed(
+        report, signed, FAILED_EVENT, FailedCheckpointRecord
+    )
+    outcomes = sorted([*parsed, *failed], key=lambda p: _eval_seq(p[0]))
+    # a run of an older release signed no checkpoint_received: its outcomes stand in
+    taken: list[Any] = [r for _, r in received] or [r for _, r in outcomes]
     problems = []
-    if [r.index for r in records] != list(range(len(records))):
-        problems.append(f"indices {[r.index for r in records]} are not 0, 1, 2, ... in order")
-    if len({r.checkpoint_id for r in records}) != len(records):
+    if [r.index for r in taken] != list(range(len(taken))):
+        problems.append(f"indices {[r.index for r in taken]} are not 0, 1, 2, ... in order")
+    if len({r.checkpoint_id for r in taken}) != len(taken):
         problems.append("a checkpoint id is signed twice")
-    steps = [r.practice_steps for r in records]
+    steps = [r.practice_steps for r in taken]
     if steps != sorted(steps):
         problems.append(f"practice steps {steps} decrease (the evaluator's count never does)")
-    if len(records) > ckpt.max_checkpoints:
-        problems.append(f"{len(records)} checkpoints, over max_checkpoints {ckpt.max_checkpoints}")
+    if len(taken) > ckpt.max_checkpoints:
+        problems.append(f"{len(taken)} checkpoints, over max_checkpoints {ckpt.max_checkpoints}")
+    if received:
+        # each outcome repeats its checkpoint as received, once, in index order
+        done = [r for _, r in outcomes]
+        if [r.index for r in done] != list(range(len(done))) or not all(
+            o.same_checkpoint(r) for o, r in zip(done, taken, strict=False)
+        ):
+            problems.append(
+                f"the outcomes (indices {[r.index for r in done]}) are not the received "
+                "checkpoints, once each, in order"
+            )
+    pending = len(taken) - len(outcomes)
     report.add(
         "checkpoints",
         not problems,
-        "; ".join(problems) or f"{len(records)} signed checkpoint events, in order",
+        "; ".join(problems)
+        or f"{len(taken)} signed checkpoints, in order: {len(parsed)} measured, "
+        f"{len(failed)} failed"
+        + (f", {pending} never evaluated (no result after)" if pending > 0 else ""),
     )
     ctask = checkpoint_task(task)
     for event, record in parsed:
         ok, detail = _audit_checkpoint(event, record, ctask, seeds, state_dir)
         report.add(f"checkpoint {record.index}", ok, detail)
-    return parsed
+    for event, failure in failed:
+        ok, detail = _audit_failed_checkpoint(event, failure, ctask, seeds, state_dir)
+        report.add(f"checkpoint {failure.index}", ok, detail)
+    return _Checkpoints(parsed, failed, {r.checkpoint_id: _eval_seq(e) for e, r in received})
+
+
+def _audit_failed_checkpoint(
+    event: Event,
+    record: FailedCheckpointRecord,
+    ctask: TaskSpec,
+    seeds: Sequence[HiddenSeed],
+    state_dir: Path | None,
+) -> tuple[bool, str]:
+    """One signed failure: re-run from its snapshot, it must fail by the same rule. A
+    checkpoint whose file could not even be snapshotted (no files) has nothing to re-run,
+    and a failure of the evaluator's own is reported as declared: neither can raise a
+    score (a failed checkpoint is never a point of the curve)."""
+    where = _label(event)
+    if record.source == "infrastructure":
+        return True, f"{where}: the evaluator's own failure, as declared: {record.reason}"
+    if not record.files:
+        return True, f"{where}: no policy file could be snapshotted: {record.reason}"
+    if state_dir is None:
+        return False, (
+            f"not re-run: pass the state dir of the evaluator that ran the run (it holds the "
+            f"snapshot snapshots/ckpt-{record.checkpoint_id} of {where})"
+        )
+    folder = snapshot_dir(state_dir / "snapshots", record.checkpoint_id)
+    if not folder.is_dir():
+        return False, f"the snapshot {folder} of {where} is missing: it cannot be re-run"
+    received = ReceivedCheckpoint.model_validate(
+        record.model_dump(include=set(ReceivedCheckpoint.model_fields) - {"rejected"})
+    )
+    again = evaluate_checkpoint(received, folder, ctask, seeds)
+    if not isinstance(again, FailedCheckpointRecord):
+        return False, (
+            f"the re-run of {where} from its snapshot did not fail: mean_return "
+            f"{again.metrics.mean_return!r} on {len(again.episodes)} checkpoint seeds"
+        )
+    if (again.source, again.rule) != (record.source, record.rule):
+        return False, (
+            f"the re-run of {where} failed by {again.rule} ({again.source}), not by the "
+            f"signed {record.rule} ({record.source}): {again.reason}"
+        )
+    return True, f"re-run from its snapshot fails as {where} signs: {again.reason}"
 
 
 def _audit_checkpoint(
@@ -809,15 +909,16 @@ def _check_learning_curve(
     result: EvalResult,
     signed: _Signed | None,
     outcome: Event | None,
-    checkpoints: list[tuple[Event, CheckpointRecord]] | None,
+    checkpoints: _Checkpoints | None,
 ) -> list[CurvePoint]:
     """result.json's learning curve against the signed checkpoints; returns the signed curve.
 
-    The evaluator builds the curve from the checkpoints signed when it builds the
-    result, right before it signs the ``result`` event: so the curve holds every
-    checkpoint signed before the job's last ``progress_summary`` (which precedes the
-    build), in order, and may hold those signed between it and the ``result`` event.
-    Anything else (a point missing, added, reordered or edited) fails.
+    The evaluator builds the curve when it builds the result, right before it signs
+    the ``result`` event, once it has evaluated every checkpoint received so far: so
+    the curve holds every measured checkpoint received (or, in older runs, signed)
+    before the job's last ``progress_summary`` (which precedes the build), in order,
+    and may hold those measured between it and the ``result`` event. Anything else
+    (a point missing, added, reordered or edited) fails.
     """
     if checkpoints is None or outcome is None or outcome.kind != "result":
         ok = not result.learning_curve
@@ -834,8 +935,12 @@ def _check_learning_curve(
     result_seq = _eval_seq(outcome)
     progress = signed.last_of_job("progress_summary")
     built_after = -1 if progress is None else _eval_seq(progress)
-    before = [(e, r) for e, r in checkpoints if _eval_seq(e) < result_seq]
-    must = [r.curve_point() for e, r in before if _eval_seq(e) < built_after]
+    before = [(e, r) for e, r in checkpoints.measured if _eval_seq(e) < result_seq]
+    must = [
+        r.curve_point()
+        for e, r in before
+        if checkpoints.taken_seq(e, r.checkpoint_id) < built_after
+    ]
     may = [r.curve_point() for _, r in before]
     claimed = list(result.learning_curve)
     n = len(claimed)
@@ -852,6 +957,49 @@ def _check_learning_curve(
         )
     report.add("learning curve", ok, detail)
     return claimed if ok else must
+
+
+def _check_failed_checkpoints(
+    report: AuditReport,
+    result: EvalResult,
+    signed: _Signed | None,
+    outcome: Event | None,
+    checkpoints: _Checkpoints | None,
+) -> None:
+    """result.json's ``failed_checkpoints`` against the signed ``checkpoint_failed`` events,
+    by the learning curve's rule (every one received before the build, maybe later ones)."""
+    if checkpoints is None or outcome is None or outcome.kind != "result":
+        ok = not result.failed_checkpoints
+        report.add(
+            "failed checkpoints",
+            ok,
+            "no signed result or checkpoints: result.json lists no failed checkpoint either"
+            if ok
+            else "result.json lists failed checkpoints, but no verified signed result and "
+            "checkpoints to check them against",
+        )
+        return
+    assert signed is not None
+    progress = signed.last_of_job("progress_summary")
+    built_after = -1 if progress is None else _eval_seq(progress)
+    before = [(e, r) for e, r in checkpoints.failed if _eval_seq(e) < _eval_seq(outcome)]
+    must = [
+        r.failed_point().model_dump()
+        for e, r in before
+        if checkpoints.taken_seq(e, r.checkpoint_id) < built_after
+    ]
+    may = [r.failed_point().model_dump() for _, r in before]
+    claimed = [c.model_dump() for c in result.failed_checkpoints]
+    ok = len(claimed) >= len(must) and claimed == may[: len(claimed)]
+    report.add(
+        "failed checkpoints",
+        ok,
+        f"{len(claimed)} match the signed checkpoint_failed events signed before {_label(outcome)}"
+        if ok
+        else f"result.json's failed_checkpoints ({len(claimed)}) are not the signed ones before "
+        f"{_label(outcome)} ({len(may)}, at least {len(must)} of them): "
+        f"{_first_diff(claimed, may)}",
+    )
 
 
 def _eval_seq(event: Event) -> int:
