@@ -15,6 +15,8 @@ turns it on, with a token of its own that no agent is ever given.
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,6 +121,45 @@ def test_an_embedded_runs_token_is_its_own_and_practises_nowhere_after_the_run(
             c.get_spec()
         # before: 200 of 200 uncounted practice steps of a counted-training task
         assert _practice_steps(ev.agent_address, leaked, REPRO, ATTEMPTED_STEPS) == 0
+    finally:
+        ev.stop(grace=0.5)
+
+
+@pytest.mark.slow  # two runs of an eval set: about 25 s on two cores
+def test_each_run_of_an_eval_set_gets_a_token_of_its_own(
+    tmp_path: Path, short_tmp: Path, registry: Registry
+) -> None:
+    """``eval-set`` (two runs at once on one state dir): two tokens, neither the state dir's,
+    neither accepted by a shared evaluator on that state dir once the set is over."""
+    agent = tmp_path / "leak.py"
+    agent.write_text(LEAKING_AGENT)
+    state = short_tmp / "state"
+    spec = {
+        "schema_version": 1,
+        "tasks": [INTERACTIVE],
+        "agents": [{"label": "leak", "cmd": f"{sys.executable} {agent}"}],
+        "repetitions": 2,
+        "episodes": 2,
+        "run_args": ["--workers", "1", "--state-dir", str(state)],
+    }
+    (tmp_path / "set.yaml").write_text(json.dumps(spec))
+    root = tmp_path / "runs"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ale_robotics", "eval-set", str(tmp_path / "set.yaml"),
+         "--runs-root", str(root), "--jobs", "2"],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    tokens = set()
+    for log in root.rglob("agent.log"):
+        tokens |= {ln[len("TOKEN=") :] for ln in log.read_text().splitlines() if "TOKEN=" in ln}
+    assert len(tokens) == 2, tokens
+    held = "".join(p.read_text() for p in state.glob("*.token"))
+    assert not any(t in held for t in tokens)
+    ev = _shared(state, short_tmp, registry)
+    try:
+        for token in tokens:
+            assert _practice_steps(ev.agent_address, token, REPRO, 3) == 0
     finally:
         ev.stop(grace=0.5)
 
