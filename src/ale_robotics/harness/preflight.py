@@ -126,10 +126,14 @@ def make_run_dir(path: Path) -> Path:
 def check_agent_command(opts: RunOptions, workspace: Path) -> None:
     """Refuse an agent command that cannot start, with what to do instead.
 
-    A command that does not exist is the user's typo, not an infrastructure failure;
-    under bubblewrap, a command or file the host has but the sandbox does not show is
-    explained (the agent sees only its workspace, the system and this Python). Under
-    docker the command is looked up in the agent's image instead.
+    A command that does not exist is the user's typo, not an infrastructure failure: the
+    program (on PATH, or a file; relative paths start at the workspace), and the script a
+    known interpreter is asked to run (:func:`script_operand`), which would otherwise fail
+    in the agent's scratch directory and score 0. A missing one is refused naming the
+    path tried and the closest existing file. Under bubblewrap, a command or file the
+    host has but the sandbox does not show is explained (the agent sees only its
+    workspace, the system and this Python). Under docker the command is looked up in the
+    agent's image instead.
     """
     try:
         argv = shlex.split(opts.agent_cmd)
