@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ale_robotics.errors import UnavailableError
+from ale_robotics.harness.mount_plan import Mount, plan_mounts
 
 __all__ = [
     "ETC_FILES",
@@ -76,7 +77,9 @@ __all__ = [
     "read_sandbox_status",
     "require_sandbox",
     "sandbox_available",
+    "sandbox_mounts",
     "sandbox_visible",
+    "shown_trees",
 ]
 
 SANDBOX_UID = 65534
@@ -192,6 +195,37 @@ def default_python_paths() -> list[Path]:
     return out
 
 
+def shown_trees(
+    workspace: Path, python_paths: Sequence[Path] | None = None, extra_ro: Sequence[Path] = ()
+) -> list[Path]:
+    """Every host tree a sandbox shows read-only: /usr and the root links, the /etc
+    files, the Python paths (default :func:`default_python_paths`), the workspace and
+    ``extra_ro``. What lies below one of them is visible unless it is hidden."""
+    roots = [Path("/usr"), *(Path("/") / n for n in _ROOT_LINKS)]
+    roots += [Path("/etc") / n for n in ETC_FILES]
+    python = default_python_paths() if python_paths is None else python_paths
+    return [r for r in [*roots, *python, workspace, *extra_ro] if r.exists()]
+
+
+def sandbox_mounts(
+    *,
+    workspace: Path,
+    scratch_dir: Path,
+    submission_dir: Path,
+    agent_socket: Path,
+    python_paths: Sequence[Path] | None = None,
+    extra_ro: Sequence[Path] = (),
+    hide: Sequence[Path] = (),
+) -> list[Mount]:
+    """What :func:`bwrap_command` with these arguments shows of the host's file trees,
+    the system's included (what :mod:`.live_sandboxes` records for a running sandbox)."""
+    return plan_mounts(
+        shown_trees(workspace, python_paths, extra_ro),
+        hide,
+        [scratch_dir, submission_dir, agent_socket.parent],
+    )
+
+
 def sandbox_visible(workspace: Path, extra: Sequence[Path] = ()) -> Callable[[Path], bool]:
     """A predicate: does the agent's sandbox show this host path (read-only or not)?
 
@@ -200,10 +234,7 @@ def sandbox_visible(workspace: Path, extra: Sequence[Path] = ()) -> Callable[[Pa
     and submission directories). Used to explain, before a run starts, why a command
     or file the host has would be missing inside.
     """
-    roots = [Path("/usr"), *(Path("/") / n for n in _ROOT_LINKS)]
-    roots += [Path("/etc") / n for n in ETC_FILES]
-    roots += [*default_python_paths(), workspace, *extra]
-    resolved = [r.resolve() for r in roots if r.exists()]
+    resolved = [r.resolve() for r in [*shown_trees(workspace), *extra] if r.exists()]
 
     def visible(path: Path) -> bool:
         real = path.resolve()
@@ -262,11 +293,13 @@ def bwrap_command(
     ``workspace`` is bound read-only; ``scratch_dir`` (the working directory) and
     ``submission_dir`` are the only host directories the agent can write.
     ``python_paths`` defaults to :func:`default_python_paths`; ``extra_ro`` adds
-    read-only paths (another interpreter, a dataset); ``hide`` lays an empty
-    tmpfs over paths inside the workspace that the agent must not see (run
-    directories with the harness's log and trajectory, a state dir); the
-    scratch and submission directories are bound after them, so they stay
-    visible even inside a hidden run directory. ``block_imports`` are installed Python
+    read-only paths (another interpreter, a dataset); ``hide`` lays an empty, read-only
+    tmpfs over paths inside those trees that the agent must not see (run directories
+    with the harness's log and trajectory, runs roots, a state dir); the scratch and
+    submission directories are bound after them, so they stay visible even inside a
+    hidden run directory. The order of these mounts is :func:`.mount_plan.plan_mounts`'s,
+    which the harness also keeps for every live sandbox (:mod:`.live_sandboxes`).
+    ``block_imports`` are installed Python
     packages (directories) or modules (``.py`` files) the agent must not import, typically
     inside the read-only Python paths: each is covered, after those are mounted, by an empty
     tmpfs holding only an ``__init__.py`` that raises ``ImportError`` (a module file is
@@ -308,21 +341,18 @@ def bwrap_command(
     if status_fd is not None:
         args += ["--json-status-fd", str(status_fd)]
     args += _system_args(exe, tmp_size_bytes)
-    # Order matters: a later mount covers an earlier one at the same place. The
-    # workspace is read-only; the writable directories are bound after the hidden
-    # ones, so they stay visible even inside a hidden run directory.
-    args += ["--ro-bind", str(workspace.resolve()), str(workspace)]
-    for p in hide:
-        if p.exists():
-            args += ["--tmpfs", str(p)]
-    args += ["--bind", str(scratch_dir.resolve()), str(scratch_dir)]
-    args += ["--bind", str(submission_dir.resolve()), str(submission_dir)]
-    args += ["--bind", str(socket_dir.resolve()), str(socket_dir)]
-    for p in hide:  # read-only once the writable mounts inside them exist: no decoys either
-        if p.exists():
-            args += ["--remount-ro", str(p)]
-    for p in [*ro, *extra_ro]:
-        args += ["--ro-bind", str(p.resolve()), str(p)]
+    # Order matters: a later mount covers an earlier one at the same place (see
+    # mount_plan). The writable directories are bound after the covers, so they stay
+    # visible even inside a hidden run directory.
+    mounts = plan_mounts(
+        [workspace, *ro, *extra_ro], hide, [scratch_dir, submission_dir, socket_dir]
+    )
+    flag = {"ro": "--ro-bind", "rw": "--bind"}
+    for m in mounts:
+        args += ["--tmpfs", m.dest] if m.kind == "hide" else [flag[m.kind], m.src, m.dest]
+    for m in mounts:  # read-only once the writable mounts inside them exist: no decoys either
+        if m.kind == "hide":
+            args += ["--remount-ro", m.dest]
     for p in block_imports:  # after the read-only trees, or those would cover it again
         args += _block_import_args(p)
     args += [
