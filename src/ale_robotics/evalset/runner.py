@@ -49,6 +49,7 @@ from ale_robotics.evalset.layout import (
 )
 from ale_robotics.evalset.spec import EvalSetSpec
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
+from ale_robotics.harness.run_dirs import new_private_dirs
 
 __all__ = [
     "LOCK_FILE",
@@ -264,7 +265,16 @@ class EvalSetRunner:
         return cmd + list(spec.run_args)
 
     def run(self) -> SetOutcome:
-        """Run what is not done yet; returns when every slot ended or the set stopped."""
+        """Run what is not done yet; returns when every slot ended or the set stopped.
+
+        The runs root and the set's directory are recorded before they are made, so that
+        every sandbox started afterwards (this set's runs' included) hides each of them
+        whole: a run of the set made later, its submission and ``result.json``, never
+        shows in another's sandbox. A sandbox already running that would see the set's
+        directory refuses the set (:class:`~ale_robotics.harness.run_dirs.VisibleToSandboxError`).
+        """
+        with new_private_dirs([(self.runs_root, "root"), (self.root, "root")]):
+            self.root.mkdir(parents=True, exist_ok=True)
         with _locked(self.root):
             statuses = prepare(self.spec, self.name, self.runs_root)
             return self._run(statuses)

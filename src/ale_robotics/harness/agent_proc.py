@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -41,10 +41,17 @@ from ale_robotics.harness.docker_sandbox import AgentContainer, launch_agent_con
 from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.hidden_modules import hidden_module_names, sandbox_hidden_paths
 from ale_robotics.harness.interrupt import StopRequest
+from ale_robotics.harness.live_sandboxes import register as register_sandbox
+from ale_robotics.harness.mount_plan import Mount, plan_mounts
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.harness.preflight import workspace_argv
 from ale_robotics.harness.run_dirs import known_run_dirs
-from ale_robotics.harness.sandbox import bwrap_command, read_sandbox_status
+from ale_robotics.harness.sandbox import (
+    bwrap_command,
+    read_sandbox_status,
+    sandbox_mounts,
+    shown_trees,
+)
 from ale_robotics.paths import state_home
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.spec import TaskSpec
@@ -217,9 +224,64 @@ def run_agent(
 ) -> AgentRun:
     """Run the agent to its exit (or its budget, quota, or an interrupt); see the module doc.
 
+    Its sandbox is registered as running (:mod:`.live_sandboxes`) from before it starts
+    until it has ended, so that no directory of another run is made where it could see it.
+
     Raises :class:`HarnessError` when it cannot be started or its sandbox did not
     start; an interrupt (``ctx.stop``, Ctrl-C) propagates after the agent is killed.
     """
+    with _sandbox_lease(ctx, agent_endpoint) as hide:
+        return _run_agent(ctx, harness, agent_endpoint, agent_token, hide, on_started)
+
+
+@contextlib.contextmanager
+def _sandbox_lease(ctx: AgentRunContext, agent_endpoint: str) -> Iterator[list[Path]]:
+    """Register the run's sandbox while the block runs; yields what bwrap is to hide.
+
+    The hidden paths are read again once the sandbox is registered: a directory
+    recorded meanwhile (:func:`.run_dirs.new_private_dirs`) is then hidden too, or
+    its maker, reading the registry after recording it, refuses it.
+    """
+    opts = ctx.opts
+    scratch = ctx.run_dir / "scratch"
+    sock = Path(agent_endpoint.removeprefix("unix://"))
+    if opts.sandbox == "bwrap" and agent_endpoint.startswith("unix://"):
+        workspace = ctx.workspace
+        shown = shown_trees(workspace)
+
+        def plan(hide: list[Path]) -> list[Mount]:
+            return sandbox_mounts(
+                workspace=workspace,
+                scratch_dir=scratch,
+                submission_dir=ctx.submission,
+                agent_socket=sock,
+                hide=hide,
+            )
+
+        hide = hidden_paths(opts, ctx.run_dir, workspace, shown)
+        with register_sandbox(ctx.run_id, "bwrap", workspace, plan(hide)) as lease:
+            hide = hidden_paths(opts, ctx.run_dir, workspace, shown)
+            lease.update(plan(hide))
+            yield hide
+    elif opts.sandbox == "docker":  # shows its scratch, submission and socket dirs only
+        rw = [scratch, ctx.submission]
+        if agent_endpoint.startswith("unix://"):
+            rw.append(sock.parent)
+        with register_sandbox(ctx.run_id, "docker", None, plan_mounts([], [], rw)):
+            yield []
+    else:
+        yield []
+
+
+def _run_agent(
+    ctx: AgentRunContext,
+    harness: AleClient,
+    agent_endpoint: str,
+    agent_token: str,
+    hide: list[Path],
+    on_started: Callable[[], None] | None,
+) -> AgentRun:
+    """:func:`run_agent` once its sandbox is registered, ``hide`` what it hides."""
     opts, task = ctx.opts, ctx.task
     workspace = ctx.workspace
     scratch = ctx.run_dir / "scratch"
@@ -245,7 +307,7 @@ def run_agent(
             scratch_dir=scratch,
             submission_dir=ctx.submission,
             agent_socket=Path(agent_endpoint.removeprefix("unix://")),
-            hide=hidden_paths(opts, ctx.run_dir, workspace),
+            hide=hide,
             block_imports=sandbox_hidden_paths(task),  # e.g. metaworld.policies
             status_fd=status_w,
         )
@@ -612,13 +674,17 @@ def _thaw(cgroup: AgentCgroup | None, proc: subprocess.Popen[bytes]) -> None:
         os.killpg(proc.pid, signal.SIGCONT)
 
 
-def hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path]:
-    """Inside the workspace, what the agent must not see.
+def hidden_paths(
+    opts: RunOptions, run_dir: Path, workspace: Path, shown: Sequence[Path] | None = None
+) -> list[Path]:
+    """Inside the trees the sandbox shows (``shown``, default the workspace), what the
+    agent must not see.
 
-    Every run directory this harness ever made (wherever it is: an earlier run's
-    submission could be resubmitted, a finished run forged for ``audit``), the
-    runs root, the evaluator state dir and this user's ALE state home (which
-    holds the list of run directories).
+    Every run directory, runs root, submission and state dir this harness ever made
+    (wherever it is: an earlier run's submission could be resubmitted, a finished run
+    forged for ``audit``; a runs root is hidden whole, so that what is made in it
+    later is hidden too), this run's runs root, the evaluator state dir and this
+    user's ALE state home (which holds those lists).
     """
     candidates = [
         run_dir,
@@ -630,12 +696,12 @@ def hidden_paths(opts: RunOptions, run_dir: Path, workspace: Path) -> list[Path]
     ]
     # On strings (os.path): the candidates are every run dir ever recorded, and this
     # runs before the agent starts; pathlib costs several times more per path.
-    root = os.path.realpath(workspace)
-    inside = root if root.endswith(os.sep) else root + os.sep
+    roots = {os.path.realpath(t) for t in ([workspace] if shown is None else shown)}
+    insides = tuple(r if r.endswith(os.sep) else r + os.sep for r in roots)
     found: dict[str, None] = {}  # ordered, without duplicates
     for candidate in candidates:
         real = os.path.realpath(candidate)
-        if real.startswith(inside):  # below the workspace, not the workspace itself
+        if real.startswith(insides):  # below a shown tree, not the tree itself
             found[real] = None
     out = [Path(p) for p in found]
     # An outer hidden directory covers the inner ones; mounting both would let

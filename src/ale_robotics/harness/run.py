@@ -57,7 +57,7 @@ from ale_robotics.harness.report import (
     start_report,
     write_stopped,
 )
-from ale_robotics.harness.run_dirs import record_run_dir
+from ale_robotics.harness.run_dirs import DirKind, new_private_dirs
 from ale_robotics.harness.sandbox import require_sandbox, sandbox_available
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.scoring import score
@@ -191,10 +191,15 @@ def run_task(
     label = check_label(opts.label) if opts.label is not None else default_label(opts.agent_cmd)
     started_at = dt.datetime.now(dt.UTC)
     run_id = opts.run_id or new_run_id()
-    run_dir = make_run_dir(opts.run_dir or (opts.runs_root or Path("runs")) / run_id)
-    record_run_dir(run_dir)  # hidden from every later agent, wherever it is
+    run_dir = (opts.run_dir or (opts.runs_root or Path("runs")) / run_id).resolve()
     submission = (opts.submission_volume or run_dir / "submission").resolve()
-    submission.mkdir(parents=True, exist_ok=True)
+    # Recorded before they exist (hidden from every later agent, wherever they are), and
+    # refused if an agent sandboxed already would see them (harness/run_dirs.py).
+    with new_private_dirs(_private_dirs(opts, run_dir, submission)):
+        run_dir = make_run_dir(run_dir)
+        submission.mkdir(parents=True, exist_ok=True)
+        if opts.state_dir is not None and opts.evaluator is None:
+            opts.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     traj = TrajectoryWriter(run_dir / "trajectory.jsonl", run_id)
     traj.append(
         "harness",
@@ -242,6 +247,17 @@ def run_task(
         # Drawn while the evaluator stopped (_report); the plots are there once the run
         # returns, whichever way it ends.
         ctx.phase.wait_for_plots()
+
+
+def _private_dirs(opts: RunOptions, run_dir: Path, submission: Path) -> list[tuple[Path, DirKind]]:
+    """What this run makes that no other agent may see: its runs root (hidden whole),
+    run dir, submission dir, and the state dir of an evaluator it starts."""
+    dirs: list[tuple[Path, DirKind]] = [(run_dir, "run"), (submission, "submission")]
+    if opts.run_dir is None:
+        dirs.insert(0, (run_dir.parent, "root"))
+    if opts.state_dir is not None and opts.evaluator is None:
+        dirs.append((opts.state_dir, "state"))
+    return dirs
 
 
 def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
