@@ -160,7 +160,7 @@ def test_runs_compare_table_and_json(made: RunsRoot) -> None:
         assert run_id in r.stdout
     primary = lines.index(next(x for x in lines if x.startswith("mean_return (primary)")))
     diffs = lines[primary + 1]
-    assert "Δ +0 ≈" in diffs and "≠" in diffs  # alpha-2 within the spread, beta beyond
+    assert "Δ 0 (same)" in diffs and "≠" in diffs  # alpha-2 the same, beta beyond the spread
     doc = json.loads(cli("runs", "compare", *args, "--json").stdout)
     row = next(x for x in doc["rows"] if x["primary"])
     assert row["within_spread"] == [None, True, False]

@@ -125,3 +125,37 @@ def copy_root(src: Path, dest: Path) -> Path:
         src, dest, ignore=shutil.ignore_patterns("scratch", "submission", "index.sqlite3*")
     )
     return dest
+
+
+def forge(run_dir: Path, like: Path, mean_return: float) -> dict[str, object]:
+    """Rewrite ``run_dir``'s result.json (and submission) as a forger would, leaving its
+    trajectory untouched: every episode returns ``mean_return``, the metrics and the score
+    report say so (the score computed by the real scoring function, so the file is
+    consistent in itself), and the submission is ``like``'s (file and hashes). Returns
+    the forged document."""
+    import hashlib
+    import json
+
+    from ale_robotics.harness.report import submission_sha256
+    from ale_robotics.scoring import score
+    from ale_robotics.tasks import default_registry
+
+    doc = json.loads((run_dir / "result.json").read_text())
+    genuine = json.loads((like / "result.json").read_text())
+    result = doc["eval_result"]
+    for episode in result["episodes"]:
+        episode["episode_return"] = mean_return
+    result["metrics"] = {**result["metrics"], "mean_return": mean_return, "std_return": 0.0}
+    registry = default_registry()
+    task = registry.get(doc["task_id"])
+    doc["score"] = score(task, result["metrics"], registry.target(task.id)).model_dump(mode="json")
+    files = genuine["eval_result"]["submission_files"]
+    result["submission_files"] = files
+    doc["submission_sha256"] = submission_sha256(files)
+    (run_dir / "submission").mkdir(exist_ok=True)
+    for name in files:
+        shutil.copyfile(like / "submission" / name, run_dir / "submission" / name)
+        copied = (run_dir / "submission" / name).read_bytes()
+        assert hashlib.sha256(copied).hexdigest() == files[name]
+    (run_dir / "result.json").write_text(json.dumps(doc, indent=2) + "\n")
+    return dict(doc)

@@ -5,6 +5,12 @@ runs rank and how two runs compare is :mod:`ale_robotics.runs`, which the HTML r
 reads too. Tables fit 80 columns and never cut a run id (what a user copies into the
 next command); ``--json`` prints one document instead.
 
+Every run is checked against its signed events (:mod:`ale_robotics.runs.verify`): one
+whose ``result.json`` they contradict is shown as UNVERIFIED and never ranked.
+``--public-key`` (repeatable) names the evaluator keys to trust; without it each
+trajectory's own published key is taken (the signed events are consistent, but
+nothing says who signed them).
+
 Exit codes: 0 ok (an empty list or leaderboard too), 2 a usage error (no such runs
 directory, no such run, a run id prefix naming several runs, fewer than two runs to
 compare).
@@ -34,6 +40,8 @@ from ale_robotics.runs import (
     load_summary,
     spread,
 )
+from ale_robotics.runs.compare import SCORE_DECIMALS, diff_text, fmt_fixed
+from ale_robotics.runs.verify import pin
 from ale_robotics.scoring.report import fmt_number
 
 __all__ = ["runs_app"]
@@ -69,6 +77,17 @@ TaskOpt = Annotated[
     str | None, typer.Option("--task", metavar="ID", help="Only the runs of this task.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead.")]
+KeysOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--public-key",
+        metavar="KEY",
+        help="An evaluator public key to trust (64 hex digits, or a file with the hex or a "
+        "PEM key, e.g. STATE_DIR/signing_key.pem); repeat for several. A run signed with "
+        "another key is unverified. Default: each trajectory's own key.",
+        show_default=False,
+    ),
+]
 RunArg = Annotated[
     str,
     typer.Argument(
@@ -109,7 +128,38 @@ def _started_header(times: list[dt.datetime]) -> tuple[str, bool]:
 def _score(s: RunSummary) -> str:
     if s.state != "completed":
         return "-"
-    return "unscored" if s.score is None else f"{s.score:.3f}"
+    return "unscored" if s.score is None else f"{s.score:.{SCORE_DECIMALS}f}"
+
+
+def _keys(values: list[str] | None) -> frozenset[str]:
+    """The --public-key values as raw keys (hex)."""
+    from ale_robotics.trajectory import KeyFileError, load_public_key
+
+    keys = set()
+    for value in values or []:
+        try:
+            keys.add(load_public_key(value))
+        except KeyFileError as exc:
+            raise InvalidArgumentError(f"--public-key: {exc.message}") from None
+    return frozenset(keys)
+
+
+def _kind(s: RunSummary) -> Text:
+    return Text("UNVERIFIED", style="bold red") if s.kind == "unverified" else Text(s.kind)
+
+
+def _say_unverified(runs: list[RunSummary]) -> None:
+    bad = [s for s in runs if s.kind == "unverified"]
+    if bad:
+        n = len(bad)
+        console.print(
+            f"{n} run{'s are' if n != 1 else ' is'} UNVERIFIED: result.json disagrees with "
+            "the evaluator's signed events, so its score is a claim and never ranks "
+            "('ale-robotics runs show RUN' says what disagrees)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _warn(index: RunIndex) -> None:
@@ -145,19 +195,26 @@ def _by_task(runs: list[RunSummary]) -> dict[str, list[RunSummary]]:
 
 @runs_app.command("list")
 @friendly
-def runs_list(root: RootArg = Path("runs"), task: TaskOpt = None, as_json: JsonOpt = False) -> None:
+def runs_list(
+    root: RootArg = Path("runs"),
+    task: TaskOpt = None,
+    public_key: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Every run under RUNS_ROOT, oldest first, grouped by task: its id, label, start
-    (UTC), score and kind (official, smoke N/M, unofficial, interrupted, failed).
+    (UTC), score and kind (official, smoke N/M, unofficial, interrupted, failed, or
+    UNVERIFIED: its result.json disagrees with its signed events).
 
     The index RUNS_ROOT/index.sqlite3 is brought up to date first (rebuilt if deleted
     or stale). With --json, one document: {"schema_version", "root", "runs": a list
     of run summaries {"run_id", "run_dir", "task_id", "label", "state", "started_at",
     "ended_at", "official", "smoke_episodes", "score", "status", "primary_metric",
-    "primary_value", "episode_values", "ranked", "not_ranked_because", ...},
-    "problems": [{"path", "reason"}]}.
+    "primary_value", "episode_values", "ranked", "not_ranked_because", "verified",
+    "verification": {"verified", "problems", "checks", "evaluator_key", "key_pinned"},
+    ...}, "problems": [{"path", "reason"}]}.
     Exit codes: 0 ok (no runs too), 2 a usage error (no such RUNS_ROOT).
     """
-    with RunIndex(root) as index:
+    with RunIndex(root, _keys(public_key)) as index:
         runs = index.runs(task)
         _check_task(task, bool(runs))
         if as_json:
@@ -194,9 +251,14 @@ def runs_list(root: RootArg = Path("runs"), task: TaskOpt = None, as_json: JsonO
             table.add_column("kind", no_wrap=True)
             for s in group:
                 table.add_row(
-                    Text(s.run_id), Text(s.label), _when(s.started_at, year=year), _score(s), s.kind
+                    Text(s.run_id),
+                    Text(s.label),
+                    _when(s.started_at, year=year),
+                    _score(s),
+                    _kind(s),
                 )
             out.print(table)
+        _say_unverified(runs)
         console.print(
             "times are UTC; only official completed runs rank ('ale-robotics leaderboard'); "
             "'ale-robotics runs show RUN' for one run",
@@ -209,12 +271,19 @@ def runs_list(root: RootArg = Path("runs"), task: TaskOpt = None, as_json: JsonO
 # ------------------------------------------------------------------ runs show --
 
 
-def _resolve(ref: str, root: Path, index: RunIndex | None) -> RunSummary:
+def _resolve(
+    ref: str, root: Path, index: RunIndex | None, keys: frozenset[str] = frozenset()
+) -> RunSummary:
     """The run ``ref`` names: a run directory, else a run id under ``root``."""
     candidate = Path(ref)
     if (candidate / "result.json").is_file():
         try:
-            return load_summary(candidate.absolute())
+            summary = load_summary(candidate.absolute())
+            if summary.verification is not None:
+                summary = summary.model_copy(
+                    update={"verification": pin(summary.verification, keys)}
+                )
+            return summary
         except OSError as exc:
             raise InvalidArgumentError(
                 f"{candidate / 'result.json'} cannot be read: {exc.strerror or exc}"
@@ -235,27 +304,34 @@ def _resolve(ref: str, root: Path, index: RunIndex | None) -> RunSummary:
                 f"no run directory {ref!r} and no runs directory {str(root)!r} to look the "
                 "run id up in: pass --root RUNS_ROOT, or the run's directory"
             )
-        index = RunIndex(root)
+        index = RunIndex(root, keys)
     return index.find(ref)
 
 
-def _index_for(root: Path) -> RunIndex | None:
-    return RunIndex(root) if root.is_dir() else None
+def _index_for(root: Path, keys: frozenset[str]) -> RunIndex | None:
+    return RunIndex(root, keys) if root.is_dir() else None
 
 
 @runs_app.command("show")
 @friendly
-def runs_show(run: RunArg, root: RootOpt = Path("runs"), as_json: JsonOpt = False) -> None:
-    """One run: label, kind, score line, times, per-episode spread, submission digest,
-    versions, agent command and every metric.
+def runs_show(
+    run: RunArg,
+    root: RootOpt = Path("runs"),
+    public_key: KeysOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One run: label, kind, whether its result.json agrees with its signed events (and
+    what does not), score line, times, per-episode spread, submission digest, versions,
+    agent command and every metric.
 
     With --json, one document: {"schema_version", "run": the run's summary (as in
     'runs list --json'), "result": the path of its result.json (everything else)}.
     Exit codes: 0 ok, 2 a usage error (no such run).
     """
-    index = _index_for(root)
+    keys = _keys(public_key)
+    index = _index_for(root, keys)
     try:
-        s = _resolve(run, root, index)
+        s = _resolve(run, root, index, keys)
     finally:
         if index is not None:
             index.close()
@@ -272,9 +348,12 @@ def runs_show(run: RunArg, root: RootOpt = Path("runs"), as_json: JsonOpt = Fals
     table.add_column("", no_wrap=True, style="bold")
     table.add_column("", overflow="fold")
     ranked = "ranked" if s.ranked else f"not ranked: {s.not_ranked_because}"
+    if s.kind == "unverified":
+        ranked = "never ranked: see below"
     rows: list[tuple[str, str]] = [
         ("label", s.label),
         ("kind", f"{s.kind} ({ranked})"),
+        ("verified", _verified_text(s)),
         ("score", s.score_line or f"none: {s.reason}"),
         ("started", f"{_when(s.started_at)} UTC"),
         ("wall", f"{s.wall_s:.1f} s"),
@@ -298,7 +377,7 @@ def runs_show(run: RunArg, root: RootOpt = Path("runs"), as_json: JsonOpt = Fals
         rows.append(("simulators", ", ".join(f"{k} {v}" for k, v in s.simulator_versions.items())))
     rows += [("agent", s.agent_cmd), ("dir", str(s.run_dir))]
     for key, value in rows:
-        table.add_row(key, Text(value))
+        table.add_row(key, Text(value, style="bold red" if value.startswith("NO:") else ""))
     out.print(table)
     if s.metrics:
         metrics = _table()
@@ -310,21 +389,21 @@ def runs_show(run: RunArg, root: RootOpt = Path("runs"), as_json: JsonOpt = Fals
         out.print(metrics)
 
 
-# --------------------------------------------------------------- runs compare --
-
-
-def _cell(row_values: list[float | None], i: int, metric: str) -> str:
-    v = row_values[i]
+def _verified_text(s: RunSummary) -> str:
+    v = s.verification
     if v is None:
-        return "-"
-    return f"{v:.3f}" if metric == "score" else fmt_number(v)
+        return "not checked"
+    if not v.verified:
+        return "NO: result.json disagrees with the signed events: " + "; ".join(v.problems)
+    key = (
+        "pinned evaluator key"
+        if v.key_pinned
+        else "the key the trajectory publishes (pin it with --public-key)"
+    )
+    return f"yes: {', '.join(v.checks)} check out against the signed events, with {key}"
 
 
-def _diff_text(d: float | None, within: bool | None) -> str:
-    if d is None:
-        return ""
-    mark = "" if within is None else (" ≈" if within else " ≠")
-    return f"Δ {d:+.4g}{mark}"
+# --------------------------------------------------------------- runs compare --
 
 
 def _print_comparison(c: Comparison) -> None:
@@ -337,19 +416,20 @@ def _print_comparison(c: Comparison) -> None:
         legend.add_row(f"#{i}", Text(r.run_id), Text(r.label), Text(r.task_id))
     out.print(legend)
     table = _table(
-        caption="Δ: difference to #1; ≈ within the episodes' spread (|Δ| <= the larger "
-        "per-episode std of the primary metric), ≠ beyond it"
+        caption="Δ: difference to #1, at the precision shown ('same': smaller than it); "
+        "≈ within the episodes' spread (|Δ| <= the larger per-episode std of the primary "
+        "metric), ≠ beyond it; --json for every digit"
     )
     table.add_column("metric", overflow="fold")
     for i in range(len(c.runs)):
         table.add_column(f"#{i + 1}", justify="right", overflow="fold")
-    table.add_row("kind", *[r.kind for r in c.runs])
+    table.add_row("kind", *[_kind(r) for r in c.runs])
     for row in c.rows:
         cells = []
         for i in range(len(c.runs)):
-            text = _cell(row.values, i, row.metric)
-            extra = _diff_text(row.diffs[i], row.within_spread[i])
-            cells.append(f"{text}\n{extra}" if extra else text)
+            text = fmt_fixed(row.values[i], row.decimals)
+            extra = diff_text(row.diffs[i], row.decimals, row.within_spread[i])
+            cells.append(f"{text}\nΔ {extra}" if extra else text)
         name = f"{row.metric} (primary)" if row.primary else row.metric
         table.add_row(Text(name), *cells)
     table.add_row(
@@ -376,15 +456,20 @@ def runs_compare(
         ),
     ],
     root: RootOpt = Path("runs"),
+    public_key: KeysOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Runs side by side: score and every metric, each run's difference to the first,
     and whether a difference of the primary metric is within the episodes' spread
     (|difference| <= the larger per-episode standard deviation of the two runs).
 
+    Scores are shown to 3 decimals, other metrics at the precision their values and the
+    episodes' standard error support; a difference smaller than the shown precision
+    reads '0.000 (same)'. An unverified run is marked UNVERIFIED, with a note.
+
     With --json, one document: {"schema_version", "runs": the run summaries,
     "spreads": each run's std (or null), "rows": [{"metric", "primary", "values", "diffs",
-    "within_spread"}], "notes": [...]}.
+    "within_spread", "decimals", "same"}], "notes": [...]}: values and diffs whole.
     Exit codes: 0 ok, 2 a usage error (fewer than two runs, no such run).
     """
     if len(runs) < 2:
@@ -392,9 +477,10 @@ def runs_compare(
             "give at least two runs to compare (run ids or run directories; "
             "'ale-robotics runs list' shows them)"
         )
-    index = _index_for(root)
+    keys = _keys(public_key)
+    index = _index_for(root, keys)
     try:
-        summaries = [_resolve(ref, root, index) for ref in runs]
+        summaries = [_resolve(ref, root, index, keys) for ref in runs]
     finally:
         if index is not None:
             index.close()
@@ -412,29 +498,46 @@ def runs_compare(
 @app.command("leaderboard")
 @friendly
 def leaderboard_cmd(
-    root: RootArg = Path("runs"), task: TaskOpt = None, as_json: JsonOpt = False
+    root: RootArg = Path("runs"),
+    task: TaskOpt = None,
+    public_key: KeysOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """The best official run of each label on each task, ranked by score (ties: the
     earlier run first), with how many ranked runs each label has.
 
-    Smoke runs (--episodes), interrupted and failed runs, unofficial and unscored ones
-    never rank ('runs list' shows them all). With --json, one document:
-    {"schema_version", "root", "rows": [{"rank", "task_id", "label", "score", "run_id",
-    "run_dir", "started_at", "runs", "primary_metric", "primary_value"}], "not_ranked":
-    [{"run_id", "task_id", "label", "reason"}]}.
+    Only runs whose result.json agrees with their signed events rank: an unverified
+    run is listed apart, unranked, with the score it claims. Smoke runs (--episodes),
+    interrupted and failed runs, unofficial and unscored ones never rank ('runs list'
+    shows them all). With --json, one document: {"schema_version", "root", "rows":
+    [{"rank", "task_id", "label", "score", "run_id", "run_dir", "started_at", "runs",
+    "primary_metric", "primary_value"}], "unverified": [{"run_id", "task_id", "label",
+    "claimed_score", "problems"}], "not_ranked": [{"run_id", "task_id", "label",
+    "reason"}]} (not_ranked holds the unverified runs too).
     Exit codes: 0 ok (nothing to rank too), 2 a usage error (no such RUNS_ROOT).
     """
-    with RunIndex(root) as index:
+    with RunIndex(root, _keys(public_key)) as index:
         runs = index.runs(task)
         _check_task(task, bool(runs))
         rows = leaderboard(runs, task)
         left_out = [s for s in runs if not s.ranked]
+        unverified = [s for s in left_out if s.kind == "unverified"]
         if as_json:
             emit_json(
                 {
                     "schema_version": JSON_SCHEMA_VERSION,
                     "root": str(index.root),
                     "rows": [r.model_dump(mode="json") for r in rows],
+                    "unverified": [
+                        {
+                            "run_id": s.run_id,
+                            "task_id": s.task_id,
+                            "label": s.label,
+                            "claimed_score": s.score,
+                            "problems": s.verification.problems if s.verification else [],
+                        }
+                        for s in unverified
+                    ],
                     "not_ranked": [
                         {
                             "run_id": s.run_id,
@@ -449,6 +552,24 @@ def leaderboard_cmd(
             return
         _warn(index)
         _print_leaderboard(rows, left_out, index.root)
+        _print_unverified(unverified)
+
+
+def _print_unverified(runs: list[RunSummary]) -> None:
+    """The unverified runs, apart from the ranking: what they claim, never a rank."""
+    if not runs:
+        return
+    table = _table(
+        "UNVERIFIED, not ranked: result.json disagrees with the signed events",
+        caption="'ale-robotics runs show RUN' says what disagrees",
+    )
+    table.add_column("task", overflow="fold")
+    table.add_column("label", overflow="fold")
+    table.add_column("claims", justify="right", no_wrap=True)
+    table.add_column("run", no_wrap=True, min_width=max(len(s.run_id) for s in runs))
+    for s in runs:
+        table.add_row(Text(s.task_id), Text(s.label), _score(s), Text(s.run_id))
+    out.print(table)
 
 
 def _print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: Path) -> None:
@@ -476,7 +597,7 @@ def _print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: 
             table.add_row(
                 str(r.rank),
                 Text(r.label),
-                f"{r.score:.3f}",
+                f"{r.score:.{SCORE_DECIMALS}f}",
                 str(r.runs),
                 Text(r.run_id),
                 _when(r.started_at, date_only=True),
@@ -485,8 +606,8 @@ def _print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: 
     if left_out:
         n = len(left_out)
         console.print(
-            f"{n} run{'s' if n != 1 else ''} not ranked (smoke, interrupted, failed, "
-            "unofficial or unscored): 'ale-robotics runs list' shows them",
+            f"{n} run{'s' if n != 1 else ''} not ranked (unverified, smoke, interrupted, "
+            "failed, unofficial or unscored): 'ale-robotics runs list' shows them",
             highlight=False,
             markup=False,
             soft_wrap=True,

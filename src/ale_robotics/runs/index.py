@@ -2,14 +2,22 @@
 
 ``<root>/index.sqlite3`` caches the summaries so that listing hundreds of runs does
 not parse hundreds of ``result.json`` files (each holds every episode of its
-evaluation). The run directories stay the truth: the index is refreshed from them
-on every read, so it can be deleted at any time, and it is never stale:
+evaluation), nor verify hundreds of trajectories: each row keeps the run's summary
+and its verdict (:mod:`.verify`: does ``result.json`` agree with the signed events?).
+The run directories stay the truth: the index is refreshed from them on every read,
+so it can be deleted at any time, and it is never stale:
 
-- a ``result.json`` whose modification time or size differs from its row's is read
-  again (a run rewritten, an interrupted run redone);
+- a run whose ``result.json`` or ``trajectory.jsonl`` differs from its row's stamp
+  (each file's size, modification time and inode change time: an edit changes the
+  last even when the first two are put back) is read and verified again (a run
+  rewritten, an interrupted run redone, a trajectory cut);
 - a run directory added gets a row, one removed loses its row;
-- an index of another schema (:data:`INDEX_SCHEMA_VERSION`, or summaries of another
-  :data:`~.summary.SUMMARY_SCHEMA_VERSION`), or a file that is not SQLite, is rebuilt.
+- an index of another schema (:data:`INDEX_SCHEMA_VERSION`, summaries of another
+  :data:`~.summary.SUMMARY_SCHEMA_VERSION`, verdicts of another
+  :data:`~.verify.VERIFY_VERSION`), or a file that is not SQLite, is rebuilt.
+
+The evaluator keys a reader trusts (``public_keys``) are applied when rows are read
+(:func:`~.verify.pin`), so one index serves readers with different keys.
 
 Run directories are found under the root at any depth up to :data:`MAX_DEPTH`
 (``runs/<run_id>/`` from ``ale-robotics run``, deeper layouts from eval sets); a
@@ -26,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -41,6 +49,7 @@ from ale_robotics.runs.summary import (
     RunSummary,
     load_summary,
 )
+from ale_robotics.runs.verify import VERIFY_VERSION, pin
 
 __all__ = [
     "INDEX_FILE",
@@ -55,20 +64,19 @@ __all__ = [
 ]
 
 INDEX_FILE = "index.sqlite3"
-INDEX_SCHEMA_VERSION = 1
+INDEX_SCHEMA_VERSION = 2
 """The tables' layout; with :data:`SUMMARY_SCHEMA_VERSION` what the index was built for."""
 MAX_DEPTH = 6
 """How deep under the root run directories are looked for (an eval set's
 ``<set>/<task>/<label>/rep<k>/`` is 4)."""
 
-_VERSION = INDEX_SCHEMA_VERSION * 1000 + SUMMARY_SCHEMA_VERSION
+_VERSION = (INDEX_SCHEMA_VERSION * 1000 + SUMMARY_SCHEMA_VERSION) * 1000 + VERIFY_VERSION
 _SKIP_DIRS = frozenset({"scratch", "submission", "__pycache__"})
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
     path TEXT PRIMARY KEY,
-    mtime_ns INTEGER NOT NULL,
-    size INTEGER NOT NULL,
+    stamp TEXT NOT NULL,
     run_id TEXT,
     task_id TEXT,
     started_at TEXT,
@@ -97,9 +105,14 @@ class Refresh:
     removed: list[str] = field(default_factory=list)
 
 
-def _scan(root: Path) -> dict[str, tuple[int, int]]:
-    """Run dir (relative to ``root``, POSIX) -> (mtime_ns, size) of its result.json."""
-    found: dict[str, tuple[int, int]] = {}
+def _stamp(st: os.stat_result) -> str:
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _scan(root: Path) -> dict[str, str]:
+    """Run dir (relative to ``root``, POSIX) -> the stamp of its result.json and
+    trajectory.jsonl (size, mtime and ctime of each; '-' for a missing trajectory)."""
+    found: dict[str, str] = {}
 
     def walk(path: Path, depth: int) -> None:
         try:
@@ -121,7 +134,11 @@ def _scan(root: Path) -> dict[str, tuple[int, int]]:
                 if not (sub / "trajectory.jsonl").exists() and depth < MAX_DEPTH:
                     walk(sub, depth + 1)
                 continue
-            found[sub.relative_to(root).as_posix()] = (st.st_mtime_ns, st.st_size)
+            try:
+                traj = _stamp((sub / "trajectory.jsonl").stat())
+            except OSError:
+                traj = "-"
+            found[sub.relative_to(root).as_posix()] = f"{_stamp(st)} {traj}"
 
     walk(root, 1)
     return found
@@ -130,11 +147,14 @@ def _scan(root: Path) -> dict[str, tuple[int, int]]:
 class RunIndex:
     """The runs under ``root``, summarized, and the index file that keeps them.
 
+    ``public_keys``: the evaluator keys (hex) the reader trusts; a run whose signed events
+    verify with another key is unverified. Empty: each trajectory's own key is taken.
+
     Raises :class:`~ale_robotics.errors.NotFoundError` when ``root`` does not exist and
     :class:`~ale_robotics.errors.InvalidArgumentError` when it is not a directory.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, public_keys: Collection[str] = ()) -> None:
         if not root.exists():
             raise NotFoundError(
                 f"no runs directory {str(root)!r}: pass the RUNS_ROOT that 'ale-robotics run' "
@@ -147,6 +167,7 @@ class RunIndex:
             )
         self.root = root.absolute()
         self.path = self.root / INDEX_FILE
+        self.public_keys = frozenset(public_keys)
         self.warnings: list[str] = []
         """What did not go as it should, but did not stop the index (a read-only root)."""
         self.last_refresh = Refresh()
@@ -238,16 +259,16 @@ class RunIndex:
 
     def _summary(self, path: str, text: str) -> RunSummary:
         summary = RunSummary.model_validate_json(text)
-        return summary.model_copy(update={"run_dir": self.root / path})
+        update: dict[str, object] = {"run_dir": self.root / path}
+        if summary.verification is not None:
+            update["verification"] = pin(summary.verification, self.public_keys)
+        return summary.model_copy(update=update)
 
-    def _apply(self, scanned: dict[str, tuple[int, int]]) -> Refresh:
+    def _apply(self, scanned: dict[str, str]) -> Refresh:
         rebuilt = self._ensure_schema(self._connection())
         con = self._connection()  # a new one when the file was not SQLite
         with _immediate(con):
-            known = {
-                path: (mtime, size)
-                for path, mtime, size in con.execute("SELECT path, mtime_ns, size FROM runs")
-            }
+            known = dict(con.execute("SELECT path, stamp FROM runs").fetchall())
             added = sorted(p for p in scanned if p not in known)
             updated = sorted(p for p in scanned if p in known and known[p] != scanned[p])
             removed = sorted(p for p in known if p not in scanned)
@@ -256,7 +277,7 @@ class RunIndex:
             con.executemany("DELETE FROM runs WHERE path = ?", [(p,) for p in removed])
         return Refresh(rebuilt=rebuilt, added=added, updated=updated, removed=removed)
 
-    def _store(self, con: sqlite3.Connection, path: str, stat: tuple[int, int]) -> None:
+    def _store(self, con: sqlite3.Connection, path: str, stamp: str) -> None:
         run_dir = self.root / path
         summary: RunSummary | None = None
         problem: str | None = None
@@ -267,11 +288,10 @@ class RunIndex:
         except (ValueError, pydantic.ValidationError) as exc:  # JSONDecodeError is one
             problem = f"not a run report: {_first_line(exc)}"
         con.execute(
-            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 path,
-                stat[0],
-                stat[1],
+                stamp,
                 summary.run_id if summary else None,
                 summary.task_id if summary else None,
                 summary.started_at.isoformat() if summary else None,

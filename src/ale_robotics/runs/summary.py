@@ -6,6 +6,9 @@ listing and too little in one place to compare runs: the label, the times and th
 per-episode values of the primary metric are spread over the report. A summary is
 that, flat, small and stable, so that the index can keep one per run and every
 consumer (``runs list``, the leaderboard, the HTML report) reads the same numbers.
+
+Each summary carries its run's :class:`~.verify.Verification`: whether its
+``result.json`` agrees with the evaluator's signed events. Only a verified run ranks.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, computed_field
 
 from ale_robotics.harness.plot import episode_plot
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
+from ale_robotics.runs.verify import Verification, verify_run
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "RunState", "RunSummary", "load_summary", "summarize"]
 
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2
 """Bumped whenever what a summary holds or how it is derived changes: an index holding
 summaries of another version is rebuilt (see :mod:`.index`)."""
 
@@ -54,7 +58,8 @@ class RunSummary(BaseModel):
     )
     wall_s: float = Field(description="Seconds from the run's start to its end.")
     official: bool = Field(
-        description="The task's official result: full protocol, read on the harness channel."
+        description="The task's official result as result.json claims it (full protocol, read "
+        "on the harness channel); only 'verified' says the claim holds."
     )
     smoke_episodes: int | None = Field(
         default=None, description="A smoke run (--episodes N): N; None for a full run."
@@ -105,15 +110,27 @@ class RunSummary(BaseModel):
     reason: str = Field(
         default="", description="A stopped run: why it stopped; '' for a completed run."
     )
+    verification: Verification | None = Field(
+        default=None,
+        description="result.json against the run's signed events; None when not checked "
+        "(a summary made without its trajectory), which never ranks.",
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _drop_computed(cls, data: Any) -> Any:
-        """Accept a summary's own JSON back (``ranked`` and ``not_ranked_because`` are
-        recomputed, never read)."""
-        if isinstance(data, dict) and ("ranked" in data or "not_ranked_because" in data):
-            data = {k: v for k, v in data.items() if k not in ("ranked", "not_ranked_because")}
+        """Accept a summary's own JSON back (``ranked``, ``not_ranked_because`` and
+        ``verified`` are recomputed, never read)."""
+        if isinstance(data, dict) and any(k in data for k in COMPUTED_FIELDS):
+            data = {k: v for k, v in data.items() if k not in COMPUTED_FIELDS}
         return data
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="True when result.json agrees with the run's signed events."
+    )
+    @property
+    def verified(self) -> bool:
+        return self.verification is not None and self.verification.verified
 
     @computed_field(description="True when the leaderboard may rank this run.")  # type: ignore[prop-decorator]
     @property
@@ -127,6 +144,10 @@ class RunSummary(BaseModel):
     def not_ranked_because(self) -> str | None:
         if self.state != "completed":
             return f"{self.state}: no verdict"
+        if self.verification is None:
+            return "not verified: its signed events were not checked"
+        if not self.verification.verified:
+            return f"unverified: {self.verification.reason}"
         if self.smoke_episodes is not None:
             return f"smoke run ({self.smoke_episodes} of {self.smoke_of} episodes)"
         if not self.official:
@@ -137,9 +158,12 @@ class RunSummary(BaseModel):
 
     @property
     def kind(self) -> str:
-        """In a word or two what the run is: 'official', 'smoke 2/10', 'interrupted'..."""
+        """In a word or two what the run is: 'official', 'smoke 2/10', 'interrupted',
+        'unverified' (result.json contradicts its signed events: whatever it claims)..."""
         if self.state != "completed":
             return self.state
+        if self.verification is not None and not self.verification.verified:
+            return "unverified"
         if self.smoke_episodes is not None:
             return f"smoke {self.smoke_episodes}/{self.smoke_of}"
         return "official" if self.official else "unofficial"
@@ -169,8 +193,13 @@ def _times(
     return started.astimezone(dt.UTC), ended.astimezone(dt.UTC)
 
 
-def summarize(report: RunReport | StoppedRunReport, run_dir: Path) -> RunSummary:
-    """The summary of the run in ``run_dir`` whose ``result.json`` is ``report``."""
+def summarize(
+    report: RunReport | StoppedRunReport,
+    run_dir: Path,
+    verification: Verification | None = None,
+) -> RunSummary:
+    """The summary of the run in ``run_dir`` whose ``result.json`` is ``report``, with
+    ``verification`` (None: not checked, so it never ranks; :func:`load_summary` checks)."""
     started, ended = _times(report, run_dir / "result.json")
     common = {
         "run_id": report.run_id,
@@ -182,6 +211,7 @@ def summarize(report: RunReport | StoppedRunReport, run_dir: Path) -> RunSummary
         "ended_at": ended,
         "wall_s": report.wall_s,
         "agent_cmd": report.agent_cmd,
+        "verification": verification,
     }
     if isinstance(report, StoppedRunReport):
         return RunSummary(**common, official=False, reason=report.reason)
@@ -236,6 +266,8 @@ def _episode_values(report: RunReport) -> list[float]:
 
 
 def load_summary(run_dir: Path) -> RunSummary:
-    """The summary of the run in ``run_dir`` (raises ``OSError`` when its ``result.json``
-    cannot be read and ``pydantic.ValidationError`` when it is not a run report)."""
-    return summarize(load_run_report(run_dir / "result.json"), run_dir)
+    """The summary of the run in ``run_dir``, its ``result.json`` checked against its signed
+    events (raises ``OSError`` when its ``result.json`` cannot be read and
+    ``pydantic.ValidationError`` when it is not a run report)."""
+    report = load_run_report(run_dir / "result.json")
+    return summarize(report, run_dir, verify_run(run_dir, report))
