@@ -366,10 +366,13 @@ class AleClient:
         """Commit the policy at ``path`` (default: the submission directory) as a checkpoint.
 
         The evaluator snapshots only the contract's policy file there, stamps it
-        with its own count of the run's practice steps and evaluates it on hidden
-        seeds before answering (hence the longer ``timeout_s``); the answer never
-        holds a return. Retried on UNAVAILABLE with the same ``client_token``, so a
-        retry can never commit a second checkpoint. A path that cannot hold a
+        with its own count of the run's practice steps and answers; it evaluates it
+        on hidden seeds when the run's result is built. The answer is the same
+        whatever that evaluation finds (never a return, never a failure): a file
+        that breaks the contract, or a policy whose actions are NaN, uses up a
+        checkpoint like a good one, so check a file first with ``ale-robotics
+        check-submission``. Retried on UNAVAILABLE with the same ``client_token``, so
+        a retry can never commit a second checkpoint. A path that cannot hold a
         policy is refused here, before any call (:class:`InvalidArgumentError`), as
         by :meth:`submit`.
         """
