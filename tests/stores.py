@@ -40,18 +40,23 @@ class Backend:
 
     def set_schema_version(self, version: int) -> None:
         """Write ``version`` as a newer release would have (outside any store)."""
+        self.sql(f"INSERT INTO schema_version (version, applied) VALUES ({int(version)}, 0)")
+
+    def sql(self, statement: str) -> list[tuple[object, ...]]:
+        """Run one statement outside any store (committed); its rows."""
         if self.kind == "sqlite":
             con = sqlite3.connect(self.url)
-            con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
-            con.commit()
-            con.close()
-        else:
-            import psycopg
+            try:
+                rows = con.execute(statement).fetchall()
+                con.commit()
+            finally:
+                con.close()
+            return rows
+        import psycopg
 
-            with psycopg.connect(self.url, autocommit=True) as conn:
-                conn.execute(
-                    "INSERT INTO schema_version (version, applied) VALUES (%s, 0)", (version,)
-                )
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cur = conn.execute(statement)  # type: ignore[arg-type]
+            return list(cur.fetchall()) if cur.description else []
 
     def close_all(self) -> None:
         for store in self._opened:

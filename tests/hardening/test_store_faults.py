@@ -41,8 +41,8 @@ def test_a_full_sqlite_store_raises_unavailable_not_a_raw_sqlite_error(tmp_path:
     """SQLite's page limit makes a real SQLITE_FULL ("database or disk is full")."""
     store = SqliteJobStore(tmp_path / "jobs.sqlite3")
     try:
-        (pages,) = store._db.execute("PRAGMA page_count").fetchone()
-        store._db.execute(f"PRAGMA max_page_count = {pages}")
+        (pages,) = store.dialect.connection.execute("PRAGMA page_count").fetchone()
+        store.dialect.connection.execute(f"PRAGMA max_page_count = {pages}")
         with pytest.raises(StoreUnavailable) as info:
             for i in range(1000):
                 store.create(
@@ -56,7 +56,7 @@ def test_a_full_sqlite_store_raises_unavailable_not_a_raw_sqlite_error(tmp_path:
         assert "database or disk is full" in info.value.fault
         assert str(tmp_path) not in info.value.fault  # what an agent may read names no path
         assert store.latest_for_run("r") is not None  # reads still work; nothing half-written
-        store._db.execute("PRAGMA max_page_count = 1073741823")
+        store.dialect.connection.execute("PRAGMA max_page_count = 1073741823")
         store.create(run_id="r", task_id="t", client_token="after", episodes_total=1, files={})
     finally:
         store.close()

@@ -1,7 +1,7 @@
 """The job store contract: one set of cases, run against every store (``backend``).
 
 What any :class:`JobStore` must do for evaluators sharing it (see
-:mod:`ale_robotics.evaluator.store.base`): jobs deduplicated by client token;
+:mod:`ale_robotics.evaluator.store.ports`): jobs deduplicated by client token;
 claims under an owner and a lease, scoped to a run when asked, each job to one
 claimer; renewal; conditional writes that a process which lost its job loses;
 expired leases requeued (eval-session rows failed instead, in the same
@@ -9,7 +9,8 @@ transaction); runs cancelled; quota, retry and queue counts; each run's events
 numbered 0, 1, 2 ... with no gap however many threads, stores and processes
 append at once, and one preamble however many race its first event; the runs
 opened with OpenRun and their practice step counts, shared by every store at
-once; the schema created once, reopened unchanged, never lowered.
+once; the schema created once, reopened unchanged, never lowered, a new migration
+applied once by stores opening together.
 
 Each test opens one store per simulated evaluator process on one fresh file or
 database, as those processes do.
@@ -36,8 +37,11 @@ from ale_robotics.evaluator.store import (
     JobState,
     JobStore,
     RunRecord,
+    SqlJobStore,
+    migrations,
     new_job_id,
 )
+from ale_robotics.evaluator.store.migrations import Migration
 
 SHORT = 0.3
 """A lease short enough to expire within a test."""
@@ -935,11 +939,12 @@ def test_a_fresh_store_is_at_the_current_schema_and_reopens_unchanged(backend: B
     assert again.get_run("run-1") == _run() and again.practice_steps("run-1") == 4
 
 
-def test_stores_opening_a_fresh_file_or_database_at_once_all_succeed(backend: Backend) -> None:
+def _open_together(backend: Backend, n: int) -> list[JobStore]:
+    """``n`` stores opened at once (threads released together); each must open."""
     errors: list[BaseException] = []
     opened: list[JobStore] = []
     lock = threading.Lock()
-    go = threading.Barrier(6)
+    go = threading.Barrier(n)
 
     def open_one() -> None:
         go.wait()
@@ -952,12 +957,17 @@ def test_stores_opening_a_fresh_file_or_database_at_once_all_succeed(backend: Ba
         with lock:
             opened.append(store)
 
-    threads = [threading.Thread(target=open_one) for _ in range(6)]
+    threads = [threading.Thread(target=open_one) for _ in range(n)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
+    return opened
+
+
+def test_stores_opening_a_fresh_file_or_database_at_once_all_succeed(backend: Backend) -> None:
+    opened = _open_together(backend, 6)
     assert {s.schema_version() for s in opened} == {type(opened[0]).SCHEMA_VERSION}
     _new(opened[0])
     assert opened[-1].claim_next() is not None
@@ -972,6 +982,27 @@ def test_a_newer_schema_version_is_never_lowered(backend: Backend) -> None:
     assert store.schema_version() == newer
     _new(store)  # and it works on it
     assert store.claim_next() is not None
+
+
+def test_a_new_migration_is_applied_once_by_stores_opening_together(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store of the next release opens an older database: the new version is applied
+    once, in order, however many stores open it at once, and the data is kept."""
+    old = backend.open(owner="old")
+    job_id = _new(old)
+    old.close()
+    nxt = SqlJobStore.SCHEMA_VERSION + 1
+    note = Migration(nxt, ("ALTER TABLE jobs ADD COLUMN note TEXT NOT NULL DEFAULT ''",))
+    monkeypatch.setattr(migrations, "MIGRATIONS", (*migrations.MIGRATIONS, note))
+    monkeypatch.setattr(SqlJobStore, "SCHEMA_VERSION", nxt)
+    opened = _open_together(backend, 4)
+    assert {s.schema_version() for s in opened} == {nxt}
+    kept = opened[0].get(job_id)
+    assert kept is not None and kept.state is JobState.QUEUED
+    versions = backend.sql("SELECT version FROM schema_version ORDER BY version")
+    assert [v for (v,) in versions] == list(range(1, nxt + 1))  # each applied once
+    assert backend.sql("SELECT note FROM jobs") == [("",)]
 
 
 def test_every_store_is_an_event_log(backend: Backend) -> None:

@@ -1,4 +1,4 @@
-"""What only the PostgreSQL store has: the server's clock, migrations, lost connections.
+"""What only the PostgreSQL store has: the server's clock, its SQL, lost connections.
 
 The rules every store keeps are in ``test_contract.py``; these run on the session's
 throwaway cluster (:mod:`pg`), skipped where PostgreSQL is not installed.
@@ -6,7 +6,6 @@ throwaway cluster (:mod:`pg`), skipped where PostgreSQL is not installed.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 
@@ -14,14 +13,8 @@ import pytest
 from pg import PgCluster
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.evaluator.store import (
-    JobState,
-    RunRecord,
-    StoreUnavailable,
-    open_store,
-    pg_schema,
-)
-from ale_robotics.evaluator.store.postgresql import PostgresJobStore
+from ale_robotics.evaluator.store import JobState, StoreUnavailable, open_store
+from ale_robotics.evaluator.store.postgresql import PostgresJobStore, _pg_sql
 
 
 @pytest.fixture
@@ -72,68 +65,6 @@ def test_leases_run_on_the_servers_clock_not_the_replicas(
     assert held is not None and held.owner == "ahead" and held.state is JobState.RUNNING
 
 
-def test_an_older_database_is_migrated_once_by_replicas_starting_together(
-    url: str, opened: list[PostgresJobStore], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    old = _open(opened, url, owner="old")
-    job, _ = old.create(run_id="r1", task_id="t", client_token="a", episodes_total=1, files={})
-    old.close()
-    current = pg_schema.SCHEMA_VERSION
-    nxt = current + 1
-    migration = (nxt, ("ALTER TABLE jobs ADD COLUMN IF NOT EXISTS note TEXT NOT NULL DEFAULT ''",))
-    monkeypatch.setattr(pg_schema, "MIGRATIONS", (*pg_schema.MIGRATIONS, migration))
-    monkeypatch.setattr(PostgresJobStore, "SCHEMA_VERSION", nxt)
-    errors: list[BaseException] = []
-    go = threading.Barrier(4)
-
-    def start() -> None:
-        go.wait()
-        try:
-            _open(opened, url)
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=start) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    store = opened[-1]
-    assert store.schema_version() == nxt
-    kept = store.get(job.job_id)
-    assert kept is not None and kept.state is JobState.QUEUED
-
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        versions = [r[0] for r in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
-        notes = conn.execute("SELECT note FROM jobs").fetchall()
-    assert versions == list(range(1, nxt + 1))  # each applied once
-    assert notes == [("",)]
-
-
-def test_a_version_1_database_gains_the_runs_and_practice_tables(
-    url: str, opened: list[PostgresJobStore], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A database the release before schema 2 made: its jobs and events are kept, and
-    the runs and practice counts move in."""
-    with monkeypatch.context() as m:
-        m.setattr(pg_schema, "MIGRATIONS", pg_schema.MIGRATIONS[:1])
-        m.setattr(PostgresJobStore, "SCHEMA_VERSION", 1)
-        old = _open(opened, url, owner="old")
-        assert old.schema_version() == 1
-        job, _ = old.create(run_id="r1", task_id="t", client_token="a", episodes_total=1, files={})
-        old.append_event("r1", lambda seq: f'{{"eval_seq": {seq}}}')
-        old.close()
-    store = _open(opened, url)
-    assert store.schema_version() == 2 == pg_schema.SCHEMA_VERSION
-    assert store.get(job.job_id) is not None and store.events("r1") == ['{"eval_seq": 0}']
-    run = RunRecord("run-1", "task-v1", "b" * 64, "/vol/run-1", 1.0)
-    assert store.add_run(run) and store.get_run("run-1") == run
-    assert store.charge_practice_steps("run-1", 3, limit=3) == (True, 3)
-
-
 def test_an_unreachable_server_is_store_unavailable_without_the_password() -> None:
     url = "postgresql://ale:hunter2@/jobs?host=/nonexistent-ale-socket-dir&connect_timeout=2"
     with pytest.raises(StoreUnavailable) as info:
@@ -172,3 +103,11 @@ def test_a_closed_store_refuses_calls(url: str) -> None:
     with pytest.raises(StoreUnavailable, match="closed"):
         store.get("job-x")
     store.close()  # twice is fine
+
+
+def test_the_queries_named_parameters_become_psycopgs_and_now_the_servers_clock() -> None:
+    assert _pg_sql("UPDATE t SET a = :now + :lease_s WHERE b LIKE '5%' AND c = :c") == (
+        "UPDATE t SET a = date_part('epoch', statement_timestamp()) + %(lease_s)s "
+        "WHERE b LIKE '5%%' AND c = %(c)s"
+    )
+    assert _pg_sql("SELECT x::text, :nowhere") == "SELECT x::text, %(nowhere)s"

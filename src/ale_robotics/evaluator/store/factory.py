@@ -1,9 +1,9 @@
 """Open a job store from what an operator writes: a path or a URL.
 
-* a path, or ``sqlite:///ABSOLUTE/PATH``: the embedded SQLite store
+* a path, or ``sqlite:///ABSOLUTE/PATH``: the job store on SQLite
   (:class:`.sqlite.SqliteJobStore`), one file shared by the processes of one host;
-* ``postgresql://...`` (or ``postgres://...``, any libpq connection URI): the
-  PostgreSQL store (:class:`.postgresql.PostgresJobStore`), one database shared by
+* ``postgresql://...`` (or ``postgres://...``, any libpq connection URI): the job
+  store on PostgreSQL (:class:`.postgresql.PostgresJobStore`), one database shared by
   evaluator replicas on several hosts.
 
 The PostgreSQL module, and with it psycopg, is imported only when such a URL is
@@ -18,7 +18,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ale_robotics.errors import FailedPreconditionError, InvalidArgumentError
-from ale_robotics.evaluator.store.base import DEFAULT_LEASE_S, JobStore, redacted
+from ale_robotics.evaluator.store.base import DEFAULT_LEASE_S, redacted
+from ale_robotics.evaluator.store.ports import JobStore
 from ale_robotics.evaluator.store.sqlite import SqliteJobStore
 
 __all__ = ["StoreKind", "StoreLocation", "open_store", "parse_store_url"]
