@@ -61,7 +61,7 @@ class EvaluatorConfig:
         (each job also at most ``max_attempts`` attempts); see :mod:`.runner`."""
         self.free_infra_failures_per_run = free_infra_failures_per_run
         """Infrastructure-failed jobs of a run that do not count against its submission
-        quota; each one beyond counts (:meth:`.store.JobStore.quota_used`)."""
+        quota; each one beyond counts (:meth:`.store.JobQueue.quota_used`)."""
         if job_lease_s <= 0:
             raise ValueError(f"job_lease_s must be positive, got {job_lease_s}")
         self.job_lease_s = job_lease_s

@@ -40,7 +40,7 @@ from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
 from ale_robotics.evaluator.result import EpisodeRecord, TrainingUsage
 from ale_robotics.evaluator.result_builder import ResultBuilder
-from ale_robotics.evaluator.store import JobState, JobStore
+from ale_robotics.evaluator.store import JobQueue, JobState
 from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TaskSpec
@@ -64,7 +64,7 @@ class EvalRecords:
 
     def __init__(
         self,
-        store: JobStore,
+        store: JobQueue,
         ledger: RunLedger,
         results: ResultBuilder,
         training: TrainingLedger,
@@ -93,7 +93,7 @@ class EvalRecords:
     def fail_interrupted(self, failed: Iterable[str]) -> list[str]:
         """Sign the end of eval-session jobs whose evaluator died during the session.
 
-        The store already ended them FAILED (``JobStore.requeue_expired`` with
+        The store already ended them FAILED (``JobQueue.requeue_expired`` with
         :data:`EVAL_SESSION_TOKEN` among its ``fail_tokens``); this adds the signed
         ``result`` event, so the run's record says so too. Returns their ids.
         """
@@ -117,7 +117,7 @@ class EvalRecorder:
 
     def __init__(
         self,
-        store: JobStore,
+        store: JobQueue,
         ledger: RunLedger,
         results: ResultBuilder,
         training: TrainingLedger,

@@ -44,9 +44,9 @@ from ale_robotics.evaluator.snapshot import (
     staging_dir,
 )
 from ale_robotics.evaluator.store import (
+    JobQueue,
     JobRecord,
     JobState,
-    JobStore,
     StoreUnavailable,
     new_job_id,
 )
@@ -80,7 +80,7 @@ class JobService:
 
     def __init__(
         self,
-        store: JobStore,
+        store: JobQueue,
         ledger: RunLedger,
         results: ResultBuilder,
         tasks: TaskCatalog,

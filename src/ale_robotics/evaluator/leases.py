@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from ale_robotics.evaluator.eval_record import EVAL_SESSION_TOKEN, EvalRecords
-from ale_robotics.evaluator.store import JobStore
+from ale_robotics.evaluator.store import JobQueue
 
 __all__ = ["LeaseReaper"]
 
@@ -25,7 +25,7 @@ _FAIL_REASON = "the evaluator running the eval session stopped during it; this r
 class LeaseReaper:
     """Requeues (or, for eval sessions, fails) the jobs whose lease expired."""
 
-    def __init__(self, store: JobStore, records: EvalRecords, *, bound_run: str | None) -> None:
+    def __init__(self, store: JobQueue, records: EvalRecords, *, bound_run: str | None) -> None:
         self._store = store
         self._records = records
         self._bound_run = bound_run

@@ -14,7 +14,7 @@ checkpoint episode, so that an audit can check the seeds every checkpoint was
 evaluated on), so every later event is checkable against them; :meth:`RunLedger.event`
 hands that preamble to the store with every event, which stores it before a
 run's first event, in the same transaction, however many processes (or
-replicas) write the run's first events at once (:meth:`.store.JobStore.append_event`).
+replicas) write the run's first events at once (:meth:`.store.EventLog.append_event`).
 """
 
 from __future__ import annotations

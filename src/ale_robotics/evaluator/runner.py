@@ -23,7 +23,7 @@ Whose failure, and what it costs:
   ``TIMED_OUT`` (infrastructure), not retried.
 * Infrastructure-failed jobs are free against ``max_submissions`` only up to
   ``free_infra_failures_per_run`` (default 1) per run; beyond, each counts
-  (:meth:`.store.JobStore.quota_used`). Together: a run gets at most
+  (:meth:`.store.JobQueue.quota_used`). Together: a run gets at most
   ``max_submissions`` verdicts however its jobs fail, so a failure cannot be
   turned into a free re-draw.
 
@@ -76,9 +76,9 @@ from ale_robotics.evaluator.result_builder import ResultBuilder
 from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected, reclaim_snapshots
 from ale_robotics.evaluator.store import (
     FailureSource,
+    JobQueue,
     JobRecord,
     JobState,
-    JobStore,
     StoreUnavailable,
 )
 from ale_robotics.tasks.spec import TaskSpec
@@ -148,7 +148,7 @@ class JobRunner:
 
     def __init__(
         self,
-        store: JobStore,
+        store: JobQueue,
         pool: Executor,
         ledger: RunLedger,
         results: ResultBuilder,

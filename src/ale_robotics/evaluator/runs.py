@@ -32,7 +32,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from ale_robotics.errors import FailedPreconditionError, PermissionDeniedError
-from ale_robotics.evaluator.store import JobStore, RunRecord
+from ale_robotics.evaluator.store import RunRecord, RunStore
 from ale_robotics.evaluator.store.base import check_token_sha256
 
 __all__ = ["TRUSTED", "Access", "OpenedRun", "RunClosed", "RunRegistry", "Scope", "token_digest"]
@@ -144,7 +144,7 @@ class RunRegistry:
     are never forgotten) and a closed run (closing is final).
     """
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: RunStore) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._known: set[str] = set()

@@ -32,7 +32,7 @@ from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import FileFormat, SubmissionContract
 
 if TYPE_CHECKING:
-    from ale_robotics.evaluator.store import JobStore
+    from ale_robotics.evaluator.store import JobQueue
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -269,7 +269,7 @@ def _last_touched(path: Path) -> float | None:
 
 def reclaim_snapshots(
     snapshots: Path,
-    store: JobStore,
+    store: JobQueue,
     *,
     min_age_s: float = RECLAIM_MIN_AGE_S,
     now: float | None = None,

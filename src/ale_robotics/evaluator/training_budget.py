@@ -19,7 +19,7 @@ Tasks whose agent simulates itself (a batch task with ``training.simulator``
 is "evaluator" (a batch task too) trains only in practice sessions, counted and
 enforced like an interactive task's.
 
-The counts live in the job store (:meth:`.store.JobStore.charge_practice_steps`),
+The counts live in the job store (:meth:`.store.PracticeBudgets.charge_practice_steps`),
 not in the process: every replica sharing the store charges one counter per run,
 and each charge is checked against the budget and added in one transaction, so
 two replicas serving one run's practice sessions can never both pass the check
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from ale_robotics.errors import ResourceExhaustedError
 from ale_robotics.evaluator.result import TrainingUsage
-from ale_robotics.evaluator.store import JobStore
+from ale_robotics.evaluator.store import PracticeBudgets
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TrainingStepUnit
 
@@ -77,7 +77,7 @@ class TrainingLedger:
     however many of them charge at once.
     """
 
-    def __init__(self, store: JobStore) -> None:
+    def __init__(self, store: PracticeBudgets) -> None:
         self._store = store
 
     def used(self, run_id: str) -> int:
