@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from ale_robotics.harness.docker_cli import (
+from ale_robotics.sandboxes.docker.cli import (
     DEFAULT_AGENT_IMAGE,
     DEFAULT_EVALUATOR_IMAGE,
     DockerError,
     docker_available,
     require_docker,
 )
-from ale_robotics.harness.docker_images import require_image
+from ale_robotics.sandboxes.docker.images import require_image
 
 REQUIRED = os.environ.get("ALE_REQUIRE_DOCKER") == "1"
 AGENT_IMAGE = os.environ.get("ALE_TEST_AGENT_IMAGE", DEFAULT_AGENT_IMAGE)

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ale_robotics.harness.sandbox import sandbox_available
+from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here")
 

@@ -147,7 +147,7 @@ def test_harness_runs_on_a_shared_evaluator_are_isolated(
     module_tmp: Path, registry: Registry, task: TaskSpec
 ) -> None:
     from ale_robotics.harness.run import RunOptions, run_task
-    from ale_robotics.harness.sandbox import sandbox_available
+    from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
     mode = "bwrap" if sandbox_available() else "none"
     root = module_tmp / "hr"

@@ -21,7 +21,7 @@ import pytest
 from hardening_helpers import RUN, TASK_ID, children_of
 
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.harness.sandbox import (
+from ale_robotics.sandboxes.bwrap.command import (
     SandboxError,
     bwrap_command,
     read_sandbox_status,

@@ -26,7 +26,7 @@ from ale_robotics.harness.hidden_modules import (
     module_path,
     sandbox_hidden_paths,
 )
-from ale_robotics.harness.sandbox import bwrap_command, sandbox_available
+from ale_robotics.sandboxes.bwrap.command import bwrap_command, sandbox_available
 from ale_robotics.tasks import Registry, default_registry
 from ale_robotics.tasks.spec import SimulatorSpec
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import docker_support
 import pytest
 
-from ale_robotics.harness.sandbox import sandbox_available
+from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
 CLI = [sys.executable, "-m", "ale_robotics"]
 TASK = "td3-inverted-pendulum-v1"

@@ -17,18 +17,18 @@ from pathlib import Path
 
 import pytest
 
-from ale_robotics.harness import live_sandboxes
-from ale_robotics.harness.live_sandboxes import LiveSandbox, register
-from ale_robotics.harness.live_sandboxes import live_sandboxes as live
-from ale_robotics.harness.mount_plan import Mount, plan_mounts, shows
-from ale_robotics.harness.run_dirs import (
+from ale_robotics.sandboxes import live as live_sandboxes
+from ale_robotics.sandboxes.bwrap.command import bwrap_command, sandbox_available, sandbox_mounts
+from ale_robotics.sandboxes.live import LiveSandbox, register
+from ale_robotics.sandboxes.live import live_sandboxes as live
+from ale_robotics.sandboxes.mount_plan import Mount, plan_mounts, shows
+from ale_robotics.sandboxes.run_dirs import (
     DirKind,
     VisibleToSandboxError,
     known_run_dirs,
     new_private_dirs,
     run_dirs_file,
 )
-from ale_robotics.harness.sandbox import bwrap_command, sandbox_available, sandbox_mounts
 
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here")
 

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import pytest
 
-from ale_robotics.harness.sandbox import sandbox_available
+from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
 CLI = [sys.executable, "-m", "ale_robotics"]
 PENDULUM = "td3-inverted-pendulum-v1"
@@ -317,7 +317,7 @@ DOCKER_V1 = """\
 
 
 def test_mounts_and_own_cgroups_are_parsed() -> None:
-    from ale_robotics.harness.cgroups import own_cgroups, parse_mounts
+    from ale_robotics.sandboxes.cgroups import own_cgroups, parse_mounts
 
     (v2,) = parse_mounts(V2_HOST)
     assert (v2.version, v2.mountpoint, v2.controllers) == (2, Path("/sys/fs/cgroup"), frozenset())
@@ -334,7 +334,7 @@ def test_mounts_and_own_cgroups_are_parsed() -> None:
 
 
 def test_no_cgroup_mount_is_unavailable_with_the_reason() -> None:
-    from ale_robotics.harness.cgroups import CgroupsUnavailable, Limits, create_run_cgroup
+    from ale_robotics.sandboxes.cgroups import CgroupsUnavailable, Limits, create_run_cgroup
 
     with pytest.raises(CgroupsUnavailable, match="no cgroup hierarchy is mounted"):
         create_run_cgroup("x", Limits(), mountinfo="", proc_cgroup="")
@@ -342,8 +342,8 @@ def test_no_cgroup_mount_is_unavailable_with_the_reason() -> None:
 
 def test_the_task_budget_sets_limits_and_the_command_line_overrides_them() -> None:
     from ale_robotics.harness.agent_proc import agent_limits as _agent_limits
-    from ale_robotics.harness.cgroups import Limits
     from ale_robotics.harness.run import RunOptions
+    from ale_robotics.sandboxes.cgroups import Limits
     from ale_robotics.tasks.manifest import ComputeBudget, ManifestEntry
 
     entry = ManifestEntry.model_construct(
@@ -384,7 +384,7 @@ def test_a_run_cgroup_counts_freezes_kills_and_goes(version: Literal[1, 2]) -> N
     """Both hierarchies where this host has them (a hybrid host: v1 controllers, and a v2
     hierarchy without controllers, which still counts CPU time, freezes and kills)."""
     from ale_robotics.harness.agent_io import limited_argv
-    from ale_robotics.harness.cgroups import Limits, create_run_cgroup
+    from ale_robotics.sandboxes.cgroups import Limits, create_run_cgroup
 
     cg = create_run_cgroup(f"unit-{os.getpid()}", Limits(pids_max=64), version=version)
     try:

@@ -24,7 +24,7 @@ import pytest
 from helpers import child_pids
 
 from ale_robotics.harness.report import StoppedRunReport, load_run_report
-from ale_robotics.harness.sandbox import sandbox_available
+from ale_robotics.sandboxes.bwrap.command import sandbox_available
 from ale_robotics.trajectory import verify_file
 
 CLI = [sys.executable, "-m", "ale_robotics"]

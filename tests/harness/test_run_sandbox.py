@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from docker_support import DOCKER, agent_cmd, sandbox_args
 
-from ale_robotics.harness.sandbox import sandbox_available
+from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
 needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here")
 

@@ -74,7 +74,7 @@ def _check_agents(spec: EvalSetSpec, spec_path: Path) -> None:
     from ale_robotics.errors import InvalidArgumentError
     from ale_robotics.harness.options import RunOptions
     from ale_robotics.harness.preflight import check_agent_command
-    from ale_robotics.harness.sandbox import sandbox_available
+    from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
     workspace = _workspace(spec.run_args)
     bwrap = spec.sandbox == "bwrap" or (spec.sandbox == "auto" and sandbox_available())

@@ -207,7 +207,7 @@ def run(
             "'ale-robotics evaluator serve --executor ray'",
             param_hint="--executor",
         )
-    from ale_robotics.harness.sandbox import sandbox_available
+    from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
     if sandbox == "none" or (sandbox == "auto" and not sandbox_available()):
         console.print(

@@ -49,7 +49,7 @@ from ale_robotics.evalset.layout import (
 )
 from ale_robotics.evalset.spec import EvalSetSpec
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
-from ale_robotics.harness.run_dirs import new_private_dirs
+from ale_robotics.sandboxes.run_dirs import new_private_dirs
 
 __all__ = [
     "LOCK_FILE",
@@ -271,7 +271,7 @@ class EvalSetRunner:
         every sandbox started afterwards (this set's runs' included) hides each of them
         whole: a run of the set made later, its submission and ``result.json``, never
         shows in another's sandbox. A sandbox already running that would see the set's
-        directory refuses the set (:class:`~ale_robotics.harness.run_dirs.VisibleToSandboxError`).
+        directory refuses the set (:class:`~ale_robotics.sandboxes.run_dirs.VisibleToSandboxError`).
         """
         with new_private_dirs([(self.runs_root, "root"), (self.root, "root")]):
             self.root.mkdir(parents=True, exist_ok=True)

@@ -30,29 +30,29 @@ from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
-from ale_robotics.harness.cgroups import (
+from ale_robotics.harness.errors import HarnessError
+from ale_robotics.harness.hidden_modules import hidden_module_names, sandbox_hidden_paths
+from ale_robotics.harness.interrupt import StopRequest
+from ale_robotics.harness.options import RunOptions, default_state_dir
+from ale_robotics.harness.preflight import workspace_argv
+from ale_robotics.paths import state_home
+from ale_robotics.sandboxes.bwrap.command import (
+    bwrap_command,
+    read_sandbox_status,
+    sandbox_mounts,
+    shown_trees,
+)
+from ale_robotics.sandboxes.cgroups import (
     CgroupsUnavailable,
     Limits,
     RunCgroup,
     Usage,
     create_run_cgroup,
 )
-from ale_robotics.harness.docker_sandbox import AgentContainer, launch_agent_container
-from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.hidden_modules import hidden_module_names, sandbox_hidden_paths
-from ale_robotics.harness.interrupt import StopRequest
-from ale_robotics.harness.live_sandboxes import register as register_sandbox
-from ale_robotics.harness.mount_plan import Mount, plan_mounts
-from ale_robotics.harness.options import RunOptions, default_state_dir
-from ale_robotics.harness.preflight import workspace_argv
-from ale_robotics.harness.run_dirs import known_run_dirs
-from ale_robotics.harness.sandbox import (
-    bwrap_command,
-    read_sandbox_status,
-    sandbox_mounts,
-    shown_trees,
-)
-from ale_robotics.paths import state_home
+from ale_robotics.sandboxes.docker.container import AgentContainer, launch_agent_container
+from ale_robotics.sandboxes.live import register as register_sandbox
+from ale_robotics.sandboxes.mount_plan import Mount, plan_mounts
+from ale_robotics.sandboxes.run_dirs import known_run_dirs
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.spec import TaskSpec
 from ale_robotics.trajectory import TrajectoryWriter

@@ -1,11 +1,11 @@
-"""The harness's own failure: a run that could not be completed, through no fault of the agent."""
+"""The harness's own failure: a run that could not be completed, through no fault of the agent.
+
+Defined in :mod:`ale_robotics.sandboxes.errors` (the sandboxes, below the harness, raise
+it too) and exported here, where the harness's callers look for it.
+"""
 
 from __future__ import annotations
 
-from ale_robotics.errors import AleError
+from ale_robotics.sandboxes.errors import HarnessError
 
 __all__ = ["HarnessError"]
-
-
-class HarnessError(AleError):
-    """The run could not be completed (infrastructure, not the agent's score)."""

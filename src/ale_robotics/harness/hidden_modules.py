@@ -5,7 +5,7 @@ scripted expert policies (``metaworld.policies``) for every task. An agent that
 imports them would be scored on Meta-World's controller, not on its own. A task
 lists such modules in its config (``env.agent_hidden_modules``, covered by the
 config hash like the rest of its protocol); :func:`sandbox_hidden_paths` finds
-where they are installed, and the sandbox (``bwrap_command(block_imports=...)``)
+where they are installed (:mod:`ale_robotics.sandboxes.hidden`), and the sandbox
 lays an empty tmpfs over each package with an ``__init__.py`` that raises
 ``ImportError``, so the files cannot be imported, read or listed inside.
 
@@ -26,9 +26,9 @@ importing a simulator in the harness would be slow and would run its code.
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from ale_robotics.sandboxes.hidden import install_paths, module_path
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["SIMULATOR_PACKAGES", "hidden_module_names", "module_path", "sandbox_hidden_paths"]
@@ -53,37 +53,6 @@ or drives it (a suite built on MuJoCo would hand the agent MuJoCo again). Those 
 installed here are skipped."""
 
 
-def module_path(name: str) -> Path | None:
-    """Where module ``name`` is installed: a package's directory or a module's ``.py`` file.
-
-    None when it is not installed (nothing to hide). Only the top-level package
-    is looked up through the import system (``find_spec`` of a top-level name
-    imports nothing); the rest of the dotted name is followed on disk.
-    """
-    top, *rest = name.split(".")
-    spec = importlib.util.find_spec(top)
-    if spec is None:
-        return None
-    if not spec.submodule_search_locations:
-        return Path(spec.origin) if not rest and spec.origin else None
-    bases = [Path(p) for p in spec.submodule_search_locations]
-    if not rest:
-        return bases[0]
-    for i, part in enumerate(rest):
-        last = i == len(rest) - 1
-        found: Path | None = None
-        for base in bases:
-            if (base / part).is_dir():
-                found = base / part
-                break
-            if last and (base / f"{part}.py").is_file():
-                return base / f"{part}.py"
-        if found is None:
-            return None
-        bases = [found]
-    return bases[0]
-
-
 def hidden_module_names(task: TaskSpec) -> list[str]:
     """The modules ``task``'s agent must not import: its ``env.agent_hidden_modules``, then,
     when its simulator runs only in the evaluator, its simulator family's packages."""
@@ -94,14 +63,6 @@ def hidden_module_names(task: TaskSpec) -> list[str]:
 
 
 def sandbox_hidden_paths(task: TaskSpec) -> list[Path]:
-    """The resolved install paths of :func:`hidden_module_names` that exist here.
-
-    A path inside another one of the list is left out: hiding the package above it
-    already hides it (``metaworld.policies`` once ``metaworld`` itself is hidden).
-    """
-    found: list[Path] = []
-    for name in hidden_module_names(task):
-        path = module_path(name)
-        if path is not None and path.resolve() not in found:
-            found.append(path.resolve())
-    return [p for p in found if not any(q in p.parents for q in found)]
+    """The resolved install paths of :func:`hidden_module_names` that exist here (the
+    outermost ones: :func:`ale_robotics.sandboxes.hidden.install_paths`)."""
+    return install_paths(hidden_module_names(task))

@@ -12,7 +12,7 @@ the harness's, carried over the exec's stdio. Only who can ``docker exec`` into
 the evaluator container (root or the docker group, never the agent, whose
 container has no Docker socket and no network) can use it; the harness token is
 still required on every call. The harness side is
-:class:`ale_robotics.harness.evaluator_container.LoopbackProxy`.
+:class:`ale_robotics.sandboxes.docker.evaluator.LoopbackProxy`.
 
 Standard library only, and nothing of this package is imported beyond its
 ``__init__``: it starts in well under a second.

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Literal
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.harness.docker_cli import DEFAULT_AGENT_IMAGE
-from ale_robotics.harness.docker_images import agent_user, require_image, resolve_in_image
 from ale_robotics.harness.options import RunOptions, default_state_dir
-from ale_robotics.harness.sandbox import sandbox_visible
+from ale_robotics.sandboxes.bwrap.command import sandbox_visible
+from ale_robotics.sandboxes.docker.cli import DEFAULT_AGENT_IMAGE
+from ale_robotics.sandboxes.docker.images import agent_user, require_image, resolve_in_image
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [

@@ -36,9 +36,7 @@ from ale_robotics.harness.agent_proc import (
     latest_job,
     run_agent,
 )
-from ale_robotics.harness.docker_cli import require_docker
 from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.evaluator_container import EvaluatorContainer, harness_client
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.options import (
@@ -57,9 +55,11 @@ from ale_robotics.harness.report import (
     start_report,
     write_stopped,
 )
-from ale_robotics.harness.run_dirs import DirKind, new_private_dirs
-from ale_robotics.harness.sandbox import require_sandbox, sandbox_available
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
+from ale_robotics.sandboxes.bwrap.command import require_sandbox, sandbox_available
+from ale_robotics.sandboxes.docker.cli import require_docker
+from ale_robotics.sandboxes.docker.evaluator import EvaluatorContainer, harness_client
+from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
 from ale_robotics.scoring import score
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec

@@ -18,7 +18,7 @@ import pytest
 from docker_support import AGENT_IMAGE, need_docker
 
 from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.evaluator_container import parse_loopback_address
+from ale_robotics.sandboxes.docker.evaluator import parse_loopback_address
 
 CLI = [sys.executable, "-m", "ale_robotics"]
 TASK = "td3-inverted-pendulum-v1"

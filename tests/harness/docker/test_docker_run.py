@@ -22,7 +22,7 @@ from docker_support import (
     sandbox_args,
 )
 
-from ale_robotics.harness.sandbox import sandbox_available
+from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
 CLI = [sys.executable, "-m", "ale_robotics"]
 TASK = "td3-inverted-pendulum-v1"

@@ -30,8 +30,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ale_robotics.harness.mount_plan import Mount, shows
 from ale_robotics.paths import state_home
+from ale_robotics.sandboxes.mount_plan import Mount, shows
 
 __all__ = ["LiveSandbox", "SandboxLease", "live_sandboxes", "register", "watching"]
 

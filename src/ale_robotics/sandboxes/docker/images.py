@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.harness.docker_cli import (
+from ale_robotics.sandboxes.docker.cli import (
     LABEL_ROLE,
     MAKE_IMAGES,
     DockerError,
@@ -139,7 +139,7 @@ def resolve_in_image(image: ImageInfo, argv: tuple[str, ...], user: str) -> Reso
     )
 
 
-# module_path() of ale_robotics.harness.hidden_modules, run by the image's Python: where
+# module_path() of ale_robotics.sandboxes.hidden, run by the image's Python: where
 # each named module is installed there, found without importing it or its parents.
 _FIND_MODULES = r"""
 import importlib.util, sys

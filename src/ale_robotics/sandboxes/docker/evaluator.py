@@ -31,7 +31,7 @@ read-only into the evaluator container (``--agent-token-file``,
 ``--harness-token-file``). The container has no network, no capabilities beyond
 reading files (root inside: ``DAC_READ_SEARCH``, so a submission file the agent made
 unreadable is still read), a read-only root file system and the harness's uid;
-it is labelled, reaped and swept like the agent's (:mod:`.docker_sandbox`). Its
+it is labelled, reaped and swept like the agent's (:mod:`.container`). Its
 log is kept in ``runs/<run_id>/evaluator.log``.
 """
 
@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ale_robotics.client.sdk import AleClient
-from ale_robotics.harness.docker_cli import (
+from ale_robotics.sandboxes.docker.cli import (
     MAKE_IMAGES,
     Reaper,
     docker,
@@ -58,8 +58,8 @@ from ale_robotics.harness.docker_cli import (
     owner_labels,
     sweep_orphans,
 )
-from ale_robotics.harness.docker_images import ImageInfo, require_image
-from ale_robotics.harness.errors import HarnessError
+from ale_robotics.sandboxes.docker.images import ImageInfo, require_image
+from ale_robotics.sandboxes.errors import HarnessError
 
 __all__ = [
     "INNER_HARNESS_SOCKET",

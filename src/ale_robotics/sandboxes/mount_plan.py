@@ -7,8 +7,8 @@ recorded by the harness) with an empty tmpfs. Mounts nest, and a later mount at 
 below a path decides what is there, so the order is fixed here, once, for two users
 that must agree:
 
-* :func:`ale_robotics.harness.sandbox.bwrap_command` mounts them in this order;
-* :mod:`ale_robotics.harness.live_sandboxes` keeps the plan of every running sandbox,
+* :func:`ale_robotics.sandboxes.bwrap.command.bwrap_command` mounts them in this order;
+* :mod:`ale_robotics.sandboxes.live` keeps the plan of every running sandbox,
   so that the harness can refuse to create a run directory that one of them would
   see (a bind is live: a directory made under it later shows up inside).
 

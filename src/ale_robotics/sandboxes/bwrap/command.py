@@ -63,8 +63,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ale_robotics.errors import UnavailableError
-from ale_robotics.harness.mount_plan import Mount, plan_mounts
+from ale_robotics.sandboxes.errors import SandboxError
+from ale_robotics.sandboxes.hidden import IMPORT_BLOCKER
+from ale_robotics.sandboxes.mount_plan import Mount, plan_mounts
 
 __all__ = [
     "ETC_FILES",
@@ -100,14 +101,6 @@ ETC_FILES = (
 """The entries of the host's ``/etc`` the sandbox sees (read-only), when present."""
 
 _ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
-
-
-class SandboxError(UnavailableError):
-    """The sandbox cannot be built or did not start: an infrastructure failure.
-
-    The run must fail as such (re-run it, or use ``--sandbox none``), never
-    score the agent 0.
-    """
 
 
 @dataclass(frozen=True)
@@ -218,7 +211,8 @@ def sandbox_mounts(
     hide: Sequence[Path] = (),
 ) -> list[Mount]:
     """What :func:`bwrap_command` with these arguments shows of the host's file trees,
-    the system's included (what :mod:`.live_sandboxes` records for a running sandbox)."""
+    the system's included (what :mod:`ale_robotics.sandboxes.live` records for a running
+    sandbox)."""
     return plan_mounts(
         shown_trees(workspace, python_paths, extra_ro),
         hide,
@@ -297,8 +291,9 @@ def bwrap_command(
     tmpfs over paths inside those trees that the agent must not see (run directories
     with the harness's log and trajectory, runs roots, a state dir); the scratch and
     submission directories are bound after them, so they stay visible even inside a
-    hidden run directory. The order of these mounts is :func:`.mount_plan.plan_mounts`'s,
-    which the harness also keeps for every live sandbox (:mod:`.live_sandboxes`).
+    hidden run directory. The order of these mounts is
+    :func:`ale_robotics.sandboxes.mount_plan.plan_mounts`'s, which the harness also keeps
+    for every live sandbox (:mod:`ale_robotics.sandboxes.live`).
     ``block_imports`` are installed Python
     packages (directories) or modules (``.py`` files) the agent must not import, typically
     inside the read-only Python paths: each is covered, after those are mounted, by an empty
@@ -370,8 +365,6 @@ def bwrap_command(
     return args
 
 
-_IMPORT_BLOCKER = Path(__file__).with_name("_import_blocker.py")
-"""Bound over a hidden module: importing it raises ImportError saying why."""
 
 
 def _block_import_args(path: Path) -> list[str]:
@@ -385,10 +378,10 @@ def _block_import_args(path: Path) -> list[str]:
     if not path.is_absolute():
         raise SandboxError(f"a module to block must be an absolute path, not {path}")
     if path.is_dir():
-        blocker = ["--ro-bind", str(_IMPORT_BLOCKER), str(path / "__init__.py")]
+        blocker = ["--ro-bind", str(IMPORT_BLOCKER), str(path / "__init__.py")]
         return ["--tmpfs", str(path), *blocker, "--remount-ro", str(path)]
     if path.is_file():
-        return ["--ro-bind", str(_IMPORT_BLOCKER), str(path)]
+        return ["--ro-bind", str(IMPORT_BLOCKER), str(path)]
     return []
 
 

@@ -26,14 +26,14 @@ code) runs with
 
 **Arguments.** ``--agent`` is run inside the image: a bare command is looked up on
 the image's ``PATH`` and relative arguments that name files of the image's working
-directory are made absolute (as :func:`.preflight.workspace_argv` does for the
-host workspace), by a short-lived probe container (:func:`.docker_images.resolve_in_image`), so
+directory are made absolute (as :func:`ale_robotics.sandboxes.process.workspace_argv` does for the
+host workspace), by a short-lived probe container (:func:`.images.resolve_in_image`), so
 that the agent itself can run in its scratch directory. A command the image does
 not have is refused before the run starts.
 
 **Hidden modules.** A task's ``hidden_module_names`` (``metaworld.policies``, or the
 simulator family of a task whose simulator runs only in the evaluator) are located in
-the image by its own Python (:func:`.docker_images.modules_in_image`, without importing them) and
+the image by its own Python (:func:`.images.modules_in_image`, without importing them) and
 covered as bubblewrap covers the host's: a read-only empty tmpfs holding only
 ``_import_blocker.py`` as ``__init__.py``, or that file over a module file. The base
 agent image ships no simulator; what an image vendors under another name is its own.
@@ -45,16 +45,16 @@ at its budget, quota or exit (``docker kill``, then ``docker rm -f``), on Ctrl-C
 SIGTERM (the same, from the harness's clean-up), and when the harness itself is
 killed (``SIGKILL``): a reaper process in a session of its own holds the read end
 of a pipe only the harness writes to, and removes the container when that pipe
-closes (:class:`.docker_cli.Reaper`). Containers of owners that are gone are swept
-when a later run starts (:func:`.docker_cli.sweep_orphans`).
+closes (:class:`.cli.Reaper`). Containers of owners that are gone are swept
+when a later run starts (:func:`.cli.sweep_orphans`).
 
 **Measurements.** Docker makes the container's cgroup; its counters (CPU time, peak
 memory) are sampled while it runs (they vanish with it), and an OOM kill is read
 from the container's state. Freezing (host-timed tasks) is ``docker pause``.
 
 **Failures** (no ``docker``, no daemon, a missing image) are
-:class:`.docker_cli.DockerError`
-(a :class:`~.sandbox.SandboxError`) saying what to run (``make docker-deps``,
+:class:`.cli.DockerError`
+(a :class:`~ale_robotics.sandboxes.errors.SandboxError`) saying what to run (``make docker-deps``,
 ``make images``), raised before the run directory exists.
 """
 
@@ -68,8 +68,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ale_robotics.harness.cgroups import Limits, RunCgroup, Usage, parse_mounts
-from ale_robotics.harness.docker_cli import (
+from ale_robotics.sandboxes.cgroups import Limits, RunCgroup, Usage, parse_mounts
+from ale_robotics.sandboxes.docker.cli import (
     DEFAULT_AGENT_IMAGE,
     Reaper,
     docker,
@@ -78,14 +78,15 @@ from ale_robotics.harness.docker_cli import (
     require_docker,
     sweep_orphans,
 )
-from ale_robotics.harness.docker_images import (
+from ale_robotics.sandboxes.docker.images import (
     ImageInfo,
     agent_user,
     modules_in_image,
     require_image,
     resolve_in_image,
 )
-from ale_robotics.harness.errors import HarnessError
+from ale_robotics.sandboxes.errors import HarnessError
+from ale_robotics.sandboxes.hidden import IMPORT_BLOCKER
 
 __all__ = [
     "SCRATCH_MOUNT",
@@ -100,16 +101,15 @@ SCRATCH_MOUNT = "/scratch"
 SOCKET_MOUNT = "/run/ale/agent"
 
 
-_IMPORT_BLOCKER = Path(__file__).with_name("_import_blocker.py")
-"""Mounted over a hidden module: importing it raises ImportError saying why."""
 
 
 def _block_import_mounts(paths: Sequence[str]) -> list[str]:
     """Mounts that make each package directory or module file unimportable in the container:
     a read-only, empty tmpfs over a package holding only the blocker as ``__init__.py``, or
-    the blocker over a module file (:func:`.sandbox.bwrap_command` does the same)."""
+    the blocker over a module file (as
+    :func:`ale_robotics.sandboxes.bwrap.command.bwrap_command` does)."""
     args: list[str] = []
-    blocker = f"type=bind,source={_IMPORT_BLOCKER},readonly"
+    blocker = f"type=bind,source={IMPORT_BLOCKER},readonly"
     for path in paths:
         if path.endswith((".py", ".so", ".pyc")):
             args += ["--mount", f"{blocker},target={path}"]
@@ -156,7 +156,7 @@ def _bind(source: Path, target: str, *, readonly: bool = False) -> list[str]:
 class AgentContainer:
     """One run's agent container: created, then started attached; sampled; removed.
 
-    Plays the part of the run's cgroup for :mod:`.agent_proc` (``sample``,
+    Plays the part of the run's cgroup for :mod:`ale_robotics.harness.agent_proc` (``sample``,
     ``cpu_s``, ``freeze``/``thaw``, ``kill_all``, ``close``), since Docker makes
     and owns the container's cgroup.
     """
@@ -358,8 +358,9 @@ def launch_agent_container(
 
     ``argv`` is the ``--agent`` command as given; the container sees the agent
     socket's directory at :data:`SOCKET_MOUNT`, so the endpoint is rewritten to it.
-    ``hidden_modules`` (the task's, :func:`.hidden_modules.hidden_module_names`) are
-    looked up in the image and made unimportable there, as bubblewrap does on the host.
+    ``hidden_modules`` (the task's,
+    :func:`ale_robotics.harness.hidden_modules.hidden_module_names`) are looked up in
+    the image and made unimportable there, as bubblewrap does on the host.
     """
     if not agent_endpoint.startswith("unix://"):
         raise HarnessError(

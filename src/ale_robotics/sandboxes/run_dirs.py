@@ -16,7 +16,7 @@ made under it after a sandbox started), a ``--submission-dir`` and a ``--state-d
 A cover is laid when a sandbox starts; a bind is live, so a directory made later
 inside a tree that a running sandbox shows would appear in it (and an agent can keep
 it open however it is covered afterwards). :func:`new_private_dirs` therefore records
-a directory *before* making it, makes it, and then asks :mod:`.live_sandboxes`
+a directory *before* making it, makes it, and then asks :mod:`ale_robotics.sandboxes.live`
 whether a running sandbox shows it: if one does, what was made is removed again and
 the harness refuses (:class:`VisibleToSandboxError`, exit 2). A sandbox registers
 before it reads this list, and a directory is recorded before the registry is read,
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Literal
 
 from ale_robotics.errors import FailedPreconditionError
-from ale_robotics.harness.live_sandboxes import watching
 from ale_robotics.paths import state_home
+from ale_robotics.sandboxes.live import watching
 
 __all__ = [
     "DirKind",

@@ -1,7 +1,7 @@
 """The docker CLI as the harness uses it: one place for its errors, labels and clean-up.
 
-Every container the harness makes (the agent's, :mod:`.docker_sandbox`; the
-evaluator's, :mod:`.evaluator_container`; short-lived probes, :mod:`.docker_images`)
+Every container the harness makes (the agent's, :mod:`.container`; the
+evaluator's, :mod:`.evaluator`; short-lived probes, :mod:`.images`)
 goes through :func:`docker`. Each is labelled with its role, its run and its owner
 (boot id, pid and start time of the harness process, :func:`owner_labels`), so that
 a :class:`Reaper` removes it when the harness dies however it dies, and
@@ -18,8 +18,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.sandbox import SandboxError
+from ale_robotics.sandboxes.errors import HarnessError, SandboxError
 
 __all__ = [
     "DEFAULT_AGENT_IMAGE",

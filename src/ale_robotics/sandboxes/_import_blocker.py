@@ -1,6 +1,6 @@
 """Mounted by the agent sandbox in place of a module the task hides from agents.
 
-Never imported on purpose: :func:`ale_robotics.harness.sandbox.bwrap_command`
+Never imported on purpose: :func:`ale_robotics.sandboxes.bwrap.command.bwrap_command`
 binds this file read-only over the ``__init__.py`` of a hidden package (or over
 a hidden module file), so that inside the sandbox ``import`` of that module
 fails with a message that says why, instead of silently finding an empty

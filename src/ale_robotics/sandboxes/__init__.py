@@ -1,0 +1,1 @@
+"""The agent sandboxes: bubblewrap (bwrap/), containers (docker/), and what they share."""

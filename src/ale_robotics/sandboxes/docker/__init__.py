@@ -1,0 +1,1 @@
+"""The container sandbox and the evaluator container (the docker CLI)."""
