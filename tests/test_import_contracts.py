@@ -1,4 +1,5 @@
-"""The import contracts in ``.importlinter`` hold: no cycle named in ARCHITECTURE.md §9 is back.
+"""The import contracts in ``.importlinter`` hold: no cycle named in
+docs/architecture.md#layering-rules is back.
 
 ``make lint`` runs ``lint-imports`` too; this test makes a plain ``pytest`` run catch a
 broken contract as well.

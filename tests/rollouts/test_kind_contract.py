@@ -1,4 +1,4 @@
-"""One contract suite, run over every registered rollout kind (ARCHITECTURE.md §9).
+"""One contract suite, run over every registered rollout kind (docs/architecture.md#layering-rules).
 
 Whatever a kind does inside, the evaluator relies on the same promises: it loads under its
 entry-point name, its config rules accept the bundled tasks of its kind and refuse a task

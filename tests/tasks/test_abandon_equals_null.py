@@ -1,5 +1,6 @@
 """Over every interactive task: abandoning an eval episode scores exactly what playing the
-task's null action scores (ARCHITECTURE.md §10, "doing less never pays").
+task's null action scores (docs/architecture.md#rules-a-score-must-obey,
+"doing less never pays").
 
 Two evaluators share one secret and serve the same run id, so both play the same hidden
 seeds; smoke budgets (2 episodes, as ``ale-robotics run --episodes 2``) keep it short.

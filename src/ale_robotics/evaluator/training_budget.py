@@ -1,4 +1,5 @@
-"""Training budgets in env steps, counted and enforced by the evaluator (ARCHITECTURE.md §10).
+"""Training budgets in env steps, counted and enforced by the evaluator
+(docs/architecture.md#rules-a-score-must-obey).
 
 The release manifest gives a task ``compute_budget.training_steps`` in the unit
 the paper counts (:class:`~ale_robotics.tasks.spec.TrainingStepUnit`, from the

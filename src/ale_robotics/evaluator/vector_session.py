@@ -25,7 +25,7 @@ once every budgeted episode has ended the result is recorded
 envs go idle: they return their last observation, reward 0 and no flags, and
 ignore actions.
 
-Doing less never pays (ARCHITECTURE.md §10). An episode the agent does not
+Doing less never pays (docs/architecture.md#rules-a-score-must-obey). An episode the agent does not
 finish (a Reset cuts it short, or the session closes) is played on to its end
 here with :func:`null_action`, from exactly the state the agent left it in, and
 an episode never started is played the same way from its hidden-seed reset;

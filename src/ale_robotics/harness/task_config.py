@@ -1,6 +1,7 @@
 """Read-from-task-config tasks (``mode: task_config``, e.g. ``edmp-v1``) on the harness side.
 
-ARCHITECTURE.md §3: the evaluator takes such a task's inputs from the agent's
+docs/architecture.md#tasks-that-read-their-config: the evaluator takes such a task's
+inputs from the agent's
 copy of the task config, and the harness triggers the evaluation when the agent
 finishes. How the copy is handed over, concretely:
 

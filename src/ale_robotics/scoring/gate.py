@@ -1,11 +1,11 @@
 """The faithfulness gate: did a reproduction follow the paper's method?
 
 A reproduction-genre task scores only when its submission shows the paper's
-method (ARCHITECTURE.md §5). The checks are declared in the task config
+method (docs/architecture.md#scoring). The checks are declared in the task config
 (:class:`~ale_robotics.scoring.config.FaithfulnessGate`) and run here over
 :class:`GateEvidence`, and every check says what it rests on
 (:attr:`CheckResult.evidence`), because a check is only as strong as its evidence
-(ARCHITECTURE.md §10):
+(docs/architecture.md#rules-a-score-must-obey):
 
 * ``architecture``: the policy's tensor shapes as the evaluator loaded them;
 * ``budget``: the evaluator's own count of the run's practice steps, and the

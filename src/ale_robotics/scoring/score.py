@@ -1,4 +1,4 @@
-"""Turn evaluator-measured metrics into a score against the paper (ARCHITECTURE.md §5).
+"""Turn evaluator-measured metrics into a score against the paper (docs/architecture.md#scoring).
 
 The rules, in the order they apply:
 

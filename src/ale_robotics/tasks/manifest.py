@@ -7,7 +7,7 @@ silently applied to a task whose protocol changed underneath it.
 Every target names its statistic (a task scores one final policy, so only a
 final-performance statistic may be a target; a paper's peak-over-training value
 is refused) and what is not comparable between the paper's setup and ours
-(ARCHITECTURE.md §10). Schema version 2 added both; a version-1 manifest is
+(docs/architecture.md#rules-a-score-must-obey). Schema version 2 added both; a version-1 manifest is
 refused with a message naming its version, since the statistic and notes cannot
 be inferred from it.
 """

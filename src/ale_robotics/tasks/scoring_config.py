@@ -298,7 +298,7 @@ def check_name(
 
 
 class ScoringConfig(BaseModel):
-    """How a task turns measured metrics into a score (see ARCHITECTURE.md §5)."""
+    """How a task turns measured metrics into a score (see docs/architecture.md#scoring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,7 +1,7 @@
 """Commitments to the hidden seeds, published in the evaluator's ``seed_commitment`` event.
 
 For run ``R`` and the task's i-th base seed ``s_i``, the evaluator's episode
-seed is drawn from the digest ``SHA256(s_i || R || secret)`` (ARCHITECTURE §3).
+seed is drawn from the digest ``SHA256(s_i || R || secret)`` (docs/architecture.md#hidden-seeds).
 The trajectory must let anyone check the seeds once a release reveals the
 secret, without revealing them before. So the evaluator's second event
 (``eval_seq`` 1, kind ``seed_commitment``) carries::

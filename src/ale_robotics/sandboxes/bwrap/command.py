@@ -1,6 +1,7 @@
 """The agent sandbox: a bubblewrap command line that runs the agent offline and nearly blind.
 
-The agent is untrusted (ARCHITECTURE.md §1). On one machine without containers
+The agent is untrusted (docs/architecture.md#the-parts-and-who-trusts-whom). On one
+machine without containers
 we isolate it with Linux namespaces through ``bwrap`` (Debian package
 ``bubblewrap``), which needs no privileges where unprivileged user namespaces
 are enabled (the Debian/Ubuntu default). The sandbox gets:

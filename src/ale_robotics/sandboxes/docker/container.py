@@ -1,6 +1,7 @@
 """The container agent sandbox (``--sandbox docker``): the agent in a container of its own.
 
-What an operator deploys (ARCHITECTURE.md §7): the agent's image (the base one from
+What an operator deploys (docs/architecture.md#storage-scale-deployment): the agent's
+image (the base one from
 ``make images``, ``ale-robotics/agent``, or one built ``FROM`` it with the agent's
 code) runs with
 
