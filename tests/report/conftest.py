@@ -11,20 +11,26 @@ from pathlib import Path
 
 import pytest
 
-# As in tests/cli: the test modules import their helpers as a top-level module.
+# As in tests/cli: the test modules import their helpers as a top-level module (and
+# the run index tests' helpers: the forger).
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
+if str(Path(__file__).parents[1] / "runs") not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parents[1] / "runs"))
 
 from report_helpers import (
     HOSTILE,
     PENDULUM,
+    SET_NAME,
     SUBMIT,
     TRAIN,
     WALKER,
     Runs,
+    eval_set,
     interrupted_run,
     real_run,
 )
+from runs_helpers import forge, zeroed_checkpoint
 
 
 @pytest.fixture(scope="session")
@@ -43,5 +49,23 @@ def real_runs() -> Iterator[Runs]:
             "stopped": interrupted_run(base, "stopped"),
         }
         yield Runs(base / "runs", dirs)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def set_runs() -> Iterator[Runs]:
+    """A real eval set (``report_helpers.eval_set``: the pendulum, labels td3 and zero, two
+    repetitions of smoke runs), then zero's repetition 1 forged to claim the cap, 1.5
+    (``runs_helpers.forge``: its trajectory untouched). ``dirs``: each run by
+    ``LABEL/rep<k>``, and ``forged``."""
+    base = Path(tempfile.mkdtemp(prefix="ale-set-"))
+    try:
+        root = eval_set(base, zeroed_checkpoint(base / "zeroed.safetensors"))
+        cells = root / SET_NAME / PENDULUM
+        dirs = {f"{d.parent.name}/{d.name}": d for d in sorted(cells.glob("*/rep*")) if d.is_dir()}
+        assert sorted(dirs) == ["td3/rep0", "td3/rep1", "zero/rep0", "zero/rep1"], dirs
+        forge(dirs["zero/rep1"], dirs["td3/rep0"], 1.5 * 982.02)
+        yield Runs(root, {**dirs, "forged": dirs["zero/rep1"]})
     finally:
         shutil.rmtree(base, ignore_errors=True)

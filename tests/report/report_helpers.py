@@ -102,3 +102,44 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError:
         return b""
+
+
+SET_NAME = "study"
+"""The eval set :func:`eval_set` runs."""
+
+
+def eval_set(base: Path, zeroed: Path) -> Path:
+    """A real ``ale-robotics eval-set``: the pendulum, the shipped checkpoint (label td3)
+    and the same network zeroed (label zero), two repetitions of smoke runs of 2 episodes
+    each (no sandbox), under ``base/runs``; returns that runs root."""
+    import json
+
+    spec = base / f"{SET_NAME}.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "tasks": [PENDULUM],
+                "agents": [
+                    {"label": "td3", "cmd": SUBMIT},
+                    {"label": "zero", "cmd": f"{SUBMIT} --checkpoint {zeroed}"},
+                ],
+                "repetitions": 2,
+                "episodes": 2,
+                "sandbox": "none",  # the zeroed checkpoint lies outside the workspace
+                "run_args": ["--workers", "1", "--state-dir", str(base / "state")],
+                "bootstrap": {"reps": 300, "profile_reps": 200, "seed": 3},
+            }
+        )
+    )
+    proc = subprocess.run(
+        [*CLI, "eval-set", str(spec), "--runs-root", str(base / "runs"), "--jobs", "2"],
+        env=_env(base),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-4000:])
+    return base / "runs"

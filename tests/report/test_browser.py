@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import select
 import shutil
 import signal
@@ -103,7 +104,15 @@ def viewer(real_runs: Runs) -> Iterator[Viewer]:
 
 @pytest.fixture
 def page(browser: Browser, viewer: Viewer) -> Iterator[Page]:
-    context = browser.new_context(viewport=LAPTOP)
+    with _open(browser, viewer, LAPTOP) as opened:
+        yield opened
+
+
+@contextlib.contextmanager
+def _open(browser: Browser, viewer: Viewer, viewport: dict[str, int]) -> Iterator[Page]:
+    """A page at ``viewport`` that may load from ``viewer`` only, failing on a request
+    that left the server or failed."""
+    context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
 
     def only_the_server(route: Route) -> None:
         if route.request.url.startswith(viewer.url):
@@ -261,3 +270,52 @@ def test_ctrl_c_stops_view_with_exit_0(real_runs: Runs, sig: signal.Signals) -> 
         assert viewer.proc.stderr is not None
         err = viewer.proc.stderr.read()
         assert "Traceback" not in err and "stopped" in err
+
+
+@pytest.fixture(scope="module")
+def set_viewer(set_runs: Runs) -> Iterator[Viewer]:
+    with _view(set_runs.root) as running:
+        yield running
+
+
+@pytest.mark.parametrize("width", [1280, 390], ids=["desktop", "phone"])
+def test_eval_set_page_reads_at_desktop_and_phone_width(
+    browser: Browser, set_viewer: Viewer, set_runs: Runs, tmp_path: Path, width: int
+) -> None:
+    """Issue 34: each eval set has a page, linked from the index; at 1280 and 390 px it
+    has no horizontal overflow and its statistics, plots and runs are on screen."""
+    with _open(browser, set_viewer, {"width": width, "height": 900}) as page:
+        page.goto(set_viewer.url)
+        page.locator('#sets a[href="sets/study.html"]').click()
+        page.wait_for_load_state("load")
+        assert page.url.endswith("/sets/study.html")
+        assert page.title() == "Eval set study · ALE Robotics"
+        overflow = page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert overflow[0] <= overflow[1] == width, overflow
+        for label in ("td3", "zero"):  # every agent's IQM, with its interval, on screen
+            for cell in (
+                page.locator(f'#across tr.agent[data-label="{label}"] td.iqm'),
+                page.locator(f'#per-task tr.cell[data-label="{label}"] td.iqm'),
+            ):
+                assert cell.is_visible()
+                box = cell.bounding_box()
+                assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width
+                assert re.fullmatch(r"\d\.\d{3} \[\d\.\d{3}, \d\.\d{3}\]", cell.inner_text())
+        assert page.locator("#unverified-count").inner_text() == "1"
+        images = _loaded_images(page)
+        assert len(images) == 3 and all(w > 0 for w in images.values()), images
+        for img in page.locator("#plots img").all():
+            box = img.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width
+        _shot(page, tmp_path, f"set-{width}")
+        # a run of the set: its page says which set and repetition it is
+        page.locator('#per-task tr.cell[data-label="td3"] td.reps a').nth(1).click()
+        page.wait_for_load_state("load")
+        assert page.locator("#set-place").inner_text() == "eval set study, repetition 1"
+        overflow = page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert overflow[0] <= overflow[1], overflow
+        _shot(page, tmp_path, f"set-run-{width}")

@@ -56,7 +56,9 @@ def report(
         ),
     ] = Path("report"),
 ) -> None:
-    """Write the runs as a static HTML site: the leaderboard, every run, one page each.
+    """Write the runs as a static HTML site: the leaderboard, every run and every eval
+    set, one page each; a run whose result.json disagrees with its signed events is
+    marked UNVERIFIED and never ranked.
 
     The site is self-contained (its stylesheet and plots are copied in;
     nothing is fetched when it is viewed): open DIR/index.html, or serve
@@ -68,8 +70,13 @@ def report(
 
     built = build_site(runs_root, out)
     _say_problems(built)
-    console.print(f"report: {len(built.pages)} runs -> {built.out}", markup=False, highlight=False)
+    console.print(f"report: {_counts(built)} -> {built.out}", markup=False, highlight=False)
     typer.echo(str(built.index))
+
+
+def _counts(built: SiteBuild) -> str:
+    sets = len(built.sets)
+    return f"{len(built.pages)} runs, {sets} eval set{'' if sets == 1 else 's'}"
 
 
 def _stop(signum: int, frame: FrameType | None) -> None:
@@ -127,7 +134,7 @@ def view(
                 highlight=False,
             )
         console.print(
-            f"serving {len(built.pages)} runs from {built.out}; Ctrl-C stops",
+            f"serving {_counts(built)} from {built.out}; Ctrl-C stops",
             markup=False,
             highlight=False,
         )

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import pydantic
 import typer
@@ -43,6 +43,9 @@ from ale_robotics.runs import (
 from ale_robotics.runs.compare import SCORE_DECIMALS, diff_text, fmt_fixed
 from ale_robotics.runs.verify import pin
 from ale_robotics.scoring.report import fmt_number
+
+if TYPE_CHECKING:
+    from ale_robotics.evalset.layout import SetPlace
 
 __all__ = ["runs_app"]
 
@@ -321,11 +324,12 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One run: label, kind, whether its result.json agrees with its signed events (and
-    what does not), score line, times, per-episode spread, submission digest, versions,
-    agent command and every metric.
+    what does not), its eval set and repetition, score line, times, per-episode spread,
+    submission digest, versions, agent command and every metric.
 
     With --json, one document: {"schema_version", "run": the run's summary (as in
-    'runs list --json'), "result": the path of its result.json (everything else)}.
+    'runs list --json'), "result": the path of its result.json (everything else),
+    "eval_set": {"name", "repetition"} or null}.
     Exit codes: 0 ok, 2 a usage error (no such run).
     """
     keys = _keys(public_key)
@@ -335,12 +339,16 @@ def runs_show(
     finally:
         if index is not None:
             index.close()
+    place = _set_place(s, root)
     if as_json:
         emit_json(
             {
                 "schema_version": JSON_SCHEMA_VERSION,
                 "run": s.model_dump(mode="json"),
                 "result": str(s.run_dir / "result.json"),
+                "eval_set": None
+                if place is None
+                else {"name": place.set_name, "repetition": place.rep},
             }
         )
         return
@@ -355,6 +363,7 @@ def runs_show(
         ("kind", f"{s.kind} ({ranked})"),
         ("verified", _verified_text(s)),
         ("score", s.score_line or f"none: {s.reason}"),
+        *([("eval set", f"{place.set_name}, repetition {place.rep}")] if place else []),
         ("started", f"{_when(s.started_at)} UTC"),
         ("wall", f"{s.wall_s:.1f} s"),
     ]
@@ -387,6 +396,22 @@ def runs_show(
             mark = " (primary)" if name == s.primary_metric else ""
             metrics.add_row(Text(name + mark), fmt_number(measured))
         out.print(metrics)
+
+
+def _set_place(s: RunSummary, root: Path) -> SetPlace | None:
+    """The eval set and repetition of ``s``, when it sits in a set's layout under ``root``
+    (or under the directory three levels above it, for a run given by its directory)."""
+    from ale_robotics.evalset.layout import set_place
+
+    for base in (root.absolute(), *s.run_dir.parents[3:4]):
+        try:
+            relative = s.run_dir.relative_to(base)
+        except ValueError:
+            continue
+        found = set_place(relative.as_posix(), s.task_id, s.label)
+        if found is not None:
+            return found
+    return None
 
 
 def _verified_text(s: RunSummary) -> str:

@@ -14,9 +14,16 @@ scoring above each threshold). A matrix needs the same number of runs on every t
 when some runs failed, the first ``k`` scored repetitions of each task are used, ``k``
 the smallest count, and a note says so.
 
+Only runs whose ``result.json`` agrees with their signed events count
+(:mod:`ale_robotics.runs.verify`): an unverified run is left out of its cell (its
+repetition is listed in ``unverified_reps``) and a note says which, so a rewritten
+``result.json`` never moves an interval.
+
 The aggregate is a pure function of the runs' scores and the bootstrap settings (no
 time stamp, no dependence on the order in which runs finished), so a resumed set and
-an uninterrupted one over the same runs write the same ``aggregate.json``.
+an uninterrupted one over the same runs write the same ``aggregate.json``. It needs
+the set's grid (:class:`SetGrid`), which the SPEC gives, and ``aggregate.json``
+records for whoever aggregates the runs again later (the HTML report).
 """
 
 from __future__ import annotations
@@ -45,7 +52,10 @@ __all__ = [
     "PerformanceProfiles",
     "ProfileCurve",
     "ScoredRun",
+    "SetGrid",
     "aggregate",
+    "aggregate_grid",
+    "all_notes",
     "collect_scored_runs",
     "default_out_dir",
     "render_markdown",
@@ -83,6 +93,11 @@ class CellAggregate(_Model):
     )
     missing_reps: list[int] = Field(
         default_factory=list, description="Runs not completed (failed, interrupted, not run)."
+    )
+    unverified_reps: list[int] = Field(
+        default_factory=list,
+        description="Completed runs left out because their result.json disagrees with their "
+        "signed events (what they claim is not what the evaluator signed).",
     )
     mean: Interval | None = Field(description="Mean score; None without scored runs.")
     iqm: Interval | None = Field(description="Interquartile mean; None without scored runs.")
@@ -147,15 +162,50 @@ class ScoredRun:
     rep: int
     run_id: str
     score: float | None
+    verified: bool = True
+    """False when its result.json disagrees with its signed events: left out."""
+
+
+@dataclass(frozen=True)
+class SetGrid:
+    """What an aggregate is over: the set's tasks, agents (labels) and repetitions, the
+    smoke setting and the bootstrap settings (the SPEC's, or ``aggregate.json``'s)."""
+
+    tasks: list[str]
+    labels: list[str]
+    repetitions: int
+    episodes: int | None
+    bootstrap: BootstrapSettings
+
+    @classmethod
+    def of(cls, spec: EvalSetSpec) -> SetGrid:
+        return cls(
+            tasks=list(spec.tasks),
+            labels=[a.label for a in spec.agents],
+            repetitions=spec.repetitions,
+            episodes=spec.episodes,
+            bootstrap=spec.bootstrap,
+        )
+
+    @classmethod
+    def recorded(cls, agg: EvalSetAggregate) -> SetGrid:
+        """The grid an ``aggregate.json`` was computed over."""
+        return cls(
+            tasks=list(agg.tasks),
+            labels=list(agg.labels),
+            repetitions=agg.repetitions,
+            episodes=agg.smoke_episodes,
+            bootstrap=agg.bootstrap,
+        )
 
 
 def _interval(points: rliable_api.FloatArray, cis: rliable_api.FloatArray, i: int) -> Interval:
     return Interval(value=float(points[i]), low=float(cis[0, i]), high=float(cis[1, i]))
 
 
-def _cell(task: str, label: str, spec: EvalSetSpec, runs: Sequence[ScoredRun]) -> CellAggregate:
+def _cell(task: str, label: str, spec: SetGrid, runs: Sequence[ScoredRun]) -> CellAggregate:
     mine = sorted((r for r in runs if r.task_id == task and r.label == label), key=lambda r: r.rep)
-    scored = [r for r in mine if r.score is not None]
+    scored = [r for r in mine if r.score is not None and r.verified]
     done = {r.rep for r in mine}
     mean = iqm = None
     if scored:
@@ -173,8 +223,9 @@ def _cell(task: str, label: str, spec: EvalSetSpec, runs: Sequence[ScoredRun]) -
         reps=[r.rep for r in scored],
         run_ids=[r.run_id for r in scored],
         scores=[float(r.score) for r in scored if r.score is not None],
-        unscored_reps=[r.rep for r in mine if r.score is None],
+        unscored_reps=[r.rep for r in mine if r.score is None and r.verified],
         missing_reps=[k for k in range(spec.repetitions) if k not in done],
+        unverified_reps=[r.rep for r in mine if not r.verified],
         mean=mean,
         iqm=iqm,
     )
@@ -201,15 +252,20 @@ def _agent_matrix(
 
 def _taus(runs: Iterable[ScoredRun]) -> np.ndarray:
     """Thresholds from 0 to the best score (at least 1.0, the paper), in steps of 0.025."""
-    best = max([1.0, *(r.score for r in runs if r.score is not None)])
+    best = max([1.0, *(r.score for r in runs if r.score is not None and r.verified)])
     top = math.ceil(best * 4) / 4
     return np.linspace(0.0, top, round(top / 0.025) + 1)
 
 
 def aggregate(spec: EvalSetSpec, set_name: str, runs: Sequence[ScoredRun]) -> EvalSetAggregate:
     """The aggregate of ``runs`` (the completed runs of the set, in any order)."""
+    return aggregate_grid(SetGrid.of(spec), set_name, runs)
+
+
+def aggregate_grid(spec: SetGrid, set_name: str, runs: Sequence[ScoredRun]) -> EvalSetAggregate:
+    """The aggregate of ``runs`` over the grid ``spec`` (:func:`aggregate` from a SPEC)."""
     b = spec.bootstrap
-    labels = [a.label for a in spec.agents]
+    labels = list(spec.labels)
     cells = [_cell(task, label, spec, runs) for task in spec.tasks for label in labels]
     agents: list[AgentAggregate] = []
     profile_curves: list[ProfileCurve] = []
@@ -265,6 +321,13 @@ def aggregate(spec: EvalSetSpec, set_name: str, runs: Sequence[ScoredRun]) -> Ev
         )
     if any(c.unscored_reps for c in cells):
         notes.append("some runs completed without a score (no paper target): left out")
+    unverified = [f"{c.task_id}/{c.label}/rep{k}" for c in cells for k in c.unverified_reps]
+    if unverified:
+        notes.append(
+            f"{len(unverified)} run(s) left out as UNVERIFIED, their result.json disagreeing "
+            f"with their signed events: {', '.join(unverified)} ('ale-robotics runs show "
+            "RUN_DIR' says what disagrees)"
+        )
     scored = sum(c.n for c in cells)
     return EvalSetAggregate(
         set_name=set_name,
@@ -304,6 +367,18 @@ def _fmt(iv: Interval | None) -> str:
     return f"{iv.value:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
 
 
+def all_notes(agg: EvalSetAggregate) -> list[str]:
+    """Everything a reader of the aggregate should know besides its numbers: the set's
+    notes, each agent's, and the repetitions not completed."""
+    notes = list(agg.notes) + [f"{a.label}: {a.note}" for a in agg.agents if a.note]
+    notes += [
+        f"{c.task_id}/{c.label}: repetition(s) {', '.join(map(str, c.missing_reps))} not completed"
+        for c in agg.cells
+        if c.missing_reps
+    ]
+    return notes
+
+
 def render_markdown(agg: EvalSetAggregate) -> str:
     """``aggregate.md``: the same numbers as ``aggregate.json``, as tables to read."""
     pct = f"{agg.bootstrap.confidence:.0%}"
@@ -337,12 +412,7 @@ def render_markdown(agg: EvalSetAggregate) -> str:
             f"| {c.task_id} | {c.label} | {c.n}/{c.runs_expected} | {_fmt(c.mean)} "
             f"| {_fmt(c.iqm)} | {scores} |"
         )
-    notes = list(agg.notes) + [f"{a.label}: {a.note}" for a in agg.agents if a.note]
-    notes += [
-        f"{c.task_id}/{c.label}: repetition(s) {', '.join(map(str, c.missing_reps))} not completed"
-        for c in agg.cells
-        if c.missing_reps
-    ]
+    notes = all_notes(agg)
     if notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
@@ -366,15 +436,20 @@ def write_aggregate(agg: EvalSetAggregate, out_dir: Path) -> list[Path]:
 
 def collect_scored_runs(spec: EvalSetSpec, set_name: str, runs_root: Path) -> list[ScoredRun]:
     """The set's completed runs as the aggregate reads them (straight from the run
-    directories, so it sees the runs of every invocation, not only the last one)."""
+    directories, so it sees the runs of every invocation, not only the last one), each
+    checked against its signed events."""
     from ale_robotics.evalset.layout import inspect_slot, plan_slots
+    from ale_robotics.runs.verify import verify_run
 
     runs: list[ScoredRun] = []
     for slot in plan_slots(spec, runs_root, set_name):
         status = inspect_slot(slot, spec)
         if status.state == "done" and status.report is not None:
             r = status.report
-            runs.append(ScoredRun(slot.task_id, slot.label, slot.rep, r.run_id, r.score.score))
+            verified = verify_run(slot.run_dir, r).verified
+            runs.append(
+                ScoredRun(slot.task_id, slot.label, slot.rep, r.run_id, r.score.score, verified)
+            )
     return runs
 
 

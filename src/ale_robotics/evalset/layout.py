@@ -17,11 +17,12 @@ mixed into the aggregate or deleted: the SPEC changed under an existing set.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from pydantic import ValidationError
@@ -30,7 +31,18 @@ from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evalset.spec import EvalSetSpec
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
 
-__all__ = ["RunSlot", "SlotStatus", "clear_run_dir", "inspect_slot", "plan_slots", "set_dir"]
+__all__ = [
+    "RunSlot",
+    "SetPlace",
+    "SlotStatus",
+    "clear_run_dir",
+    "inspect_slot",
+    "plan_slots",
+    "set_dir",
+    "set_place",
+]
+
+_REP = re.compile(r"rep(0|[1-9][0-9]{0,5})")
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,27 @@ class SlotStatus:
     state: Literal["done", "redo", "new"]
     report: RunReport | None = None
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class SetPlace:
+    """Where a run sits in an eval set: the set's name and its repetition (0-based)."""
+
+    set_name: str
+    rep: int
+
+
+def set_place(relative: PurePosixPath | str, task_id: str, label: str) -> SetPlace | None:
+    """The eval set and repetition of the run at ``relative`` (its directory, relative to
+    the runs root) whose report says ``task_id`` and ``label``: the run sits at
+    ``SET/TASK/LABEL/rep<k>`` (:func:`plan_slots`); None for a run outside any set."""
+    parts = PurePosixPath(relative).parts
+    if len(parts) != 4 or parts[1] != task_id or parts[2] != label:
+        return None
+    match = _REP.fullmatch(parts[3])
+    if match is None or parts[0].startswith("."):
+        return None
+    return SetPlace(parts[0], int(match.group(1)))
 
 
 def set_dir(runs_root: Path, name: str) -> Path:

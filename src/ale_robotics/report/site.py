@@ -1,11 +1,17 @@
 """``ale-robotics report``: the runs under a runs root as a static, self-contained site.
 
 The site is what a person opens to look at results without a terminal: the
-leaderboard and every run (``index.html``), and one page per run
-(``runs/<page>.html``) with its score and how it was reached, the paper target
-and what is not comparable about it, the per-episode outcomes and plots, the
-trajectory as a timeline with each event's signature status and the verifier's
-verdict, and the end of the agent's log.
+leaderboard, the eval sets and every run (``index.html``), one page per run
+(``runs/<page>.html``) with its score and how it was reached, whether its
+``result.json`` agrees with the evaluator's signed events, the paper target and what
+is not comparable about it, the per-episode outcomes and plots, the trajectory as a
+timeline with each event's signature status and the verifier's verdict, and the end
+of the agent's log; and one page per eval set (``sets/<page>.html``, :mod:`.sets`)
+with its per-task and across-task statistics, intervals, plots and runs.
+
+A run whose ``result.json`` disagrees with its signed events (:mod:`ale_robotics.runs.
+verify`) is marked UNVERIFIED wherever it appears, never ranks and is left out of its
+set's statistics: its page shows what it claims, and which signed event says otherwise.
 
 Self-contained, because results are looked at where they were made (a lab
 machine, a CI artifact, a laptop on a train): the stylesheet and the plots are
@@ -23,6 +29,7 @@ payloads), and labels are free text: the templates autoescape everything and
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -54,6 +61,7 @@ from ale_robotics.report.pages import (
     timeline,
     visible,
 )
+from ale_robotics.report.sets import PLOT_CAPTIONS, SetView, fmt_interval, group_sets, set_view
 from ale_robotics.runs.index import LeaderRow, RunIndex, RunSummary, leaderboard
 
 __all__ = ["MARKER", "PLOTS", "SiteBuild", "build_site", "page_name"]
@@ -79,6 +87,8 @@ class SiteBuild:
     index: Path
     pages: dict[str, Path] = field(default_factory=dict)
     """Run id -> its page."""
+    sets: dict[str, Path] = field(default_factory=dict)
+    """Eval set name -> its page."""
     problems: list[str] = field(default_factory=list)
     """Run directories whose ``result.json`` could not be read, and why."""
     warnings: list[str] = field(default_factory=list)
@@ -114,6 +124,7 @@ def _environment() -> Environment:
         when=fmt_time,
         visible=visible,
         sig=signature_text,
+        ci=fmt_interval,
     )
     return env
 
@@ -171,6 +182,21 @@ def _run_context(summary: RunSummary, page: str, out: Path) -> dict[str, Any]:
     }
 
 
+def _draw_set(view: SetView, stage: Path) -> SetView:
+    """Draw the set's plots into its folder of the site; the view with its images."""
+    from ale_robotics.evalset.plots import draw_plots
+
+    folder = stage / "sets" / view.page
+    folder.mkdir(parents=True, exist_ok=True)
+    drawn = {p.name for p in draw_plots(view.aggregate, folder)}
+    images = [
+        {"src": f"{view.page}/{name}", "name": name, "caption": caption}
+        for name, caption in PLOT_CAPTIONS.items()
+        if name in drawn
+    ]
+    return dataclasses.replace(view, images=images)
+
+
 def _by_task(rows: list[LeaderRow]) -> list[tuple[str, list[LeaderRow]]]:
     groups: dict[str, list[LeaderRow]] = {}
     for row in rows:
@@ -219,6 +245,7 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
             f"--out {out} is or holds the runs (or a run directory): pass a directory of its own"
         )
     rows = leaderboard(runs)
+    unverified = [s for s in runs if s.kind == "unverified"]
     env = _environment()
     built_at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     common = {"version": __version__, "built_at": built_at, "runs_root": str(root)}
@@ -226,6 +253,14 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
     pages = {s.run_dir: page_name(s.run_id, taken) for s in runs}
     page_of_run = {s.run_id: pages[s.run_dir] for s in reversed(runs)}  # first one wins
     newest_first = sorted(runs, key=lambda s: (s.started_at, s.run_id), reverse=True)
+    grouped = group_sets(root, runs, pages)
+    set_taken: set[str] = set()
+    set_pages = {name: page_name(name, set_taken) for name in grouped}
+    place_of_dir = {
+        str(m.summary.run_dir): {"set": name, "page": set_pages[name], "rep": m.place.rep}
+        for name, members in grouped.items()
+        for m in members
+    }
     written: dict[str, Path] = {}
     with _staging(out) as stage:
         assets = stage / "assets"
@@ -238,9 +273,19 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
         for summary in runs:
             page = pages[summary.run_dir]
             context = _run_context(summary, page, stage)
-            html = run_template.render(root="../", **common, **context)
+            html = run_template.render(
+                root="../", **common, **context, place=place_of_dir.get(str(summary.run_dir))
+            )
             (stage / "runs" / f"{page}.html").write_text(html, encoding="utf-8")
             written.setdefault(summary.run_id, out / "runs" / f"{page}.html")
+        views = [
+            _draw_set(set_view(root, name, members, set_pages[name]), stage)
+            for name, members in grouped.items()
+        ]
+        set_template = env.get_template("set.html.j2")
+        for view in views:
+            html = set_template.render(root="../", **common, view=view, agg=view.aggregate)
+            (stage / "sets" / f"{view.page}.html").write_text(html, encoding="utf-8")
         tasks = sorted({s.task_id for s in runs})
         index_html = env.get_template("index.html.j2").render(
             root="",
@@ -252,6 +297,9 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
             tasks=tasks,
             official=sum(1 for s in runs if s.ranked),
             problems=[visible(p) for p in problems],
+            unverified=unverified,
+            sets=views,
+            place_of_dir=place_of_dir,
         )
         (stage / "index.html").write_text(index_html, encoding="utf-8")
         (stage / MARKER).write_text(
@@ -259,5 +307,10 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
             encoding="utf-8",
         )
     return SiteBuild(
-        out=out, index=out / "index.html", pages=written, problems=problems, warnings=warnings
+        out=out,
+        index=out / "index.html",
+        pages=written,
+        sets={v.name: out / "sets" / f"{v.page}.html" for v in views},
+        problems=problems,
+        warnings=warnings,
     )
