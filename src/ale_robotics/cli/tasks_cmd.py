@@ -14,6 +14,15 @@ __all__: list[str] = []
 
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout instead.")]
+StateDirOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--state-dir",
+        metavar="DIR",
+        help="The evaluator state dir whose task library holds the papers (default: the "
+        "embedded evaluator's, as 'run' uses).",
+    ),
+]
 
 
 @tasks_app.command("list")
@@ -110,21 +119,28 @@ def tasks_show(
     as_json: Annotated[
         bool, typer.Option("--json", help="Accepted for symmetry: the output is always JSON.")
     ] = False,
+    state_dir: StateDirOpt = None,
 ) -> None:
     """The full task config and its manifest entry (target, statistic, source, what is
-    not comparable), as one JSON document.
+    not comparable), and the papers an operator attached, as one JSON document.
 
     Keys: task (the config), manifest (the entry, or null), config_sha256,
-    target_statistic (null or {"name", "description"}).
+    target_statistic (null or {"name", "description"}), paper_library (the folder
+    'tasks attach-paper' copies into), papers ([{"name", "original_name", "bytes",
+    "sha256", "media_type", "attached_at"}]).
     Exit codes: 0 ok, 2 a usage error (an unknown task id).
     """
+    from dataclasses import asdict
+
     from ale_robotics.tasks import default_registry
+    from ale_robotics.tasks.papers import default_state_dir, list_papers, paper_dir
 
     del as_json  # the output is JSON either way
     reg = default_registry()
     spec = reg.get(task_id)
     entry = reg.manifest_entry(task_id)
     target = entry.target if entry else None
+    root = (state_dir or default_state_dir()).absolute()
     emit_json(
         {
             "task": spec.model_dump(mode="json"),
@@ -133,9 +149,79 @@ def tasks_show(
             "target_statistic": None
             if target is None
             else {"name": target.statistic.value, "description": target.statistic.description},
+            "paper_library": str(paper_dir(root, spec.id)),
+            "papers": [asdict(p) for p in list_papers(root, spec.id)],
         },
         indent=2,
     )
+
+
+@tasks_app.command("brief")
+@friendly
+def tasks_brief(
+    task_id: Annotated[str, typer.Argument(metavar="TASK_ID", help="Task id.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """The task brief (Markdown), as GetSpec serves it and the agent reads it in
+    $ALE_TASK_DIR/brief.md: the goal, the paper's method and protocol, the contract,
+    budgets, how the score is computed, what the gate checks and how to submit.
+
+    With --json, one document: {"task_id", "brief"}.
+    Exit codes: 0 ok, 2 a usage error (an unknown task id).
+    """
+    from ale_robotics.tasks import default_registry
+    from ale_robotics.tasks.brief import render_brief
+
+    reg = default_registry()
+    spec = reg.get(task_id)
+    brief = render_brief(spec, reg.manifest_entry(task_id))
+    if as_json:
+        emit_json({"task_id": spec.id, "brief": brief})
+        return
+    typer.echo(brief, nl=False)
+
+
+@tasks_app.command("attach-paper")
+@friendly
+def tasks_attach_paper(
+    task_id: Annotated[str, typer.Argument(metavar="TASK_ID", help="Task id.")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE...", help="Paper files: PDF, Markdown or text."),
+    ],
+    state_dir: StateDirOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy paper files into the task library of the state dir; every later run of the
+    task finds them, read-only, in $ALE_TASK_DIR/paper/ (the project ships no papers).
+
+    Accepted: .pdf (with a PDF header), .md/.markdown/.txt (UTF-8 text), each at most
+    50 MiB. Names are sanitized; a name already attached is replaced; each file's
+    SHA-256 is recorded in the library's index.json. A bad file attaches nothing.
+    With --json: {"task_id", "paper_library", "attached": [...]}.
+    Exit codes: 0 ok, 2 a usage error (an unknown task, a missing file, a wrong type).
+    """
+    from dataclasses import asdict
+
+    from ale_robotics.tasks import default_registry
+    from ale_robotics.tasks.papers import attach_papers, default_state_dir, paper_dir
+
+    spec = default_registry().get(task_id)
+    root = (state_dir or default_state_dir()).absolute()
+    added = attach_papers(root, spec.id, [f.absolute() for f in files])
+    where = paper_dir(root, spec.id)
+    if as_json:
+        emit_json(
+            {
+                "task_id": spec.id,
+                "paper_library": str(where),
+                "attached": [asdict(p) for p in added],
+            }
+        )
+        return
+    for p in added:
+        typer.echo(f"attached {p.name} ({p.bytes:,} bytes, sha256 {p.sha256[:16]}...)")
+    typer.echo(f"{spec.id}: {where}")
 
 
 @registry_app.command("sync")

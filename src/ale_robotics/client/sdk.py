@@ -184,6 +184,9 @@ class TaskView:
     """True when the evaluator refuses practice Steps past the budget (RESOURCE_EXHAUSTED)."""
     training_budget: str = ""
     """The budget in words: its value in the paper's unit and what that is in agent steps."""
+    brief: str = ""
+    """The task brief (Markdown): goal, the paper's method and protocol, contract, budgets,
+    score, gate and how to submit; the same text as ``$ALE_TASK_DIR/brief.md``."""
 
     @property
     def training_agent_steps_left(self) -> int | None:
@@ -316,6 +319,7 @@ class AleClient:
             training_agent_steps_used=r.limits.training_agent_steps_used,
             training_steps_enforced=r.limits.training_steps_enforced,
             training_budget=r.limits.training_budget,
+            brief=r.brief,
         )
 
     def _relative(self, path: Path | str) -> str:

@@ -59,6 +59,8 @@ from ale_robotics.evaluator.vector_session import (
     SessionKind,
 )
 from ale_robotics.infos import encode_infos
+from ale_robotics.tasks.brief import render_brief
+from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
@@ -295,6 +297,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         self._watch_slots = threading.BoundedSemaphore(max(1, max_step_streams // 2))
         self._max_watches = max_step_streams // 2
         self._spaces: dict[str, tuple[pb.TensorSpec, pb.TensorSpec]] = {}
+        self._briefs: dict[str, str] = {}
 
     def _scope(self, context: grpc.ServicerContext) -> Scope:
         """Who this call acts for, from its token (never from the request)."""
@@ -366,7 +369,14 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             action_spec=act_spec,
             capabilities=_capabilities(task, shared=self._access.bound_run is None),
             limits=limits,
+            brief=self._brief_for(task, entry),
         )
+
+    def _brief_for(self, task: TaskSpec, entry: ManifestEntry | None) -> str:
+        """The task brief as this evaluator serves the task (rendered once per task)."""
+        if task.id not in self._briefs:
+            self._briefs[task.id] = render_brief(task, entry)
+        return self._briefs[task.id]
 
     # ------------------------------------------------- interactive sessions --
 

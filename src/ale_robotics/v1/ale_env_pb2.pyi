@@ -94,7 +94,7 @@ class GetSpecRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ...) -> None: ...
 
 class GetSpecResponse(_message.Message):
-    __slots__ = ("protocol_version", "task_id", "mode", "task_config_json", "submission_contract_json", "observation_spec", "action_spec", "capabilities", "limits")
+    __slots__ = ("protocol_version", "task_id", "mode", "task_config_json", "submission_contract_json", "observation_spec", "action_spec", "capabilities", "limits", "brief")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,7 @@ class GetSpecResponse(_message.Message):
     ACTION_SPEC_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    BRIEF_FIELD_NUMBER: _ClassVar[int]
     protocol_version: str
     task_id: str
     mode: str
@@ -113,7 +114,8 @@ class GetSpecResponse(_message.Message):
     action_spec: TensorSpec
     capabilities: _containers.RepeatedScalarFieldContainer[str]
     limits: Limits
-    def __init__(self, protocol_version: _Optional[str] = ..., task_id: _Optional[str] = ..., mode: _Optional[str] = ..., task_config_json: _Optional[str] = ..., submission_contract_json: _Optional[str] = ..., observation_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., action_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ...) -> None: ...
+    brief: str
+    def __init__(self, protocol_version: _Optional[str] = ..., task_id: _Optional[str] = ..., mode: _Optional[str] = ..., task_config_json: _Optional[str] = ..., submission_contract_json: _Optional[str] = ..., observation_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., action_spec: _Optional[_Union[TensorSpec, _Mapping]] = ..., capabilities: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., brief: _Optional[str] = ...) -> None: ...
 
 class Limits(_message.Message):
     __slots__ = ("max_message_bytes", "wall_clock_budget_s", "max_submissions_per_run", "max_sessions", "max_envs_per_session", "session_idle_timeout_s", "call_deadline_s", "eval_episodes", "max_episode_steps", "max_step_streams", "max_sessions_total", "training_steps", "training_steps_unit", "training_agent_steps", "training_agent_steps_used", "training_steps_enforced", "training_budget")
