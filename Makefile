@@ -79,6 +79,7 @@ lint: venv
 	$(BIN)/ruff check $(SRC_DIRS)
 	$(BIN)/ruff format --check $(SRC_DIRS)
 	$(BIN)/lint-imports
+	$(BIN)/python scripts/check_package_cycles.py
 
 typecheck: venv
 	$(BIN)/mypy

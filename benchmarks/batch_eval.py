@@ -80,7 +80,7 @@ import numpy as np
 from mujoco import rollout
 
 from ale_robotics.evaluator.execution import Executor, LocalExecutor, make_executor
-from ale_robotics.evaluator.pipeline import EpisodeOutcome
+from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, StepView
 from ale_robotics.tasks import TaskSpec, default_registry

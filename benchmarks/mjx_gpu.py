@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ale_robotics.rollouts import get_kind
+from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.rollouts.mjx.kind import configure_xla
 from ale_robotics.tasks import TaskSpec, default_registry
 

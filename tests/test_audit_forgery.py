@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 
 from ale_robotics.audit import AuditReport, audit_run, read_secret
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
+from ale_robotics.evaluator.pipeline import summarize
+from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.scoring import score
 from ale_robotics.tasks import default_registry
 

@@ -104,9 +104,13 @@ from ale_robotics.evaluator.checkpoints import (
 from ale_robotics.evaluator.evidence import collect_evidence
 from ale_robotics.evaluator.execution import make_executor
 from ale_robotics.evaluator.metrics import HOST_TIMED
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
+from ale_robotics.evaluator.pipeline import summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
-from ale_robotics.evaluator.result import (
+from ale_robotics.evaluator.smoke import smoke_task
+from ale_robotics.evaluator.snapshot import snapshot_submission
+from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import (
     BatchOutcomes,
     CurvePoint,
     EpisodeRecord,
@@ -116,10 +120,8 @@ from ale_robotics.evaluator.result import (
     episode_outcomes,
     outcome_entries,
 )
-from ale_robotics.evaluator.smoke import smoke_task
-from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
-from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
 from ale_robotics.seeds import HiddenSeed, derive_seeds
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event, verify_file

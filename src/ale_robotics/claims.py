@@ -47,9 +47,9 @@ from typing import Any
 import pydantic
 
 from ale_robotics.errors import AleError
-from ale_robotics.evaluator.result import CurvePoint, EvalResult, TrainingUsage
 from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.report import RunReport, StoppedRunReport, submission_sha256
+from ale_robotics.model.result import CurvePoint, EvalResult, TrainingUsage
 from ale_robotics.scoring import ScoreReport, score
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec

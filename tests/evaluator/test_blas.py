@@ -10,7 +10,7 @@ import pytest
 
 from ale_robotics.evaluator.blas import numpy_blas
 from ale_robotics.evaluator.execution.base import stack_mismatch, stack_versions
-from ale_robotics.evaluator.result import host_info
+from ale_robotics.evaluator.result_builder import host_info
 
 
 def test_the_kernel_numpy_picked_is_named() -> None:

@@ -16,7 +16,7 @@ from helpers import random_weights
 from safetensors.numpy import save_file
 
 from ale_robotics.errors import FailedPreconditionError
-from ale_robotics.evaluator import EvalResult, EvaluatorConfig
+from ale_robotics.evaluator import EvaluatorConfig
 from ale_robotics.evaluator import checkpoints as checkpoints_module
 from ale_robotics.evaluator.checkpoints import (
     CheckpointRecord,
@@ -30,6 +30,7 @@ from ale_robotics.evaluator.core import Evaluator
 from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.snapshot import RECLAIM_MIN_AGE_S, reclaim_snapshots
 from ale_robotics.evaluator.store import SqliteJobStore
+from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import derive_seeds, new_secret
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.trajectory import EvaluatorSigner

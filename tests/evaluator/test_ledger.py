@@ -16,9 +16,9 @@ import pytest
 
 from ale_robotics import __version__
 from ale_robotics.evaluator.ledger import RunLedger
-from ale_robotics.evaluator.snapshot import SubmissionRejected
 from ale_robotics.evaluator.store import JobState, SqliteJobStore
 from ale_robotics.seeds import derive_seeds, new_secret, secret_commitment
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks import TaskSpec
 from ale_robotics.trajectory import EvaluatorSigner, InvalidEventError, SignedEvaluatorEvent
 

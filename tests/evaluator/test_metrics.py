@@ -12,8 +12,9 @@ import pytest
 
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.metrics import METRICS, compute
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
+from ale_robotics.evaluator.pipeline import summarize
 from ale_robotics.evaluator.vector_session import SessionKind
+from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.tasks import Registry, TaskMode, default_registry
 
 OUTCOMES = [EpisodeOutcome(0, -4.0, 50, False), EpisodeOutcome(1, -2.0, 50, False)]

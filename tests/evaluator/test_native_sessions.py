@@ -27,10 +27,10 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.session_envs import EnvLoop, make_envs, make_stepper
 from ale_robotics.evaluator.vector_session import Batch, Session, SessionKind
 from ale_robotics.infos import decode_infos, encode_infos
+from ale_robotics.model.result import EvalResult
 from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES
 from ale_robotics.rollouts.mujoco_rollout.stepper import NativeStepper, stepper_for
 from ale_robotics.seeds import new_secret

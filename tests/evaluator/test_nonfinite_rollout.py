@@ -19,14 +19,10 @@ import numpy.typing as npt
 import pytest
 
 from ale_robotics.evaluator.metrics import NonFiniteMetric, compute
-from ale_robotics.evaluator.pipeline import (
-    EpisodeOutcome,
-    PolicyFault,
-    check_finite,
-    rollout_episodes,
-)
+from ale_robotics.evaluator.pipeline import rollout_episodes
 from ale_robotics.evaluator.pool import RolloutPool
 from ale_robotics.evaluator.store import FailureSource, JobState, SqliteJobStore
+from ale_robotics.model.episode import EpisodeOutcome, PolicyFault, check_finite
 from ale_robotics.rollouts.gymnasium.kind import _envs
 from ale_robotics.rollouts.mujoco_rollout import rollout_vectorized
 from ale_robotics.tasks import Registry, TaskSpec

@@ -17,9 +17,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, rollout_episodes, summarize
+from ale_robotics.evaluator.pipeline import rollout_episodes, summarize
 from ale_robotics.evaluator.pool import RolloutPool
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.rollouts.replay import trajectories as replay
 from ale_robotics.rollouts.replay.trajectories import (
     load_trajectories,
@@ -27,6 +28,7 @@ from ale_robotics.rollouts.replay.trajectories import (
     select_subset,
 )
 from ale_robotics.seeds import derive_seeds
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks import FileFormat, TaskSpec, default_registry
 
 TASK_ID = "fetch-pickplace-trajset-v1"

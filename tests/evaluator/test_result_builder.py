@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from ale_robotics.evaluator.catalog import TaskCatalog
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.result import EpisodeRecord, EvalResult, TrainingUsage
 from ale_robotics.evaluator.result_builder import ResultBuilder, Verdict, result_payload
 from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import EpisodeRecord, EvalResult, TrainingUsage
 from ale_robotics.seeds import derive_seeds, new_secret
 from ale_robotics.tasks import Registry, TaskSpec
 

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
-from ale_robotics.evaluator.result import (
+from ale_robotics.evaluator.pipeline import summarize
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import (
     EvalResult,
     PlanningOutcomes,
     ReplayOutcomes,

@@ -22,8 +22,8 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
 )
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.vector_session import Session, SessionKind
+from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks import Registry, TaskSpec, default_registry
 
 TASK = "td3-inverted-double-pendulum-v1"

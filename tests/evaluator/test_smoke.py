@@ -9,10 +9,10 @@ import pytest
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.result import SmokeRun
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
 from ale_robotics.evaluator.vector_session import SessionKind
 from ale_robotics.harness.run import RunOptions, run_task
+from ale_robotics.model.result import SmokeRun
 from ale_robotics.tasks import default_registry
 
 REG = default_registry()

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
+from ale_robotics.evaluator.snapshot import snapshot_submission
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks import TaskSpec
 
 

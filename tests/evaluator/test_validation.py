@@ -12,8 +12,9 @@ import torch
 from helpers import random_weights
 from safetensors.numpy import save_file
 
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
-from ale_robotics.evaluator.validation import load_weights
+from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.rollouts.weights import load_weights
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks import FileFormat, TaskSpec
 
 

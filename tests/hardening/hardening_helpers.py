@@ -15,7 +15,8 @@ from safetensors.numpy import save_file
 
 from ale_robotics.client import AleClient, JobStatus
 from ale_robotics.errors import AleError
-from ale_robotics.evaluator import EvalResult, RunningEvaluator
+from ale_robotics.evaluator import RunningEvaluator
+from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb

@@ -34,12 +34,12 @@ from helpers import random_weights
 from safetensors.numpy import save_file
 
 from ale_robotics.evaluator import RunningEvaluator
-from ale_robotics.evaluator.snapshot import SubmissionRejected
-from ale_robotics.evaluator.validation import (
+from ale_robotics.rollouts.weights import (
     YAML_MAX_ALIASES,
     YAML_MAX_DEPTH,
     load_yaml_strict,
 )
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks import TaskSpec
 
 MAX_BYTES = 4 * 1024 * 1024  # the contract's policy limit

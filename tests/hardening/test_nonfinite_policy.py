@@ -36,9 +36,10 @@ from nonfinite_helpers import (
 )
 
 from ale_robotics.client import AleClient
-from ale_robotics.evaluator import EvalResult, EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
 from ale_robotics.evaluator.pipeline import rollout_episodes
 from ale_robotics.evaluator.state import write_private
+from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import Registry, TaskSpec
 
@@ -172,7 +173,7 @@ def test_fall_detector_fails_the_submission_at_the_first_fall(
 
     # exactly the first fault in index order, shard by shard as the pool runs them
     # (imported here, so that the part above also runs against an evaluator without it)
-    from ale_robotics.evaluator.pipeline import PolicyFault
+    from ale_robotics.model.episode import PolicyFault
 
     size = task.eval.envs_per_shard
     for start in range(0, len(seeds), size):

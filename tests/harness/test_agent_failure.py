@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.harness.report import RunReport
+from ale_robotics.model.result import EvalResult
 from ale_robotics.scoring import score
 from ale_robotics.tasks import default_registry
 

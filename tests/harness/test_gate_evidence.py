@@ -14,8 +14,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from ale_robotics.evaluator.result import CurvePoint, EvalResult, TrainingUsage
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
+from ale_robotics.model.result import CurvePoint, EvalResult, TrainingUsage
 from ale_robotics.scoring import GateEvidence, GateOutcome, run_gate
 from ale_robotics.tasks import default_registry
 from ale_robotics.tasks.manifest import ComputeBudget, ManifestEntry

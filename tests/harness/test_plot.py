@@ -23,8 +23,6 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from ale_robotics.evaluator.metrics import METRICS, compute
-from ale_robotics.evaluator.pipeline import EpisodeOutcome
-from ale_robotics.evaluator.result import EpisodeRecord, EvalResult, SmokeRun, episode_outcomes
 from ale_robotics.harness.plot import (
     PER_EPISODE,
     EpisodePlot,
@@ -32,6 +30,8 @@ from ale_robotics.harness.plot import (
     episodes_figure,
     plot_episodes,
 )
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import EpisodeRecord, EvalResult, SmokeRun, episode_outcomes
 from ale_robotics.tasks import Direction, MetricSpec, default_registry
 
 DATA = Path(__file__).parent / "data" / "plot_results.json"

@@ -15,13 +15,13 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 
-from ale_robotics.evaluator.result import CurvePoint, EvalResult, TrainingUsage
 from ale_robotics.harness.plot import (
     curve_figure,
     curve_plot,
     plot_learning_curve,
     wants_learning_curve,
 )
+from ale_robotics.model.result import CurvePoint, EvalResult, TrainingUsage
 from ale_robotics.tasks import default_registry
 from ale_robotics.tasks.paper_curves import PAPER_CURVE_FILES, paper_curve
 

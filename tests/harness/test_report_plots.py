@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.harness import report as report_mod
 from ale_robotics.harness.report import RunReport, start_report, write_report
+from ale_robotics.model.result import EvalResult
 from ale_robotics.scoring import score
 from ale_robotics.tasks import default_registry
 

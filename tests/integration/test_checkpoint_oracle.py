@@ -28,8 +28,9 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from ale_robotics.client import AleClient
-from ale_robotics.evaluator import EvalResult, EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
 from ale_robotics.harness.evidence import evaluator_evidence
+from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks import Registry, default_registry
 from ale_robotics.trajectory import SignedEvaluatorEvent
 from ale_robotics.v1 import ale_env_pb2 as pb

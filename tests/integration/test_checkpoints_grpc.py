@@ -31,8 +31,9 @@ from ale_robotics.errors import (
     PermissionDeniedError,
     ResourceExhaustedError,
 )
-from ale_robotics.evaluator import EvalResult, EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
 from ale_robotics.evaluator.checkpoints import checkpoint_task, run_checkpoint
+from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import Registry, TaskSpec, default_registry
 from ale_robotics.trajectory import SignedEvaluatorEvent

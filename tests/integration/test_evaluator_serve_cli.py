@@ -32,7 +32,7 @@ from helpers import child_pids
 
 from ale_robotics.client import AleClient
 from ale_robotics.errors import AleError
-from ale_robotics.evaluator import EvalResult
+from ale_robotics.model.result import EvalResult
 from ale_robotics.paths import state_home
 from ale_robotics.v1 import ale_env_pb2 as pb
 

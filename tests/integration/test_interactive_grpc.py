@@ -20,7 +20,8 @@ from ale_robotics.errors import (
     PermissionDeniedError,
     ResourceExhaustedError,
 )
-from ale_robotics.evaluator import EvalResult, EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 

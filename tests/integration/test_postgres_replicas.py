@@ -44,7 +44,8 @@ from pg import PgCluster, pg_cluster
 
 from ale_robotics.client import AleClient
 from ale_robotics.errors import AleError, UnauthenticatedError
-from ale_robotics.evaluator import EvalResult, Evaluator, EvaluatorConfig
+from ale_robotics.evaluator import Evaluator, EvaluatorConfig
+from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks import Registry
 from ale_robotics.trajectory import EvaluatorSigner
 from ale_robotics.trajectory.signing import SignedEvaluatorEvent

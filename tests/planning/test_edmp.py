@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ale_robotics.evaluator.snapshot import SubmissionRejected
 from ale_robotics.planning.edmp import generate_trajectory
 from ale_robotics.planning.edmp_config import EdmpConfig, EdmpTaskSettings, load_edmp_config
 from ale_robotics.planning.scenes import SCENE_TYPES, generate_problem
 from ale_robotics.planning.spheres import BoxSet, sphere_model
 from ale_robotics.planning.world import Box, CollisionWorld
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks import default_registry
 
 REPO = Path(__file__).resolve().parents[2]

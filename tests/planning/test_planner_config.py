@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ale_robotics.evaluator.snapshot import SubmissionRejected
 from ale_robotics.planning.planner_config import PLANNERS, load_planner_config
 from ale_robotics.planning.settings import PlannerLimits
+from ale_robotics.submission.rejected import SubmissionRejected
 
 REPO = Path(__file__).resolve().parents[2]
 LIMITS = PlannerLimits(time_limit_cap_s=10.0)

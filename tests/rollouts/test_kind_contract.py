@@ -15,9 +15,10 @@ from typing import Any
 import pydantic
 import pytest
 
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.result import BatchOutcomes, EvalResult, episode_outcomes
-from ale_robotics.rollouts import RolloutKind, get_kind, kind_names
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.kind_registry import get_kind, kind_names
+from ale_robotics.model.result import BatchOutcomes, EvalResult, episode_outcomes
+from ale_robotics.model.rollout_kind import RolloutKind
 from ale_robotics.rollouts.policy import PolicyRolloutKind
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import TaskMode, TaskSpec, default_registry

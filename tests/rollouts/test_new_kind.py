@@ -24,14 +24,15 @@ from helpers import random_weights
 
 from ale_robotics.evaluator.pipeline import rollout_episodes
 from ale_robotics.evaluator.plan import episode_plan
-from ale_robotics.evaluator.result import (
+from ale_robotics.evaluator.smoke import smoke_task
+from ale_robotics.model import kind_registry as registry
+from ale_robotics.model.kind_registry import get_kind, kind_names
+from ale_robotics.model.result import (
     BatchOutcomes,
     RolloutOutcomes,
     batch_outcomes,
     episode_outcomes,
 )
-from ale_robotics.evaluator.smoke import smoke_task
-from ale_robotics.rollouts import get_kind, kind_names, registry
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import TaskSpec, default_registry
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ale_robotics.rollouts import registry
-from ale_robotics.rollouts.registry import ENTRY_POINT_GROUP, get_kind, kind_names
+from ale_robotics.model import kind_registry as registry
+from ale_robotics.model.kind_registry import ENTRY_POINT_GROUP, get_kind, kind_names
 from ale_robotics.tasks import TaskSpec, default_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,11 +55,11 @@ def test_the_config_key_stays_backend() -> None:
 
 def test_names_and_the_task_model_load_no_kind() -> None:
     """kind_names reads metadata only, and importing the task model imports neither a kind
-    nor the evaluator (the registry sits below both)."""
+    nor the evaluator (the registry sits below both, in ale_robotics.model)."""
     code = (
         "import sys\n"
         "import ale_robotics.tasks.spec\n"
-        "from ale_robotics.rollouts.registry import kind_names\n"
+        "from ale_robotics.model.kind_registry import kind_names\n"
         "assert 'gymnasium' in kind_names()\n"
         "loaded = sorted(m for m in sys.modules if m.startswith(('ale_robotics.rollouts.',"
         " 'ale_robotics.evaluator')))\n"
@@ -68,7 +68,7 @@ def test_names_and_the_task_model_load_no_kind() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     ).stdout
-    assert out.strip() == "['ale_robotics.rollouts.base', 'ale_robotics.rollouts.registry']"
+    assert out.strip() == "[]"
 
 
 def test_clear_cache_forgets_loaded_kinds() -> None:

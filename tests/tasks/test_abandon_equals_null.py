@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.vector_session import Session, SessionKind
+from ale_robotics.model.result import EvalResult
 from ale_robotics.scoring import score
 from ale_robotics.seeds import new_secret
 from ale_robotics.tasks import TaskMode, default_registry

@@ -15,7 +15,8 @@ from helpers import random_weights
 from safetensors.numpy import save_file
 
 from ale_robotics.client import AleClient
-from ale_robotics.evaluator import EvalResult, EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
+from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks import TaskMode, default_registry
 
 REG = default_registry()

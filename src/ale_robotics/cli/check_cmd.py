@@ -83,7 +83,8 @@ def check_submission(
     """
     from ale_robotics.evaluator.evidence import validate_evidence_formats
     from ale_robotics.evaluator.plan import load_artifact
-    from ale_robotics.evaluator.snapshot import SubmissionRejected, snapshot_submission
+    from ale_robotics.evaluator.snapshot import snapshot_submission
+    from ale_robotics.submission.rejected import SubmissionRejected
     from ale_robotics.tasks import default_registry
 
     task_id = task or os.environ.get("ALE_TASK_ID", "")

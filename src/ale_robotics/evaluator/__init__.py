@@ -1,10 +1,9 @@
 """The trusted evaluator: job store, snapshots, validation, native pipeline, gRPC service.
 
 The names below are loaded on first use (PEP 562), not when the package is
-imported: the rollout kinds and the task model import small modules of this
-package (``evaluator.episode``, ``evaluator.validation``), and an agent's client
-that parses a task config must not pay for (or, in a sandbox that hides the
-simulator, fail on) the whole evaluator with gRPC and the job store.
+imported: importing one small module of this package must not pay for the whole
+evaluator with gRPC and the job store. The data it records and reports (episode
+outcomes, job states, ``EvalResult``) is in :mod:`ale_robotics.model`.
 """
 
 from __future__ import annotations
@@ -15,13 +14,11 @@ from ale_robotics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
-    from ale_robotics.evaluator.result import EvalResult
     from ale_robotics.evaluator.server import RunningEvaluator, serve
 
-__all__ = ["EvalResult", "Evaluator", "EvaluatorConfig", "RunningEvaluator", "serve"]
+__all__ = ["Evaluator", "EvaluatorConfig", "RunningEvaluator", "serve"]
 
 _WHERE = {
-    "EvalResult": "ale_robotics.evaluator.result",
     "Evaluator": "ale_robotics.evaluator.core",
     "EvaluatorConfig": "ale_robotics.evaluator.core",
     "RunningEvaluator": "ale_robotics.evaluator.server",

@@ -9,8 +9,8 @@ any registered one, cut to its first episodes in a smoke run
 from __future__ import annotations
 
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
-from ale_robotics.evaluator.result import SmokeRun
 from ale_robotics.evaluator.smoke import smoke_run, smoke_task
+from ale_robotics.model.result import SmokeRun
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.registry import Registry, TrainingBudget
 from ale_robotics.tasks.spec import TaskSpec

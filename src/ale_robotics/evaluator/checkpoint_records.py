@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ale_robotics.evaluator.result import CurvePoint, FailedCheckpoint
+from ale_robotics.model.result import CurvePoint, FailedCheckpoint
 
 __all__ = [
     "CHECKPOINT_EVENT",

@@ -90,19 +90,16 @@ from ale_robotics.evaluator.checkpoint_records import (
 from ale_robotics.evaluator.execution.base import shard_layout
 from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.metrics import NonFiniteMetric
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault, rollout_episodes, summarize
+from ale_robotics.evaluator.pipeline import rollout_episodes, summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.runs import TRUSTED, Scope
-from ale_robotics.evaluator.snapshot import (
-    CHECKPOINT_PREFIX,
-    SnapshotFile,
-    SubmissionRejected,
-    snapshot_submission,
-    staging_dir,
-)
+from ale_robotics.evaluator.snapshot import CHECKPOINT_PREFIX, snapshot_submission, staging_dir
 from ale_robotics.evaluator.training_budget import TrainingLedger
-from ale_robotics.rollouts.base import Artifact
+from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
+from ale_robotics.model.rollout_kind import Artifact
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.seeds import HiddenSeed
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import CheckpointSettings, SubmissionContract, TaskSpec
 
 __all__ = [

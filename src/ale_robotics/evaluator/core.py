@@ -41,7 +41,6 @@ from ale_robotics.evaluator.execution import Executor
 from ale_robotics.evaluator.jobs import JobService
 from ale_robotics.evaluator.leases import LeaseReaper
 from ale_robotics.evaluator.ledger import RunLedger
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.result_builder import ResultBuilder
 from ale_robotics.evaluator.run_service import RunService
 from ale_robotics.evaluator.runner import JobRunner
@@ -50,6 +49,7 @@ from ale_robotics.evaluator.sessions import SessionManager
 from ale_robotics.evaluator.state import StateDir
 from ale_robotics.evaluator.store import JobRecord
 from ale_robotics.evaluator.training_budget import TrainingLedger
+from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.registry import Registry
 from ale_robotics.tasks.spec import TaskSpec

@@ -37,11 +37,12 @@ from collections.abc import Iterable
 from ale_robotics.errors import FailedPreconditionError, OutOfRangeError
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.ledger import RunLedger
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, summarize
-from ale_robotics.evaluator.result import EpisodeRecord, TrainingUsage
+from ale_robotics.evaluator.pipeline import summarize
 from ale_robotics.evaluator.result_builder import ResultBuilder
 from ale_robotics.evaluator.store import JobQueue, JobState
 from ale_robotics.evaluator.training_budget import TrainingLedger
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import EpisodeRecord, TrainingUsage
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TaskSpec
 

@@ -16,7 +16,8 @@ import json
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
+from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import FileFormat
 
 __all__ = ["collect_evidence", "validate_evidence_formats"]

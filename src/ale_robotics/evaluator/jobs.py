@@ -33,16 +33,10 @@ from ale_robotics.errors import (
 from ale_robotics.evaluator.access import RunAccess, check_client_token
 from ale_robotics.evaluator.catalog import MAX_ID_CHARS, TaskCatalog
 from ale_robotics.evaluator.ledger import RunLedger
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.result_builder import ResultBuilder
 from ale_robotics.evaluator.runner import JobRunner
 from ale_robotics.evaluator.runs import NO_RUN_MESSAGE, PRACTICE_MESSAGE, TRUSTED, Access, Scope
-from ale_robotics.evaluator.snapshot import (
-    SnapshotFile,
-    SubmissionRejected,
-    snapshot_submission,
-    staging_dir,
-)
+from ale_robotics.evaluator.snapshot import snapshot_submission, staging_dir
 from ale_robotics.evaluator.store import (
     JobQueue,
     JobRecord,
@@ -51,6 +45,9 @@ from ale_robotics.evaluator.store import (
     new_job_id,
 )
 from ale_robotics.evaluator.submission_faults import SubmissionFaults
+from ale_robotics.model.result import EvalResult
+from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 __all__ = ["JobService", "SubmissionLimits"]

@@ -24,9 +24,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ale_robotics import __version__
-from ale_robotics.evaluator.snapshot import SubmissionRejected
 from ale_robotics.evaluator.store import EventLog, EventMaker
 from ale_robotics.seeds import HiddenSeed, derive_seeds, secret_commitment
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import TaskSpec
 from ale_robotics.trajectory import EvaluatorSigner
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from ale_robotics.evaluator.episode import EpisodeOutcome
+    from ale_robotics.model.episode import EpisodeOutcome
 
 __all__ = ["ALWAYS", "METRICS", "WHEN_AVAILABLE", "MetricFn", "NonFiniteMetric", "compute"]
 

@@ -12,27 +12,21 @@ config, so a result does not depend on how many worker processes a host has
 (batched matmul may round differently for different batch sizes; a fixed layout
 keeps every batch the same).
 
-The per-episode outcome and the policy fault are defined in :mod:`.episode`
-and re-exported here, where the executors have always imported them.
+The per-episode outcome and the policy fault are plain data, in
+:mod:`ale_robotics.model.episode`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ale_robotics.evaluator.episode import EpisodeOutcome, PolicyFault, check_finite
 from ale_robotics.evaluator.metrics import compute as compute_metrics
-from ale_robotics.rollouts.base import Artifact, EpisodeCallback, Shard
-from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.kind_registry import get_kind
+from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, Shard
 from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = [
-    "EpisodeOutcome",
-    "PolicyFault",
-    "check_finite",
-    "rollout_episodes",
-    "summarize",
-]
+__all__ = ["rollout_episodes", "summarize"]
 
 
 def rollout_episodes(

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ale_robotics.evaluator.snapshot import SnapshotFile
-from ale_robotics.rollouts.base import Artifact
-from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.model.kind_registry import get_kind
+from ale_robotics.model.rollout_kind import Artifact
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.spec import TaskSpec
 

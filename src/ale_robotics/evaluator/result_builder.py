@@ -26,31 +26,35 @@ could not be measured (``checkpoint_failed``: :attr:`.result.EvalResult.failed_c
 
 from __future__ import annotations
 
+import os
+import platform
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from typing import Any
 
 from ale_robotics import __version__
+from ale_robotics.evaluator.blas import numpy_blas
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.checkpoints import checkpoint_settings, failed_points, learning_curve
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.result import (
+from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.evaluator.training_budget import TrainingLedger
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import (
     CurvePoint,
     EpisodeRecord,
     EvalResult,
     FailedCheckpoint,
+    HostInfo,
     Timings,
     TrainingUsage,
     batch_outcomes,
-    host_info,
-    simulator_versions,
 )
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
-from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
-__all__ = ["ResultBuilder", "Verdict", "result_payload"]
+__all__ = ["ResultBuilder", "Verdict", "host_info", "result_payload", "simulator_versions"]
 
 
 @dataclass(frozen=True)
@@ -341,3 +345,32 @@ def _timings(wall_s: float, env_steps: int, workers: int) -> Timings:
 
 def _smoke(result: EvalResult) -> dict[str, Any] | None:
     return None if result.smoke_run is None else result.smoke_run.model_dump()
+
+
+SIMULATOR_PACKAGES = ["mujoco", "gymnasium", "numpy", "pybullet", "ompl"]
+"""Recorded in every EvalResult (with the task's own simulator package), installed or not."""
+
+
+def simulator_versions(task_package: str) -> dict[str, str]:
+    """The simulator stack's versions, for the result (``not installed`` where absent)."""
+    return package_versions([*SIMULATOR_PACKAGES, task_package])
+
+
+def package_versions(names: list[str]) -> dict[str, str]:
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = "not installed"
+    return out
+
+
+def host_info() -> HostInfo:
+    return HostInfo(
+        platform=platform.platform(),
+        machine=platform.machine(),
+        python=sys.version.split()[0],
+        cpu_count=os.cpu_count() or 1,
+        blas=numpy_blas(),
+    )

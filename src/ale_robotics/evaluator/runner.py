@@ -70,10 +70,10 @@ from ale_robotics.evaluator.evidence import collect_evidence, validate_evidence_
 from ale_robotics.evaluator.execution import Executor, RolloutAborted, WorkerCrashed
 from ale_robotics.evaluator.ledger import RunLedger
 from ale_robotics.evaluator.metrics import NonFiniteMetric
-from ale_robotics.evaluator.pipeline import PolicyFault, summarize
+from ale_robotics.evaluator.pipeline import summarize
 from ale_robotics.evaluator.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.result_builder import ResultBuilder
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected, reclaim_snapshots
+from ale_robotics.evaluator.snapshot import reclaim_snapshots
 from ale_robotics.evaluator.store import (
     FailureSource,
     JobQueue,
@@ -81,6 +81,9 @@ from ale_robotics.evaluator.store import (
     JobState,
     StoreUnavailable,
 )
+from ale_robotics.model.episode import PolicyFault
+from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["JobRunner", "RetryPolicy"]

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator import rendering
-from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
@@ -74,7 +74,7 @@ def make_stepper(task: TaskSpec, envs: Sequence[Any]) -> VectorStepper:
     """The native stepper of ``envs`` (a session's envs of ``task``) where a kind offers one,
     else :class:`EnvLoop`.
 
-    A kind offers one through its ``vector_stepper`` (:class:`~ale_robotics.rollouts.base.
+    A kind offers one through its ``vector_stepper`` (:class:`~ale_robotics.model.rollout_kind.
     RolloutKind`): None where it cannot step these envs (no family for the env, a wrapper
     or render mode it does not re-do); the default offers none.
     """

@@ -5,7 +5,7 @@ runs end to end without paying for the full evaluation. The embedded evaluator
 then serves :func:`smoke_task` instead of the registry's task, so everything
 downstream (GetSpec's episode budget, eval sessions, the batch pipeline, seed
 commitments) follows it unchanged, and every result it produces carries a
-:class:`~ale_robotics.evaluator.result.SmokeRun` that the report repeats. The
+:class:`~ale_robotics.model.result.SmokeRun` that the report repeats. The
 episodes are the first N of the official run's (same base seeds, same hidden
 seeds), so a smoke run is a prefix of the real thing, never a different sample.
 An official run never uses it, and no result of a smoke run is ever ``official``
@@ -14,8 +14,8 @@ An official run never uses it, and no result of a smoke run is ever ``official``
 
 from __future__ import annotations
 
-from ale_robotics.evaluator.result import SmokeRun
-from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.model.kind_registry import get_kind
+from ale_robotics.model.result import SmokeRun
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["smoke_run", "smoke_task"]
@@ -25,7 +25,7 @@ def smoke_task(task: TaskSpec, episodes: int) -> TaskSpec:
     """``task`` evaluating only its first ``episodes`` base seeds (all of them if fewer).
 
     How a task is cut is its rollout kind's
-    (:meth:`~ale_robotics.rollouts.base.RolloutKind.smoke_task`): replay tasks keep
+    (:meth:`~ale_robotics.model.rollout_kind.RolloutKind.smoke_task`): replay tasks keep
     every published instance (the submission must cover them all) and replay a
     smaller hidden subset instead.
     """

@@ -28,8 +28,9 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.tasks.spec import FileFormat, SubmissionContract
+from ale_robotics.tasks.spec import SubmissionContract
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.store import JobQueue
@@ -39,8 +40,6 @@ __all__ = [
     "MAX_PATH_BYTES",
     "RECLAIM_MIN_AGE_S",
     "STAGING_PREFIX",
-    "SnapshotFile",
-    "SubmissionRejected",
     "reclaim_snapshots",
     "snapshot_submission",
     "staging_dir",
@@ -64,17 +63,6 @@ _CHUNK = 1 << 20
 MAX_PATH_BYTES = 1024
 """Longest submission path accepted (UTF-8 bytes); longer ones are rejected, not echoed."""
 _SHOWN_CHARS = 120
-
-
-class SnapshotFile:
-    """A frozen copy of one contract file."""
-
-    def __init__(self, role: str, name: str, fmt: FileFormat, path: Path, sha256: str) -> None:
-        self.role = role
-        self.name = name
-        self.format = fmt
-        self.path = path
-        self.sha256 = sha256
 
 
 def shown_path(rel: str) -> str:

@@ -39,8 +39,8 @@ import os
 from pathlib import Path
 
 from ale_robotics.errors import ResourceExhaustedError
-from ale_robotics.evaluator.result import TrainingUsage
 from ale_robotics.evaluator.store import PracticeBudgets
+from ale_robotics.model.result import TrainingUsage
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TrainingStepUnit
 

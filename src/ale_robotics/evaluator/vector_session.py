@@ -71,8 +71,8 @@ from ale_robotics.errors import (
     OutOfRangeError,
 )
 from ale_robotics.evaluator import rendering
-from ale_robotics.evaluator.result import EpisodeRecord
 from ale_robotics.evaluator.session_envs import make_envs, make_stepper, null_action
+from ale_robotics.model.result import EpisodeRecord
 from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:

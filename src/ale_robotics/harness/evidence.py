@@ -22,7 +22,7 @@ import binascii
 import hashlib
 from pathlib import Path
 
-from ale_robotics.evaluator.result import EvalResult
+from ale_robotics.model.result import EvalResult
 from ale_robotics.scoring import CurveEvidence, EvaluatorEvidence, GateEvidence, HarnessEvidence
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.registry import default_registry

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ale_robotics.evaluator.pipeline import EpisodeOutcome
-from ale_robotics.evaluator.result import (
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import (
     EvalResult,
     PlanningOutcomes,
     ReplayOutcomes,

@@ -20,9 +20,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
-from ale_robotics.evaluator.result import EvalResult, SmokeRun
 from ale_robotics.harness.options import default_label
 from ale_robotics.harness.plot import plot_episodes, plot_learning_curve, wants_learning_curve
+from ale_robotics.model.result import EvalResult, SmokeRun
 from ale_robotics.scoring import HarnessEvidence, ScoreReport
 
 __all__ = [

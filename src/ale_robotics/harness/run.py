@@ -26,7 +26,6 @@ from ale_robotics.envs.make import make_env
 from ale_robotics.errors import AleError, UnavailableError
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
-from ale_robotics.evaluator.result import EvalResult
 from ale_robotics.evaluator.server import RunningEvaluator, serve
 from ale_robotics.evaluator.smoke import smoke_run
 from ale_robotics.harness.agent_proc import (
@@ -56,6 +55,7 @@ from ale_robotics.harness.report import (
     write_stopped,
 )
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
+from ale_robotics.model.result import EvalResult
 from ale_robotics.sandboxes.bwrap.command import require_sandbox, sandbox_available
 from ale_robotics.sandboxes.docker.cli import require_docker
 from ale_robotics.sandboxes.docker.evaluator import EvaluatorContainer, harness_client

@@ -2,28 +2,18 @@
 
 ::
 
-    base.RolloutKind            the interface (imports nothing of ours)
-    registry                    kinds by name, from the entry points "ale_robotics.rollout_kinds"
     policy.PolicyRolloutKind    defaults of the kinds that roll out the contract's MLP
     ├── gymnasium/              Gymnasium envs stepped in the worker
-    └── mujoco_rollout/         a shard's physics stepped together by mujoco.rollout
+    ├── mujoco_rollout/         a shard's physics stepped together by mujoco.rollout
+    └── mjx/                    a shard's physics stepped on an accelerator by MuJoCo XLA
     replay/                     submitted action sequences replayed open-loop
     planning/                   "planner" (OMPL) and "edmp" on hidden-seed scenes
+    weights                     the safe loader of submitted policy weights
 
-The evaluator sees a kind only through :class:`RolloutKind`, found by
-:func:`get_kind`; this package's top level exports just those (no kind is
-imported here, so importing it is as cheap as the registry).
+Every kind implements :class:`ale_robotics.model.rollout_kind.RolloutKind` and is
+found by name through :func:`ale_robotics.model.kind_registry.get_kind` (the entry
+points "ale_robotics.rollout_kinds"). The interface and the registry sit in the
+bottom layer (:mod:`ale_robotics.model`), below the task model that validates a
+config through them, so nothing outside this package imports it: the evaluator
+sees a kind only through the interface.
 """
-
-from ale_robotics.rollouts.base import Artifact, EpisodeCallback, RolloutKind, Shard
-from ale_robotics.rollouts.registry import ENTRY_POINT_GROUP, get_kind, kind_names
-
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "Artifact",
-    "EpisodeCallback",
-    "RolloutKind",
-    "Shard",
-    "get_kind",
-    "kind_names",
-]

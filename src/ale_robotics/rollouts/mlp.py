@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.rollouts.base import Artifact
+from ale_robotics.model.rollout_kind import Artifact
 from ale_robotics.tasks.spec import PolicyArchitecture, TaskSpec
 
 __all__ = ["MLPPolicy", "policy_for"]

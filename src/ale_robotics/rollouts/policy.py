@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from ale_robotics.rollouts.base import Artifact, RolloutKind
+from ale_robotics.model.rollout_kind import Artifact, RolloutKind
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from ale_robotics.evaluator.episode import EpisodeOutcome
-    from ale_robotics.evaluator.result import BatchOutcomes
-    from ale_robotics.evaluator.snapshot import SnapshotFile
+    from ale_robotics.model.episode import EpisodeOutcome
+    from ale_robotics.model.result import BatchOutcomes
+    from ale_robotics.model.snapshot import SnapshotFile
     from ale_robotics.rollouts.mlp import MLPPolicy
 
 __all__ = ["PolicyRolloutKind", "policy_for"]
@@ -62,7 +62,7 @@ class PolicyRolloutKind(RolloutKind):
 
     def load_artifact(self, files: list[SnapshotFile], task: TaskSpec) -> Artifact:
         """The policy's weights, checked against the contract's exact tensor rules."""
-        from ale_robotics.evaluator.validation import load_weights
+        from ale_robotics.rollouts.weights import load_weights
 
         assert task.contract is not None
         return dict(load_weights(files, task.contract))
@@ -70,6 +70,6 @@ class PolicyRolloutKind(RolloutKind):
     def outcome_record(
         self, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
     ) -> BatchOutcomes:
-        from ale_robotics.evaluator.result import RolloutOutcomes
+        from ale_robotics.model.result import RolloutOutcomes
 
         return RolloutOutcomes.from_episodes(self.name, outcomes)

@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ale_robotics.model.kind_registry import ENTRY_POINT_GROUP, get_kind, kind_names
 from ale_robotics.planning.settings import PlanningSettings
-from ale_robotics.rollouts.registry import ENTRY_POINT_GROUP, get_kind, kind_names
 from ale_robotics.tasks.scoring_config import ScoringConfig
 
 __all__ = [
@@ -558,7 +558,7 @@ KIND_SETTINGS: dict[str, tuple[Callable[[TaskSpec], bool], str]] = {
 }
 """The task settings that only some rollout kinds read: name -> (is it set in this task,
 the refusal). A kind lists the ones it reads in :attr:`RolloutKind.settings
-<ale_robotics.rollouts.base.RolloutKind.settings>`; a task that sets one its kind does not
+<ale_robotics.model.rollout_kind.RolloutKind.settings>`; a task that sets one its kind does not
 read is refused, so that no setting in a config is silently ignored."""
 
 

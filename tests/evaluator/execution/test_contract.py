@@ -22,7 +22,7 @@ from ale_robotics.evaluator.execution import (
     run_shard,
     shard_layout,
 )
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault
+from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
 from ale_robotics.tasks import TaskSpec
 
 SEEDS = list(range(100, 110))

@@ -7,7 +7,7 @@ import resource
 
 from ale_robotics.evaluator.execution import LocalExecutor
 from ale_robotics.evaluator.execution.base import WorkerLimits
-from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks import TaskSpec, default_registry
 
 GIB = 1 << 30

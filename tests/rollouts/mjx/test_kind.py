@@ -18,7 +18,7 @@ from helpers import random_weights
 from mjx_helpers import CHEETAH, PENDULUM, task_as
 
 import ale_robotics.rollouts.mjx as mjx_pkg
-from ale_robotics.rollouts import get_kind, kind_names
+from ale_robotics.model.kind_registry import get_kind, kind_names
 from ale_robotics.rollouts.mjx import FAMILY_IDS, MjxKind, MjxUnavailable
 from ale_robotics.rollouts.mjx import kind as kind_module
 from ale_robotics.tasks import TaskSpec

@@ -37,9 +37,9 @@ pytest.importorskip(
 )
 
 from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.episode import PolicyFault
 from ale_robotics.evaluator.pipeline import rollout_episodes
 from ale_robotics.evaluator.pool import RolloutPool
+from ale_robotics.model.episode import PolicyFault
 from ale_robotics.rollouts.mjx import FAMILY_IDS
 from ale_robotics.rollouts.mjx import rollout as mjx_rollout
 from ale_robotics.rollouts.mjx.families import FAMILIES

@@ -38,7 +38,8 @@ import numpy.typing as npt
 
 from ale_robotics.errors import FailedPreconditionError
 from ale_robotics.evaluator.blas import numpy_blas
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, rollout_episodes
+from ale_robotics.evaluator.pipeline import rollout_episodes
+from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [

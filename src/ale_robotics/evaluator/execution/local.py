@@ -76,8 +76,8 @@ from ale_robotics.evaluator.execution.base import (
     run_shard,
     shard_layout,
 )
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault
-from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
+from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 __all__ = ["LocalExecutor", "RolloutPool"]
@@ -352,7 +352,7 @@ class LocalExecutor(Executor):
 
     Each worker applies ``limits`` (:class:`WorkerLimits`; the defaults when not
     given, ``WorkerLimits(None, None, None, None, False)`` for none), as changed by the
-    task's rollout kind (:attr:`~ale_robotics.rollouts.base.RolloutKind.worker_needs`:
+    task's rollout kind (:attr:`~ale_robotics.model.rollout_kind.RolloutKind.worker_needs`:
     JAX/XLA reserves far more address space than ``RLIMIT_AS`` allows). Workers are
     started with their limits, so each such profile has a pool of its own.
     """

@@ -25,7 +25,7 @@ need a process of one's own: Ray's workers are Ray's, multi-threaded, on Ray's n
   worker is killed, :class:`.base.WorkerCrashed` (as ``SIGXCPU`` kills a local worker);
 * no retries inside Ray (``max_retries=0``): a lost worker or node is an infrastructure
   failure, and the runner re-runs the job within its retry bounds;
-* a rollout kind's :attr:`~ale_robotics.rollouts.base.RolloutKind.worker_needs`:
+* a rollout kind's :attr:`~ale_robotics.model.rollout_kind.RolloutKind.worker_needs`:
   ``max_workers`` caps the shards in flight (:func:`shards_in_flight`; Ray does not say
   which host a task lands on, so the cap is over the whole cluster, which keeps it on
   every host); ``unlimited_address_space`` needs nothing here, since Ray's workers have
@@ -86,8 +86,8 @@ from ale_robotics.evaluator.execution.base import (
     stack_mismatch,
     stack_versions,
 )
-from ale_robotics.evaluator.pipeline import EpisodeOutcome, PolicyFault
-from ale_robotics.rollouts.registry import get_kind
+from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
+from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
 
 try:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict
 
 from ale_robotics.errors import UnavailableError
-from ale_robotics.evaluator.states import TERMINAL_STATES, FailureSource, JobState
+from ale_robotics.model.states import TERMINAL_STATES, FailureSource, JobState
 
 __all__ = [
     "DEFAULT_LEASE_S",

@@ -10,8 +10,8 @@ process: ``reset(seed=...)`` makes reuse exact.
 
 Submitted policies are checked where they act: every batch of actions is
 checked finite before any env steps it, and every reward after it
-(:func:`~ale_robotics.evaluator.episode.check_finite`). A NaN or inf raises
-:class:`~ale_robotics.evaluator.episode.PolicyFault`, the submission's failure,
+(:func:`~ale_robotics.model.episode.check_finite`). A NaN or inf raises
+:class:`~ale_robotics.model.episode.PolicyFault`, the submission's failure,
 so an episode can never be silently cut short (or voided later as a non-finite
 metric) by a policy that outputs NaN when it is about to fail.
 """
@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ale_robotics.rollouts.base import Artifact, EpisodeCallback, Shard
+from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, Shard
 from ale_robotics.rollouts.policy import PolicyRolloutKind, policy_for
 from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
-    from ale_robotics.evaluator.episode import EpisodeOutcome
+    from ale_robotics.model.episode import EpisodeOutcome
 
 __all__ = ["GymnasiumKind"]
 
@@ -61,7 +61,7 @@ class GymnasiumKind(PolicyRolloutKind):
         imported here: checking a task config loads this module, and needs none of them.)"""
         import numpy as np
 
-        from ale_robotics.evaluator.episode import EpisodeOutcome, PolicyFault, check_finite
+        from ale_robotics.model.episode import EpisodeOutcome, PolicyFault, check_finite
 
         envs = _envs(task, len(seeds))
         act_dtype = envs[0].action_space.dtype

@@ -30,8 +30,8 @@ import os
 import sys
 from typing import ClassVar
 
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.rollouts.base import Artifact, EpisodeCallback, Shard, WorkerNeeds
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, Shard, WorkerNeeds
 from ale_robotics.rollouts.policy import PolicyRolloutKind
 from ale_robotics.tasks.spec import TaskSpec
 

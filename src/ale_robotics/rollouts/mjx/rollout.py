@@ -44,7 +44,7 @@ Non-finite values: a NaN or inf in an episode's action (before it is stepped) or
 control from its frozen state, so one bad lane cannot make the solver's batched
 ``while_loop`` run to its iteration limit), and after the program returns the earliest
 one, ordered as the C kind checks them (step, then action before reward, then row), is
-raised as :class:`~ale_robotics.evaluator.episode.PolicyFault`.
+raised as :class:`~ale_robotics.model.episode.PolicyFault`.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ import numpy.typing as npt
 from mujoco import mjx
 
 from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.episode import EpisodeOutcome, PolicyFault
-from ale_robotics.rollouts.base import Artifact, EpisodeCallback, Shard
+from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
+from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, Shard
 from ale_robotics.rollouts.mjx.families import FamilyParams, family_params
 from ale_robotics.tasks.spec import PolicyArchitecture, TaskSpec
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ale_robotics.rollouts.base import Artifact, EpisodeCallback, Shard
+from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, Shard
 from ale_robotics.rollouts.policy import PolicyRolloutKind, policy_for
 from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
-    from ale_robotics.evaluator.episode import EpisodeOutcome
+    from ale_robotics.model.episode import EpisodeOutcome
 
 __all__ = ["FAMILY_GYM_IDS", "MujocoRolloutKind"]
 

@@ -45,7 +45,7 @@ Either engine's results are identical for any number of threads: each env's
 physics is a function of its own state (and its own ``MjData``) only.
 
 Every batch of actions is checked finite before it is stepped, and every
-batch of rewards after (:func:`~ale_robotics.evaluator.episode.check_finite`):
+batch of rewards after (:func:`~ale_robotics.model.episode.check_finite`):
 a NaN action would otherwise be zeroed by MuJoCo while the return turned NaN,
 voiding the whole evaluation late, as a non-finite metric, instead of naming
 the episode.
@@ -63,7 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.episode import EpisodeOutcome, check_finite
+from ale_robotics.model.episode import EpisodeOutcome, check_finite
 from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, Family, StepView
 from ale_robotics.tasks.spec import TaskSpec
 
@@ -116,7 +116,7 @@ def rollout_vectorized(
 
     Episodes end when the env terminates or at ``task.env.max_episode_steps``
     (Gymnasium's TimeLimit truncation). ``engine``: None for the family's own
-    (:func:`engine_for`). Raises :class:`~ale_robotics.evaluator.episode.PolicyFault`
+    (:func:`engine_for`). Raises :class:`~ale_robotics.model.episode.PolicyFault`
     at the first non-finite action or reward.
     """
     family = family_of(task)

@@ -21,12 +21,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.result import BatchOutcomes, PlanningOutcomes
-from ale_robotics.evaluator.snapshot import SnapshotFile
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.result import BatchOutcomes, PlanningOutcomes
+from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, RolloutKind, Shard
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.planning.edmp_config import FILE_NAME as EDMP_FILE
 from ale_robotics.planning.planner_config import FILE_NAME as PLANNER_FILE
-from ale_robotics.rollouts.base import Artifact, EpisodeCallback, RolloutKind, Shard
 from ale_robotics.rollouts.planning.problems import load_planning_artifact, planning_episodes
 from ale_robotics.tasks.spec import FileFormat, TaskMode, TaskSpec
 

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.snapshot import SnapshotFile
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.planning.edmp import generate_trajectory
 from ale_robotics.planning.edmp_config import EdmpConfig, load_edmp_config
 from ale_robotics.planning.planner_config import PlannerConfig, load_planner_config

@@ -50,9 +50,10 @@ import numpy.typing as npt
 from numpy.lib import format as npy_format
 
 from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.snapshot import SnapshotFile, SubmissionRejected
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.seeds import HiddenSeed
+from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import FileFormat, TaskSpec, TensorRule
 
 __all__ = [

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.evaluator.snapshot import SnapshotFile
+from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.submission.rejected import first_line as _first_line
 from ale_robotics.submission.rejected import quote_key as _key

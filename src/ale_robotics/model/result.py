@@ -21,10 +21,7 @@ checkpoints the evaluator measured during training), :attr:`EvalResult.failed_ch
 
 from __future__ import annotations
 
-import platform
-import sys
 from collections.abc import Sequence
-from importlib import metadata
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, get_args
 
 from pydantic import (
@@ -37,13 +34,12 @@ from pydantic import (
     model_validator,
 )
 
-from ale_robotics.evaluator.blas import numpy_blas
-from ale_robotics.evaluator.episode import EpisodeOutcome
-from ale_robotics.evaluator.states import FailureSource, JobState
-from ale_robotics.rollouts.registry import get_kind, kind_names
+from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.kind_registry import get_kind, kind_names
+from ale_robotics.model.states import FailureSource, JobState
 
 if TYPE_CHECKING:
-    from ale_robotics.rollouts.base import RolloutKind
+    from ale_robotics.model.rollout_kind import RolloutKind
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -64,9 +60,7 @@ __all__ = [
     "TrainingUsage",
     "batch_outcomes",
     "episode_outcomes",
-    "host_info",
     "outcome_entries",
-    "package_versions",
 ]
 
 SCHEMA_VERSION: Literal[2] = 2
@@ -449,7 +443,7 @@ def batch_outcomes(
     kind: str | RolloutKind, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
 ) -> BatchOutcomes:
     """The typed outcomes of a batch job from what its kind produced (same order): the
-    kind's own record (:meth:`~ale_robotics.rollouts.base.RolloutKind.outcome_record`).
+    kind's own record (:meth:`~ale_robotics.model.rollout_kind.RolloutKind.outcome_record`).
 
     ``kind`` is the task's kind or its name (``task.eval.rollout``); ``base_seeds`` are
     the task's public base seeds: a replay task's instances (never a hidden seed value,
@@ -565,34 +559,3 @@ class EvalResult(_Model):
                 "official": read and data.get("smoke_run") is None,
             }
         return data
-
-
-SIMULATOR_PACKAGES = ["mujoco", "gymnasium", "numpy", "pybullet", "ompl"]
-"""Recorded in every EvalResult (with the task's own simulator package), installed or not."""
-
-
-def simulator_versions(task_package: str) -> dict[str, str]:
-    """The simulator stack's versions, for the result (``not installed`` where absent)."""
-    return package_versions([*SIMULATOR_PACKAGES, task_package])
-
-
-def package_versions(names: list[str]) -> dict[str, str]:
-    out = {}
-    for n in names:
-        try:
-            out[n] = metadata.version(n)
-        except metadata.PackageNotFoundError:
-            out[n] = "not installed"
-    return out
-
-
-def host_info() -> HostInfo:
-    import os
-
-    return HostInfo(
-        platform=platform.platform(),
-        machine=platform.machine(),
-        python=sys.version.split()[0],
-        cpu_count=os.cpu_count() or 1,
-        blas=numpy_blas(),
-    )

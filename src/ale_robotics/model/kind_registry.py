@@ -7,7 +7,7 @@ Each kind is registered by one line of its distribution's metadata, e.g. in
     replay = "ale_robotics.rollouts.replay:ReplayKind"
 
 The entry point's name is the kind's name (what a task config writes in
-``eval.backend``) and its value a :class:`~ale_robotics.rollouts.base.RolloutKind`
+``eval.backend``) and its value a :class:`~ale_robotics.model.rollout_kind.RolloutKind`
 subclass (instantiated once, without arguments) or instance. Our own kinds are
 registered the same way as a third party's, so that adding one touches its folder
 and that line only, never a list in the evaluator.
@@ -27,7 +27,7 @@ import functools
 import threading
 from importlib import metadata
 
-from ale_robotics.rollouts.base import RolloutKind
+from ale_robotics.model.rollout_kind import RolloutKind
 
 __all__ = ["ENTRY_POINT_GROUP", "clear_cache", "get_kind", "kind_names"]
 

@@ -7,7 +7,7 @@ action sequences open-loop (``replay``), running a submitted planner
 configuration on hidden-seed scenes (``planner``, ``edmp``)... A task picks its
 kind by name in its config (``eval.backend``, the on-disk key; ``eval.rollout``
 in Python) and the evaluator reaches the kind only through this interface, found
-by :func:`ale_robotics.rollouts.registry.get_kind`. Everything that used to be an
+by :func:`ale_robotics.model.kind_registry.get_kind`. Everything that used to be an
 ``if backend == ...`` somewhere in the evaluator is a method here, so that a new
 kind is one folder plus one entry point, and no other file changes.
 
@@ -33,9 +33,9 @@ if TYPE_CHECKING:
     # no import of the task model's, which every agent's SDK loads (ale_robotics.client).
     import numpy.typing as npt
 
-    from ale_robotics.evaluator.episode import EpisodeOutcome
-    from ale_robotics.evaluator.result import BatchOutcomes
-    from ale_robotics.evaluator.snapshot import SnapshotFile
+    from ale_robotics.model.episode import EpisodeOutcome
+    from ale_robotics.model.result import BatchOutcomes
+    from ale_robotics.model.snapshot import SnapshotFile
     from ale_robotics.seeds import HiddenSeed
     from ale_robotics.tasks.spec import EvalProtocol, TaskSpec
 
@@ -141,7 +141,7 @@ class RolloutKind(abc.ABC):
     ) -> list[EpisodeOutcome]:
         """Run one shard's episodes in this process; one outcome per ``(index, seed)``.
 
-        Raises :class:`~ale_robotics.evaluator.episode.PolicyFault` when the
+        Raises :class:`~ale_robotics.model.episode.PolicyFault` when the
         submission makes a value non-finite (the submission's failure); any other
         exception is an infrastructure failure, retried by the runner.
         """
