@@ -444,7 +444,7 @@ def _how_to_submit(spec: TaskSpec, entry: ManifestEntry | None) -> str:
         "The evaluator snapshots the files when you submit (later writes change nothing), "
         "validates them without running your code, and evaluates them on hidden seeds. A "
         "violation ends the job REJECTED with a message naming the file, key and rule."
-        + (f" At most {n} submissions per run." if n else ""),
+        + (f" At most {n} submissions per run; the run is scored on the last one." if n else ""),
     ]
     return "\n".join(lines)
 
