@@ -1,9 +1,8 @@
 """One episode's outcome and the policy fault, shared by every rollout kind.
 
-Its own module (imports nothing of ours) so that the rollout kinds
-(:mod:`ale_robotics.rollouts`)
-and the pipeline that dispatches to them do not import each other in a cycle;
-:mod:`.pipeline` re-exports all three names.
+Plain data in the bottom layer (imports nothing of ours), so that the rollout kinds
+(:mod:`ale_robotics.rollouts`) that produce outcomes and the evaluator that reads them
+(:mod:`ale_robotics.evaluator.pipeline`) do not import each other.
 """
 
 from __future__ import annotations

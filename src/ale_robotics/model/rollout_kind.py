@@ -14,11 +14,11 @@ kind is one folder plus one entry point, and no other file changes.
 This module imports nothing of ours at run time (only under ``TYPE_CHECKING``):
 the task model (``tasks/spec.py``) validates a config through the registry, and
 the kinds themselves import the task model, so the interface must sit below
-both. Defaults that need evaluator code (loading policy weights, the rollout
-outcome record) are in :class:`ale_robotics.rollouts.policy.PolicyRolloutKind`,
-the base class of the policy kinds. Nor does it import numpy at run time: the task
-model is what an agent's SDK (``ale_robotics.client``) loads to read GetSpec, and an
-agent that only submits files should not pay numpy's import (and teardown) for it.
+both. Defaults that need more (loading policy weights) are in
+:class:`ale_robotics.rollouts.policy.PolicyRolloutKind`, the base class of the policy
+kinds. Nor does it import numpy at run time: the task model is what an agent's SDK
+(``ale_robotics.client``) loads to read GetSpec, and an agent that only submits files
+should not pay numpy's import (and teardown) for it.
 """
 
 from __future__ import annotations
