@@ -1,0 +1,413 @@
+"""A scripted model upstream on loopback: OpenAI- and Anthropic-compatible, no model behind it.
+
+No model can be reached from these machines, so the gateway's tests put this server where
+the operator's upstream would be. It answers each call with the next :class:`Turn` of its
+script (text, or tool calls), in the protocol the call used (chat completions, responses,
+messages), streamed as server-sent events when the request asks for it, with the turn's
+token counts in the usage fields (or none, ``usage=False``). It keeps every request it got
+(path, headers, body) so tests can see what the gateway sent upstream.
+
+Run it in a thread of the test (:meth:`ScriptedUpstream.start`), or as a process::
+
+    python tests/gateway/scripted_upstream.py SCRIPT.json PORT_FILE
+
+(``SCRIPT.json``: a list of turns as :meth:`Turn.from_json` reads them; the port is written
+to ``PORT_FILE`` once it listens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+UPSTREAM_KEY = "sk-upstream-SECRET-never-in-the-sandbox-0123456789"
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One scripted answer: ``text`` and/or ``tool_calls``, with its token counts."""
+
+    text: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tokens_in: int = 100
+    tokens_out: int = 20
+    usage: bool = True
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Turn:
+        calls = tuple(ToolCall(c["name"], c["arguments"]) for c in doc.get("tool_calls", []))
+        return cls(
+            text=doc.get("text"),
+            tool_calls=calls,
+            tokens_in=doc.get("tokens_in", 100),
+            tokens_out=doc.get("tokens_out", 20),
+            usage=doc.get("usage", True),
+        )
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class ScriptedUpstream:
+    """The server; :attr:`url` once started (``http://127.0.0.1:PORT``)."""
+
+    turns: Sequence[Turn]
+    key: str = UPSTREAM_KEY
+    received: list[Received] = field(default_factory=list)
+    port: int = 0
+    _next: int = 0
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _loop: asyncio.AbstractEventLoop | None = None
+    _runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024**2)
+        for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+            app.router.add_post(path, self._answer)
+        return app
+
+    def start(self) -> ScriptedUpstream:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        threading.Thread(target=loop.run_forever, daemon=True).start()
+        asyncio.run_coroutine_threadsafe(self._start(), loop).result(10)
+        return self
+
+    async def _start(self, port: int = 0) -> None:
+        self._runner = web.AppRunner(self.app(), access_log=None, shutdown_timeout=1)
+        await self._runner.setup()
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", port))
+        self.port = sock.getsockname()[1]
+        await web.SockSite(self._runner, sock).start()
+
+    def stop(self) -> None:
+        loop = self._loop
+        if loop is None:
+            return
+        assert self._runner is not None
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        self._loop = None
+
+    def __enter__(self) -> ScriptedUpstream:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- answers -----------------------------------------------------------------------------
+
+    def _turn(self) -> Turn:
+        if self._next < len(self.turns):
+            turn = self.turns[self._next]
+            self._next += 1
+            return turn
+        return Turn(text="(the script is over)")
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.received.append(Received(request.path, dict(request.headers), body))
+        if request.path == "/v1/messages":
+            if request.headers.get("x-api-key") != self.key:
+                return web.json_response(
+                    {"type": "error", "error": {"type": "authentication_error", "message": "key"}},
+                    status=401,
+                )
+        elif request.headers.get("authorization") != f"Bearer {self.key}":
+            return web.json_response({"error": {"message": "bad key", "type": "auth"}}, status=401)
+        turn = self._turn()
+        model = body.get("model", "?")
+        n = next(self._ids)
+        stream = body.get("stream") is True
+        if request.path == "/v1/chat/completions":
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            if stream:
+                return await self._sse(request, _chat_chunks(turn, model, n, include))
+            return web.json_response(_chat(turn, model, n))
+        if request.path == "/v1/responses":
+            if stream:
+                return await self._sse(request, _response_events(turn, model, n))
+            return web.json_response(_response(turn, model, n))
+        if stream:
+            return await self._sse(request, _message_events(turn, model, n), named=True)
+        return web.json_response(_message(turn, model, n))
+
+    async def _sse(
+        self, request: web.Request, events: list[dict[str, Any]], named: bool = False
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        async for event in _paced(events):
+            head = f"event: {event['type']}\n" if named else ""
+            await response.write(f"{head}data: {json.dumps(event)}\n\n".encode())
+        if not named:
+            await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+async def _paced(events: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
+    for event in events:
+        yield event
+        await asyncio.sleep(0)
+
+
+def _usage_openai(turn: Turn) -> dict[str, int]:
+    return {
+        "prompt_tokens": turn.tokens_in,
+        "completion_tokens": turn.tokens_out,
+        "total_tokens": turn.tokens_in + turn.tokens_out,
+    }
+
+
+def _chat(turn: Turn, model: str, n: int) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": f"call_{n}_{i}",
+                "type": "function",
+                "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+            }
+            for i, c in enumerate(turn.tool_calls)
+        ]
+    doc: dict[str, Any] = {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if turn.tool_calls else "stop",
+                "logprobs": None,
+            }
+        ],
+    }
+    if turn.usage:
+        doc["usage"] = _usage_openai(turn)
+    return doc
+
+
+def _chat_chunks(turn: Turn, model: str, n: int, include_usage: bool) -> list[dict[str, Any]]:
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{n}",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    out = [chunk({"role": "assistant", "content": ""})]
+    if turn.text:
+        half = len(turn.text) // 2
+        out += [chunk({"content": turn.text[:half]}), chunk({"content": turn.text[half:]})]
+    for i, c in enumerate(turn.tool_calls):
+        args = json.dumps(c.arguments)
+        out.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": i,
+                            "id": f"call_{n}_{i}",
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": args[:5]},
+                        }
+                    ]
+                }
+            )
+        )
+        out.append(chunk({"tool_calls": [{"index": i, "function": {"arguments": args[5:]}}]}))
+    out.append(chunk({}, "tool_calls" if turn.tool_calls else "stop"))
+    if include_usage and turn.usage:
+        out.append(
+            {
+                "id": f"chatcmpl-{n}",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": model,
+                "choices": [],
+                "usage": _usage_openai(turn),
+            }
+        )
+    return out
+
+
+def _response(turn: Turn, model: str, n: int) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if turn.text is not None:
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+            }
+        )
+    for i, c in enumerate(turn.tool_calls):
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{n}_{i}",
+                "call_id": f"call_{n}_{i}",
+                "name": c.name,
+                "arguments": json.dumps(c.arguments),
+                "status": "completed",
+            }
+        )
+    doc: dict[str, Any] = {
+        "id": f"resp_{n}",
+        "object": "response",
+        "created_at": 0,
+        "status": "completed",
+        "model": model,
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    if turn.usage:
+        doc["usage"] = {
+            "input_tokens": turn.tokens_in,
+            "output_tokens": turn.tokens_out,
+            "total_tokens": turn.tokens_in + turn.tokens_out,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+    return doc
+
+
+def _response_events(turn: Turn, model: str, n: int) -> list[dict[str, Any]]:
+    final = _response(turn, model, n)
+    created = {**final, "status": "in_progress", "output": []}
+    created.pop("usage", None)
+    return [
+        {"type": "response.created", "sequence_number": 0, "response": created},
+        {"type": "response.completed", "sequence_number": 1, "response": final},
+    ]
+
+
+def _message(turn: Turn, model: str, n: int) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if turn.text is not None:
+        content.append({"type": "text", "text": turn.text})
+    for i, c in enumerate(turn.tool_calls):
+        content.append(
+            {"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c.name, "input": c.arguments}
+        )
+    return {
+        "id": f"msg_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
+        "stop_sequence": None,
+        "usage": {"input_tokens": turn.tokens_in, "output_tokens": turn.tokens_out}
+        if turn.usage
+        else {},
+    }
+
+
+def _message_events(turn: Turn, model: str, n: int) -> list[dict[str, Any]]:
+    start = {**_message(turn, model, n), "content": [], "stop_reason": None}
+    start["usage"] = {"input_tokens": turn.tokens_in, "output_tokens": 1} if turn.usage else {}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    index = 0
+    if turn.text is not None:
+        events += [
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "text", "text": ""},
+            },
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "text_delta", "text": turn.text},
+            },
+            {"type": "content_block_stop", "index": index},
+        ]
+        index += 1
+    for i, c in enumerate(turn.tool_calls):
+        events += [
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {
+                    "type": "tool_use",
+                    "id": f"toolu_{n}_{i}",
+                    "name": c.name,
+                    "input": {},
+                },
+            },
+            {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(c.arguments)},
+            },
+            {"type": "content_block_stop", "index": index},
+        ]
+        index += 1
+    events += [
+        {
+            "type": "message_delta",
+            "delta": {
+                "stop_reason": "tool_use" if turn.tool_calls else "end_turn",
+                "stop_sequence": None,
+            },
+            "usage": {"output_tokens": turn.tokens_out} if turn.usage else {},
+        },
+        {"type": "message_stop"},
+    ]
+    return events
+
+
+def main(argv: list[str]) -> int:
+    script, port_file = Path(argv[0]), Path(argv[1])
+    turns = [Turn.from_json(t) for t in json.loads(script.read_text())]
+    upstream = ScriptedUpstream(turns)
+
+    async def run() -> None:
+        await upstream._start()
+        port_file.write_text(str(upstream.port))
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
