@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -12,15 +12,11 @@ import pytest
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
+from gateway_helpers import MODEL, RUN_ID, Start
 from scripted_upstream import UPSTREAM_KEY, ScriptedUpstream, Turn
 
 from ale_robotics.gateway import GatewayPolicy, ModelGateway
 from ale_robotics.trajectory import TrajectoryWriter
-
-RUN_ID = "run-gateway-test"
-MODEL = "scripted-model"
-
-Start = Callable[..., tuple[ModelGateway, ScriptedUpstream]]
 
 
 @pytest.fixture

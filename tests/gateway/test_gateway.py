@@ -12,7 +12,7 @@ from pathlib import Path
 import anthropic
 import openai
 import pytest
-from conftest import MODEL, RUN_ID, Start
+from gateway_helpers import MODEL, RUN_ID, Start
 from scripted_upstream import UPSTREAM_KEY, ToolCall, Turn
 
 from ale_robotics.gateway import ModelGateway

@@ -7,6 +7,10 @@ directory; for a run directory the trajectory is also checked against the run's
 with the ``trajectory_head`` recorded there and have its ``trajectory_events``
 events, so a trajectory cut after the run no longer verifies.
 
+``verify`` also checks the agent's model transcript, ``model_calls.jsonl`` beside the
+trajectory, against the chain's ``model_call`` events (an edited, added or removed line
+fails, named).
+
 Exit codes: 0 the chain verifies, 1 it does not (the first bad event and the
 reason are printed), 2 a usage error (no such file, no trajectory in the
 directory, an unreadable result.json, an unusable ``--public-key``).
@@ -30,9 +34,10 @@ from ale_robotics.trajectory import (
     load_public_key,
     render_trajectory,
     trajectory_document,
+    verified_events,
     verify_document,
-    verify_file,
 )
+from ale_robotics.trajectory.transcript import TRANSCRIPT_FILE, check_transcript
 
 __all__ = ["app"]
 
@@ -167,6 +172,9 @@ def verify(
 ) -> None:
     """Check the whole chain and every evaluator signature; name the first bad event.
 
+    Then the model transcript beside it (model_calls.jsonl), line by line, against the
+    chain's model_call events: a line edited, added or removed fails, named.
+
     Prints one line, 'OK: N events ...' or 'FAIL at event N: reason'. With --json,
     one document: ok, path, events, head, first_bad_event, line, reason, summary,
     run_id, counts, eval_events, public_key, key_source, and 'expected' (what the
@@ -177,20 +185,40 @@ def verify(
     target = _target(path)
     head = head or target.head
     run_id = run_id or target.run_id
-    report = verify_file(
+    report, events = verified_events(
         target.file,
         key,
         expected_run_id=run_id,
         expected_head=head,
         expected_events=target.events,
     )
+    # The agent's model transcript beside it must be the one its model_call events record.
+    transcript = target.file.parent / TRANSCRIPT_FILE
+    problem = None if events is None else check_transcript(events, transcript)
     if as_json:
-        emit_json({**verify_document(report), "expected": _recorded(target, head, run_id)})
+        emit_json(
+            {
+                **verify_document(report),
+                "expected": _recorded(target, head, run_id),
+                "transcript": {
+                    "path": str(transcript),
+                    "present": transcript.is_file(),
+                    "ok": report.ok and problem is None,
+                    "reason": problem,
+                },
+            }
+        )
+    elif problem is not None:
+        typer.echo(f"FAIL: {problem} (the chain itself verifies: {report.summary()})")
     else:
         line = report.summary()
+        if report.ok and transcript.is_file():
+            line += f"; {TRANSCRIPT_FILE} matches its model_call events"
         if report.ok and target.result_json is not None:
             line += f"; it ends where {target.result_json} says (head {report.head_hash})"
         typer.echo(line)
+    if problem is not None:
+        raise typer.Exit(1)
     if report.ok and report.key_source == "trajectory":
         console.print(
             "note: evaluator key taken from the trajectory itself; pass --public-key to pin it",
