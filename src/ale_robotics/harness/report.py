@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from ale_robotics.gateway.usage import ModelUsage
 from ale_robotics.harness.options import default_label
 from ale_robotics.harness.plot import plot_episodes, plot_learning_curve, wants_learning_curve
 from ale_robotics.model.result import EvalResult, SmokeRun
@@ -189,6 +190,12 @@ class RunReport(BaseModel):
         description="True when this is the task's official result: not a smoke run, and "
         "the result was read on the harness channel. Only official runs are ranked. "
         "Derived from eval_result when absent.",
+    )
+    model_usage: ModelUsage | None = Field(
+        default=None,
+        description="What the agent asked its model through the run's model gateway (calls, "
+        "tokens in and out, per model, the budget); each call is in model_calls.jsonl and "
+        "a model_call trajectory event. None: the run had no model gateway.",
     )
 
     @model_validator(mode="before")

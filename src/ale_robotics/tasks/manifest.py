@@ -199,6 +199,12 @@ class ComputeBudget(_Strict):
     memory_bytes: int | None = Field(
         default=None, gt=0, description="Memory the agent may use (its cgroup's limit); None: all."
     )
+    model_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Model tokens (input + output) the agent may use through the run's model "
+        "gateway; None: unmetered unless 'run --model-budget-tokens' sets a budget.",
+    )
 
 
 class ManifestEntry(_Strict):
