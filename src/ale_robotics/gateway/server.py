@@ -308,7 +308,7 @@ class ModelGateway:
             await loop.run_in_executor(None, self.recorder.record, call.facts())
         except Exception:  # the call happened; a transcript that cannot be written is logged
             logger.exception("could not record model call to %s", self.transcript)
-        if call.open_stream is not None:
+        if call.open_stream is not None and await _write(call.open_stream, call.held):
             with contextlib.suppress(ConnectionResetError, ClientError):
                 await call.open_stream.write_eof()
         return response
@@ -410,24 +410,21 @@ class ModelGateway:
         response = web.StreamResponse(status=call.status, headers=headers)
         sse = SseUsage(call.protocol)
         chunks: list[bytes] = []
-        client_gone = False
         await response.prepare(request)
+        client_gone = False
         async for chunk in content.iter_any():
+            # Each chunk is passed on when the next one arrives: the last one (the end of
+            # the stream, which an SDK stops reading at) only once the call is recorded.
+            if chunks and not client_gone:
+                client_gone = not await _write(response, chunks[-1])
             chunks.append(chunk)
             sse.feed(chunk)
-            if not client_gone:
-                try:
-                    await response.write(chunk)
-                except (ConnectionResetError, ClientError):
-                    # The agent went away: read the stream to its end all the same, so its
-                    # usage is counted.
-                    client_gone = True
         sse.close()
         call.response = b"".join(chunks)
         call.count = sse.count
-        # The stream's end is written once the call is recorded (:meth:`_call`), so an agent
-        # that has its whole answer finds the call in the transcript.
-        call.open_stream = None if client_gone else response
+        if not client_gone:
+            call.open_stream = response
+            call.held = chunks[-1] if chunks else b""
         return response
 
     def _account(self, call: _Call) -> None:
@@ -449,6 +446,17 @@ class ModelGateway:
         )
 
 
+async def _write(response: web.StreamResponse, chunk: bytes) -> bool:
+    """Pass ``chunk`` on; False when the agent went away (the upstream is read to its end
+    all the same, so that the call's usage is counted)."""
+    try:
+        if chunk:
+            await response.write(chunk)
+    except (ConnectionResetError, ClientError):
+        return False
+    return True
+
+
 class _Call:
     """What one request turned into, filled in as it goes."""
 
@@ -468,6 +476,8 @@ class _Call:
         self.usage_source: UsageSource = "none"
         self.latency_s = 0.0
         self.open_stream: web.StreamResponse | None = None
+        self.held = b""
+        """A stream's last chunk, sent once the call is recorded."""
 
     def refuse(self, response: web.Response, why: Refusal) -> web.Response:
         self.refused = why
