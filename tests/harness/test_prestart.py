@@ -7,7 +7,6 @@ a run without an embedded local executor it makes nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from pathlib import Path
 
@@ -40,7 +39,7 @@ def _wait_for_workers(ex: LocalExecutor, timeout: float = 60.0) -> list[int]:
     ],
 )
 def test_no_executor_without_an_embedded_local_one(task: TaskSpec, change: dict[str, str]) -> None:
-    assert prestarted_executor(dataclasses.replace(_OPTS, **change), task) is None  # type: ignore[arg-type]
+    assert prestarted_executor(_OPTS.model_copy(update=change), task) is None
 
 
 def test_the_executor_is_the_evaluators_with_its_workers_started(
@@ -63,7 +62,7 @@ def test_the_executor_is_the_evaluators_with_its_workers_started(
 
 
 def test_a_smoke_run_warms_up_for_the_smoke_task(task: TaskSpec) -> None:
-    ex = prestarted_executor(dataclasses.replace(_OPTS, episodes=2), task)
+    ex = prestarted_executor(_OPTS.model_copy(update={"episodes": 2}), task)
     assert ex is not None
     try:
         assert ex._warm_task_json is not None

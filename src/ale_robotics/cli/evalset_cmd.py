@@ -55,53 +55,38 @@ def _check_tasks(spec: EvalSetSpec, spec_path: Path) -> None:
     from ale_robotics.tasks import default_registry
 
     registry = default_registry()
+    episodes = spec.settings().episodes
     for task_id in spec.tasks:
         try:
             task = registry.get(task_id)
         except TaskNotFoundError as exc:  # its message names the task and what to do
             raise InvalidArgumentError(f"{spec_path}: tasks: {exc.message}") from None
         total = task.eval.evaluated_episodes
-        if spec.episodes is not None and spec.episodes > total:
+        if episodes is not None and episodes > total:
             raise InvalidArgumentError(
-                f"{spec_path}: episodes: {spec.episodes}, but {task_id} evaluates {total} "
+                f"{spec_path}: episodes: {episodes}, but {task_id} evaluates {total} "
                 f"episode(s); use at most {total} (or leave episodes out for official runs)"
             )
 
 
 def _check_agents(spec: EvalSetSpec, spec_path: Path) -> None:
-    """Every agent command as ``run`` checks it (its program, the script it runs), once
-    for the set and before any run starts: a typo is exit 2, not N runs scored 0."""
+    """Every agent command as ``run`` checks it (its program, the script it runs, in the
+    set's sandbox), once for the set and before any run starts: a typo is exit 2, not N
+    runs scored 0."""
     from ale_robotics.errors import InvalidArgumentError
-    from ale_robotics.harness.options import RunOptions
     from ale_robotics.harness.preflight import check_agent_command
-    from ale_robotics.sandboxes.bwrap.command import sandbox_available
+    from ale_robotics.sandboxes import resolve_sandbox
 
-    workspace = _workspace(spec.run_args)
-    bwrap = spec.sandbox == "bwrap" or (spec.sandbox == "auto" and sandbox_available())
     for i, agent in enumerate(spec.agents):
-        opts = RunOptions(
-            task_id=spec.tasks[0],
-            agent_cmd=agent.cmd,
-            sandbox="bwrap" if bwrap else "none",
-            workspace=workspace,
-        )
+        opts = spec.run_options(spec.tasks[0], agent.label, agent.cmd, Path("."))
+        sandbox = resolve_sandbox(opts.sandbox, check=False, agent_image=opts.agent_image)
+        assert opts.workspace is not None  # the run command's default: this directory
         try:
-            check_agent_command(opts, workspace)
+            check_agent_command(opts, opts.workspace.resolve(), sandbox)
         except InvalidArgumentError as exc:
             raise InvalidArgumentError(
                 f"{spec_path}: agents.{i} ({agent.label}): {exc.message}"
             ) from None
-
-
-def _workspace(run_args: list[str]) -> Path:
-    """The runs' workspace: ``--workspace`` in ``run_args``, else this directory (each
-    run is started here)."""
-    for i, arg in enumerate(run_args):
-        if arg == "--workspace" and i + 1 < len(run_args):
-            return Path(run_args[i + 1]).resolve()
-        if arg.startswith("--workspace="):
-            return Path(arg.split("=", 1)[1]).resolve()
-    return Path.cwd().resolve()
 
 
 def _progress(event: RunEvent) -> None:

@@ -1,15 +1,25 @@
-"""``ale-robotics run``: one agent on one task, with progress, ending in a score line."""
+"""``ale-robotics run``: one agent on one task, with progress, ending in a score line.
+
+Its options are not written here: each is a field of the run options' one declaration
+(:mod:`ale_robotics.harness.options`), and :func:`_parameters` makes the command's
+parameters from them (flag, type, default, help, range, help panel), so that the
+command, :class:`~ale_robotics.harness.options.RunOptions` and an eval set's SPEC
+cannot drift apart.
+"""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
+import annotated_types
 import typer
 
-from ale_robotics.cli.app import ExecutorOpt, RayAddressOpt, absolute, app, console, friendly
+from ale_robotics.cli.app import app, console, friendly
+from ale_robotics.harness.option_flags import command_fields
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.execution import LocalExecutor
@@ -44,146 +54,57 @@ usage error (nothing was started), 130 or 143 interrupted by Ctrl-C or SIGTERM \
 """
 
 
-@app.command(epilog=_EXAMPLE)
-@friendly
-def run(
-    task_id: Annotated[str, typer.Argument(help="Task id, e.g. td3-inverted-pendulum-v1.")],
-    agent: Annotated[str, typer.Option("--agent", help="Command that starts the agent.")],
-    run_dir: Annotated[
-        Path | None,
-        typer.Option(help="Run directory, new or empty (default runs/<run_id>)."),
-    ] = None,
-    evaluator: Annotated[
-        str | None,
-        typer.Option(
-            help="Agent-channel address of a running evaluator, e.g. "
-            "unix://STATE_DIR/agent/agent.sock ('evaluator serve' prints it; default: an "
-            "embedded one). Its harness socket and harness.token are found next to it."
-        ),
-    ] = None,
-    evaluator_harness: Annotated[
-        str | None,
-        typer.Option(help="Harness-channel address of that evaluator (default: found next to it)."),
-    ] = None,
-    agent_token_file: Annotated[Path | None, typer.Option(help="Its agent.token.")] = None,
-    harness_token_file: Annotated[
-        Path | None, typer.Option(help="Its harness.token (default: found next to it).")
-    ] = None,
-    submission_dir: Annotated[
-        Path | None, typer.Option(help="Submission volume shared with that evaluator.")
-    ] = None,
-    state_dir: Annotated[
-        Path | None, typer.Option(help="State dir of the embedded evaluator.")
-    ] = None,
-    budget: Annotated[
-        float | None,
-        typer.Option(help="Override the agent's wall-clock budget (seconds, > 0)."),
-    ] = None,
-    sandbox: Annotated[
-        str,
-        typer.Option(
-            help="Agent isolation: 'bwrap' (bubblewrap: no network, sees only its workspace "
-            "and the submission dir), 'docker' (a container of --agent-image: no network, "
-            "non-root, read-only, only the submission and scratch dirs and the agent socket "
-            "mounted), 'none' (not isolated), or 'auto' (bwrap if it can start).",
-            metavar="auto|bwrap|docker|none",
-        ),
-    ] = "auto",
-    agent_image: Annotated[
-        str | None,
-        typer.Option(
-            metavar="IMAGE",
-            help="With --sandbox docker: the agent's image, holding its code (default "
-            "ale-robotics/agent:latest from 'make images'; relative paths in --agent start at "
-            "its working directory).",
-        ),
-    ] = None,
-    evaluator_image: Annotated[
-        str | None,
-        typer.Option(
-            metavar="IMAGE",
-            help="Run the evaluator in a container of this image for the run (e.g. "
-            "ale-robotics/evaluator from 'make images'), sharing only the submission volume "
-            "and the agent socket with the agent; the result is read through 'docker exec'.",
-        ),
-    ] = None,
-    workspace: Annotated[
-        Path | None,
-        typer.Option(
-            help="The agent's code and data, visible read-only (default: current directory). "
-            "The agent works in runs/<run_id>/scratch."
-        ),
-    ] = None,
-    workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
-    executor: ExecutorOpt = "local",
-    ray_address: RayAddressOpt = None,
-    episodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Smoke run: evaluate only the task's first N episodes (embedded evaluator). "
-            "The result and the score say so; it is not an official result.",
-        ),
-    ] = None,
-    disk_quota_mib: Annotated[
-        int,
-        typer.Option(
-            min=1,
-            help="Most the agent may write into its scratch and submission directories "
-            "(MiB); over it the agent is stopped.",
-        ),
-    ] = 4096,
-    log_cap_mib: Annotated[
-        int, typer.Option(min=1, help="Most of the agent's output kept in agent.log (MiB).")
-    ] = 64,
-    cpus: Annotated[
-        float | None,
-        typer.Option(
-            min=0.01,
-            help="CPUs the agent may use (its cgroup's quota; default: the task's budget, "
-            "else all).",
-        ),
-    ] = None,
-    memory_mib: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Memory the agent may use (MiB; past it the OOM killer stops it; default: "
-            "the task's budget, else all).",
-        ),
-    ] = None,
-    pids_max: Annotated[
-        int, typer.Option(min=1, help="Most processes and threads the agent may have at once.")
-    ] = 4096,
-    label: Annotated[
-        str | None,
-        typer.Option(
-            metavar="TEXT",
-            help="Name of the agent for 'runs list' and the leaderboard, which rank the best "
-            "official run per task and label (letters, digits, . _ + -; default: the agent "
-            "script's stem, e.g. td3_train for 'python td3_train.py').",
-        ),
-    ] = None,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            help="Exit 1 when the agent ended in error (a non-zero exit, or stopped at a "
-            "limit) without submitting; it is scored all the same (for scripts and CI).",
-        ),
-    ] = False,
-) -> None:
+def _parameters() -> list[inspect.Parameter]:
+    """One parameter per run option (:func:`~ale_robotics.harness.option_flags.command_fields`):
+    the field's type in its flag's unit, its default, description as help, lower bound
+    as the option's range, group as the help panel."""
+    params = []
+    for panel, name, field, flag in command_fields():
+        default: Any = inspect.Parameter.empty if field.is_required() else field.default
+        annotation: Any = field.annotation
+        if flag.scale != 1:  # the field holds bytes, the flag takes MiB
+            annotation = int if field.default is not None else int | None
+            default = None if default is None else default // flag.scale
+        info: Any
+        if flag.argument:
+            info = typer.Argument(help=field.description)
+        else:
+            low: Any = next(
+                (m.ge for m in field.metadata if isinstance(m, annotated_types.Ge)), None
+            )
+            choices = flag.choices() if flag.choices is not None else None
+            info = typer.Option(
+                flag.name,
+                help=field.description,
+                metavar=flag.metavar or ("|".join(choices) if choices else None),
+                min=None if low is None else low // flag.scale if flag.scale != 1 else low,
+                rich_help_panel=panel,
+            )
+        params.append(
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=default,
+                annotation=Annotated[annotation, info],
+            )
+        )
+    return params
+
+
+def run(**params: Any) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
     # Only what comes before the evaluator's workers start is imported here; the
     # harness's run (and with it the whole evaluator) is imported after they started,
     # while they warm up (see ale_robotics.harness.prestart).
     from ale_robotics.harness.host_guard import harden_harness_process
-    from ale_robotics.harness.options import RunOptions, check_label
+    from ale_robotics.harness.option_flags import from_command_line
     from ale_robotics.harness.prestart import prestarted_executor
+    from ale_robotics.sandboxes import resolve_sandbox
     from ale_robotics.tasks.registry import default_registry
 
     logging.basicConfig(level=logging.WARNING)
     registry = default_registry()
+    task_id = params["task_id"]
     task = registry.get(task_id)  # an unknown id fails here, before any progress
     newer = registry.superseded_by(task_id)
     if newer is not None:
@@ -193,23 +114,13 @@ def run(
             highlight=False,
             soft_wrap=True,
         )
-    if label is not None:
-        check_label(label)  # a label that cannot be one: exit 2 before anything starts
-    if sandbox not in ("auto", "bwrap", "docker", "none"):
-        raise typer.BadParameter("use 'auto', 'bwrap', 'docker' or 'none'", param_hint="--sandbox")
-    if executor not in ("local", "ray"):
-        raise typer.BadParameter("use 'local' or 'ray'", param_hint="--executor")
-    if ray_address is not None and executor != "ray":
-        raise typer.BadParameter("goes with --executor ray", param_hint="--ray-address")
-    if evaluator is not None and (executor != "local" or ray_address is not None):
-        raise typer.BadParameter(
-            "a running evaluator (--evaluator) has its own executor: start it with "
-            "'ale-robotics evaluator serve --executor ray'",
-            param_hint="--executor",
-        )
-    from ale_robotics.sandboxes.bwrap.command import sandbox_available
-
-    if sandbox == "none" or (sandbox == "auto" and not sandbox_available()):
+    # Every relative path is resolved against the caller's directory now; then the
+    # harness moves to a private working directory and drops it from sys.path, so
+    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
+    # a directory the agent could write. Every option is checked here: exit 2 before
+    # anything starts.
+    opts = from_command_line(params, Path.cwd())
+    if not resolve_sandbox(opts.sandbox, check=False, agent_image=opts.agent_image).isolates:
         console.print(
             "[yellow]warning:[/yellow] the agent runs WITHOUT a sandbox: it can use the "
             "network and read this user's files (the evaluator's secret included). Install "
@@ -217,46 +128,21 @@ def run(
             highlight=False,
             soft_wrap=True,
         )
-    # Every relative path is resolved against the caller's directory now; then the
-    # harness moves to a private working directory and drops it from sys.path, so
-    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
-    # a directory the agent could write.
-    cwd = Path.cwd()
-    opts = RunOptions(
-        task_id=task_id,
-        agent_cmd=agent,
-        run_dir=absolute(run_dir),
-        runs_root=cwd / "runs",
-        evaluator=evaluator,
-        evaluator_harness=evaluator_harness,
-        agent_token_file=absolute(agent_token_file),
-        harness_token_file=absolute(harness_token_file),
-        submission_volume=absolute(submission_dir),
-        state_dir=absolute(state_dir),
-        budget_s=budget,
-        workers=workers,
-        sandbox=sandbox,  # type: ignore[arg-type]  # checked above
-        workspace=absolute(workspace) or cwd,
-        episodes=episodes,
-        disk_quota_bytes=disk_quota_mib * 1024**2,
-        log_cap_bytes=log_cap_mib * 1024**2,
-        cpus=cpus,
-        memory_bytes=None if memory_mib is None else memory_mib * 1024**2,
-        pids_max=pids_max,
-        executor=executor,
-        ray_address=ray_address,
-        label=label,
-        agent_image=agent_image,
-        evaluator_image=evaluator_image,
-    )
     harden_harness_process()
     # After the hardening: a worker starts in the harness's private working directory.
     pool = prestarted_executor(opts, task)
     try:
-        _run_and_report(opts, pool, strict=strict)
+        _run_and_report(opts, pool, strict=opts.strict)
     finally:
         if pool is not None:  # the evaluator stopped it already, unless it never started
             pool.shutdown()
+
+
+# Typer reads the parameters from the signature and their types from the annotations.
+_SIGNATURE = inspect.Signature(_parameters())
+run.__signature__ = _SIGNATURE  # type: ignore[attr-defined]
+run.__annotations__ = {p.name: p.annotation for p in _SIGNATURE.parameters.values()}
+app.command(epilog=_EXAMPLE)(friendly(run))
 
 
 def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: bool) -> None:

@@ -254,15 +254,11 @@ class EvalSetRunner:
         return set_dir(self.runs_root, self.name)
 
     def command(self, slot: RunSlot) -> list[str]:
-        """The ``ale-robotics run`` command line of ``slot``."""
-        spec = self.spec
+        """The ``ale-robotics run`` command line of ``slot``: its own options, then the
+        set's (:meth:`~.spec.EvalSetSpec.run_flags`)."""
         cmd = [*self.cli, "run", slot.task_id, "--agent", slot.cmd]
-        cmd += ["--run-dir", str(slot.run_dir), "--label", slot.label, "--sandbox", spec.sandbox]
-        if spec.episodes is not None:
-            cmd += ["--episodes", str(spec.episodes)]
-        if spec.budget_s is not None:
-            cmd += ["--budget", repr(spec.budget_s)]
-        return cmd + list(spec.run_args)
+        cmd += ["--run-dir", str(slot.run_dir), "--label", slot.label]
+        return cmd + self.spec.run_flags()
 
     def run(self) -> SetOutcome:
         """Run what is not done yet; returns when every slot ended or the set stopped.

@@ -11,17 +11,26 @@ A SPEC is a small YAML file a person writes and keeps next to their agents::
     repetitions: 5
     episodes: 2                     # optional: smoke runs of each task's first N episodes
     budget_s: 600                   # optional: each run's wall-clock budget
-    sandbox: auto                   # auto | bwrap | none
+    sandbox: auto                   # auto | bwrap | docker | none (the installed sandboxes)
+    agent_image: my-agent:1         # with sandbox docker: the agents' image
+    workers: 1                      # any other option of `ale-robotics run`, by its field
     out: eval-sets/td3-smoke        # optional: default RUNS_ROOT/NAME/aggregate
-    run_args: [--workers, "1"]      # optional: more options for every `ale-robotics run`
+    run_args: [--state-dir, state]  # optional: the same options, as command-line flags
     bootstrap: {reps: 5000, profile_reps: 1000, seed: 0, confidence: 0.95}
+
+Every option of ``ale-robotics run`` but those the set gives each run itself (the
+agent command, run directory and label; ``--strict`` is eval-set's own) is a key here,
+declared once with the command's (:class:`~ale_robotics.harness.options.RunSettings`:
+the same names as ``RunOptions``' fields, the same values, the same checks; sizes in
+bytes, whole MiB). ``run_args`` gives them as flags instead (``--workers 1``), checked
+the same way; an option given both ways is refused.
 
 It is parsed with the same strict YAML loader as submissions (no tags, no duplicate
 keys, bounded size) and then validated by :class:`EvalSetSpec`, which forbids unknown
 keys: a mistyped ``repetition:`` is an error, not a silent default. Relative paths
-(``out``, and those inside agent commands) are relative to the current directory, as
-for ``ale-robotics run``. ``schema_version`` is required, so that a later version of
-the format is never read as this one.
+(``out``, ``state_dir``, ``workspace``, and those inside agent commands) are relative
+to the current directory, as for ``ale-robotics run``. ``schema_version`` is required,
+so that a later version of the format is never read as this one.
 """
 
 from __future__ import annotations
@@ -33,7 +42,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.harness.options import check_label
+from ale_robotics.harness.option_flags import flag_args, from_command_line, parse_flags
+from ale_robotics.harness.options import RunOptions, RunSettings, check_label, flag_of
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.submission.yaml_strict import load_yaml_strict
 
@@ -54,11 +64,8 @@ RESERVED_SET_DIRS = frozenset({"aggregate"})
 
 _NAME_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
-#: Options of ``ale-robotics run`` that the set itself sets for every run; ``run_args``
-#: may not repeat them (the run would get them twice, or contradict the layout).
-_SET_OWNED_OPTIONS = frozenset(
-    {"--agent", "--run-dir", "--label", "--episodes", "--budget", "--sandbox"}
-)
+_PER_RUN = frozenset(RunOptions.model_fields) - frozenset(RunSettings.model_fields)
+"""Options the set gives each run itself (agent command, run directory, label...)."""
 
 
 class _Model(BaseModel):
@@ -105,8 +112,14 @@ class BootstrapSettings(_Model):
     confidence: float = Field(default=0.95, gt=0.0, lt=1.0)
 
 
-class EvalSetSpec(_Model):
-    """A grid of runs, tasks x agents x repetitions, and how to aggregate it (schema 1)."""
+class EvalSetSpec(RunSettings):
+    """A grid of runs, tasks x agents x repetitions, and how to aggregate it (schema 1).
+
+    Its run options (every :class:`~ale_robotics.harness.options.RunSettings` field,
+    plus ``run_args``) hold for every run of the set.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     schema_version: Literal[1] = Field(description="Version of this format: 1.")
     name: str | None = Field(
@@ -116,19 +129,13 @@ class EvalSetSpec(_Model):
     tasks: Annotated[list[str], Field(min_length=1)]
     agents: Annotated[list[AgentEntry], Field(min_length=1)]
     repetitions: int = Field(ge=1, le=1000, description="Runs of each agent on each task.")
-    episodes: int | None = Field(
-        default=None, ge=1, description="Smoke runs of each task's first N episodes."
-    )
-    budget_s: float | None = Field(
-        default=None, gt=0, description="Each run's wall-clock budget (default: the task's)."
-    )
-    sandbox: Literal["auto", "bwrap", "none"] = "auto"
     out: Path | None = Field(
         default=None, description="Where the aggregate goes (default RUNS_ROOT/NAME/aggregate)."
     )
     run_args: list[str] = Field(
         default_factory=list,
-        description="More options for every `ale-robotics run` (e.g. --workers 1, --state-dir D).",
+        description="More options for every `ale-robotics run`, as flags (e.g. --workers 1, "
+        "--state-dir D): the same as the SPEC's keys.",
     )
     bootstrap: BootstrapSettings = Field(default_factory=BootstrapSettings)
 
@@ -152,14 +159,59 @@ class EvalSetSpec(_Model):
     @field_validator("run_args")
     @classmethod
     def _run_args(cls, value: list[str]) -> list[str]:
-        for arg in value:
-            option = arg.split("=", 1)[0]
-            if option in _SET_OWNED_OPTIONS:
+        for name in parse_flags(value):
+            if name in _PER_RUN:
                 raise ValueError(
-                    f"{option} is set by the eval set for every run; use the SPEC's own key "
-                    "(agents, episodes, budget_s, sandbox) instead"
+                    f"{flag_of(name).name} is set by the eval set for every run (agents, run "
+                    "directories and labels come from the SPEC; eval-set has its own --strict)"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _run_settings(self) -> EvalSetSpec:
+        keys = self._keys()
+        for name in parse_flags(self.run_args):
+            if name in keys:
+                raise ValueError(
+                    f"{flag_of(name).name} is set by the eval set's key {name!r} already; "
+                    "give it once"
+                )
+        try:
+            self.run_options("t", "a", "a", Path("."))
+        except InvalidArgumentError as exc:
+            raise ValueError(exc.message) from None
+        return self
+
+    def _keys(self) -> set[str]:
+        """The run options the SPEC's keys set: those not at their default (a key at its
+        default says nothing, as in a SPEC read back from its JSON dump)."""
+        fields = RunSettings.model_fields
+        return {n for n, f in fields.items() if getattr(self, n) != f.get_default()}
+
+    def run_flags(self) -> list[str]:
+        """The options of every run of the set as ``ale-robotics run`` flags: the SPEC's
+        keys (its sandbox always, unless ``run_args`` gives it), then ``run_args``."""
+        keys = self._keys()
+        if "sandbox" not in parse_flags(self.run_args):
+            keys.add("sandbox")
+        return [*flag_args(self, keys), *self.run_args]
+
+    def run_options(self, task_id: str, label: str, cmd: str, run_dir: Path) -> RunOptions:
+        """What ``ale-robotics run`` makes of one run's command line (:meth:`run_flags`
+        after the run's own), started in this directory, as the set starts it."""
+        values = {
+            **parse_flags(self.run_flags()),
+            "task_id": task_id,
+            "agent_cmd": cmd,
+            "run_dir": run_dir,
+            "label": label,
+        }
+        return from_command_line(values, Path.cwd())
+
+    def settings(self) -> RunSettings:
+        """The run options the set gives every run (its keys and ``run_args``)."""
+        opts = self.run_options("t", "a", "a", Path("."))
+        return RunSettings.model_validate(opts.model_dump(include=set(RunSettings.model_fields)))
 
     @model_validator(mode="after")
     def _unique_labels(self) -> EvalSetSpec:
@@ -221,9 +273,9 @@ def _first_problem(exc: ValidationError) -> str:
     """The first validation error as ``key.path: message`` (one line, no pydantic URL)."""
     errors = exc.errors(include_url=False)
     first = errors[0]
-    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    where = ".".join(str(p) for p in first["loc"])
     msg = str(first["msg"]).removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key (a SPEC has no such setting; check its spelling)"
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{where}: {msg}{more}"
+    return f"{where}: {msg}{more}" if where else f"{msg}{more}"

@@ -49,7 +49,8 @@ def limited_argv(
 ) -> list[str]:
     """``argv`` run under ``RLIMIT_FSIZE = max_file_bytes`` (isolated Python, stdlib only),
     inside the run's cgroup: the launcher writes its pid into each of ``cgroup_procs``
-    before it execs, so every process of the agent starts inside (:mod:`.cgroups`).
+    before it execs, so every process of the agent starts inside
+    (:mod:`ale_robotics.sandboxes.cgroups`).
 
     A launcher process rather than ``preexec_fn``, which is unsafe in a process
     with threads (the embedded evaluator's gRPC threads). A cgroup it cannot enter

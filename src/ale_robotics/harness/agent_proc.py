@@ -1,13 +1,13 @@
 """The agent process of one run: launched, confined, supervised, and ended.
 
-:func:`run_agent` is the harness's agent phase in one call: build the command
-(inside bubblewrap when the run is sandboxed), start it in the run's cgroup with
-only the agent channel's endpoint and token, enforce the wall-clock budget and the
-disk quota while it runs, freeze it while a job with host-timed metrics is
-evaluated, and make sure nothing it started outlives it. What happened is
+:func:`run_agent` is the harness's agent phase in one call: ask the run's sandbox
+(:mod:`ale_robotics.sandboxes`) to prepare the agent's confinement, start the command
+it wraps with only the agent channel's endpoint and token, enforce the wall-clock
+budget and the disk quota while it runs, freeze it while a job with host-timed
+metrics is evaluated, and make sure nothing it started outlives it. What happened is
 returned as an :class:`AgentRun`, the only thing the rest of the run (result,
-scoring, report) needs from this phase, so a second way of confining an agent
-(a container) plugs in here without touching the evaluation or scoring code.
+scoring, report) needs from this phase. How the agent is confined (namespaces, a
+container, nothing) is the sandbox's business alone: nothing here asks which one it is.
 """
 
 from __future__ import annotations
@@ -15,44 +15,24 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import shlex
 import signal
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.metrics import HOST_TIMED
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
 from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.hidden_modules import hidden_module_names, sandbox_hidden_paths
+from ale_robotics.harness.hidden_modules import hidden_module_names
 from ale_robotics.harness.interrupt import StopRequest
 from ale_robotics.harness.options import RunOptions, default_state_dir
-from ale_robotics.harness.preflight import workspace_argv
-from ale_robotics.paths import state_home
-from ale_robotics.sandboxes.bwrap.command import (
-    bwrap_command,
-    read_sandbox_status,
-    sandbox_mounts,
-    shown_trees,
-)
-from ale_robotics.sandboxes.cgroups import (
-    CgroupsUnavailable,
-    Limits,
-    RunCgroup,
-    Usage,
-    create_run_cgroup,
-)
-from ale_robotics.sandboxes.docker.container import AgentContainer, launch_agent_container
-from ale_robotics.sandboxes.live import register as register_sandbox
-from ale_robotics.sandboxes.mount_plan import Mount, plan_mounts
-from ale_robotics.sandboxes.run_dirs import known_run_dirs
+from ale_robotics.sandboxes import AgentLaunch, Confinement, Sandbox
+from ale_robotics.sandboxes.cgroups import Limits, Usage
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.spec import TaskSpec
 from ale_robotics.trajectory import TrajectoryWriter
@@ -70,21 +50,6 @@ Progress = Callable[[str, JobStatus | None, float, float], None]
 """(phase, job status, elapsed, budget) -> None; the CLI draws it."""
 
 
-class AgentCgroup(Protocol):
-    """What the agent phase does with the agent's cgroup: the run's own
-    (:class:`~.cgroups.RunCgroup`), or Docker's for a container (:class:`AgentContainer`)."""
-
-    @property
-    def procs_files(self) -> list[Path]: ...
-    def join(self, pid: int) -> None: ...
-    def sample(self) -> None: ...
-    def cpu_s(self) -> float | None: ...
-    def freeze(self, timeout_s: float = ...) -> str: ...
-    def thaw(self) -> None: ...
-    def kill_all(self, timeout_s: float = ...) -> int: ...
-    def close(self) -> Usage: ...
-
-
 @dataclass(frozen=True)
 class AgentRunContext:
     """What the agent phase of a run needs to know (one object instead of a dozen arguments)."""
@@ -100,6 +65,8 @@ class AgentRunContext:
     """``time.monotonic()`` when the run started: the budget counts from here."""
     traj: TrajectoryWriter
     stop: StopRequest
+    sandbox: Sandbox
+    """The run's sandbox, resolved (``auto`` is what this host can do)."""
     on_progress: Progress | None = None
 
     @property
@@ -178,31 +145,6 @@ def latest_job(harness: AleClient) -> JobStatus | None:
         return None
 
 
-def agent_env(
-    endpoint: str,
-    token: str,
-    task_id: str,
-    run_id: str,
-    submission: Path,
-    workspace: Path,
-    scratch: Path,
-) -> dict[str, str]:
-    """The agent's whole environment: a few of the harness's variables, then the run's."""
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "TERM", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
-    env = {k: v for k, v in os.environ.items() if k in keep}
-    env.update(
-        ALE_ENDPOINT=endpoint,
-        ALE_TOKEN=token,
-        ALE_TASK_ID=task_id,
-        ALE_RUN_ID=run_id,
-        ALE_SUBMISSION_DIR=str(submission),
-        ALE_WORKSPACE=str(workspace),
-        ALE_SCRATCH_DIR=str(scratch),
-        PYTHONUNBUFFERED="1",
-    )
-    return env
-
-
 def kill_group(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM the agent's process group, SIGKILL it after 5 s."""
     try:
@@ -224,224 +166,138 @@ def run_agent(
 ) -> AgentRun:
     """Run the agent to its exit (or its budget, quota, or an interrupt); see the module doc.
 
-    Its sandbox is registered as running (:mod:`.live_sandboxes`) from before it starts
-    until it has ended, so that no directory of another run is made where it could see it.
+    Its sandbox is registered as running (:mod:`ale_robotics.sandboxes.live`) from before
+    it starts until it has ended, so that no directory of another run is made where it
+    could see it.
 
     Raises :class:`HarnessError` when it cannot be started or its sandbox did not
     start; an interrupt (``ctx.stop``, Ctrl-C) propagates after the agent is killed.
     """
-    with _sandbox_lease(ctx, agent_endpoint) as hide:
-        return _run_agent(ctx, harness, agent_endpoint, agent_token, hide, on_started)
-
-
-@contextlib.contextmanager
-def _sandbox_lease(ctx: AgentRunContext, agent_endpoint: str) -> Iterator[list[Path]]:
-    """Register the run's sandbox while the block runs; yields what bwrap is to hide.
-
-    The hidden paths are read again once the sandbox is registered: a directory
-    recorded meanwhile (:func:`.run_dirs.new_private_dirs`) is then hidden too, or
-    its maker, reading the registry after recording it, refuses it.
-    """
     opts = ctx.opts
     scratch = ctx.run_dir / "scratch"
-    sock = Path(agent_endpoint.removeprefix("unix://"))
-    if opts.sandbox == "bwrap" and agent_endpoint.startswith("unix://"):
-        workspace = ctx.workspace
-        shown = shown_trees(workspace)
-
-        def plan(hide: list[Path]) -> list[Mount]:
-            return sandbox_mounts(
-                workspace=workspace,
-                scratch_dir=scratch,
-                submission_dir=ctx.submission,
-                agent_socket=sock,
-                hide=hide,
-            )
-
-        hide = hidden_paths(opts, ctx.run_dir, workspace, shown)
-        with register_sandbox(ctx.run_id, "bwrap", workspace, plan(hide)) as lease:
-            hide = hidden_paths(opts, ctx.run_dir, workspace, shown)
-            lease.update(plan(hide))
-            yield hide
-    elif opts.sandbox == "docker":  # shows its scratch, submission and socket dirs only
-        rw = [scratch, ctx.submission]
-        if agent_endpoint.startswith("unix://"):
-            rw.append(sock.parent)
-        with register_sandbox(ctx.run_id, "docker", None, plan_mounts([], [], rw)):
-            yield []
-    else:
-        yield []
-
-
-def _run_agent(
-    ctx: AgentRunContext,
-    harness: AleClient,
-    agent_endpoint: str,
-    agent_token: str,
-    hide: list[Path],
-    on_started: Callable[[], None] | None,
-) -> AgentRun:
-    """:func:`run_agent` once its sandbox is registered, ``hide`` what it hides."""
-    opts, task = ctx.opts, ctx.task
-    workspace = ctx.workspace
-    scratch = ctx.run_dir / "scratch"
     scratch.mkdir()
-    env = agent_env(
-        agent_endpoint, agent_token, task.id, ctx.run_id, ctx.submission, workspace, scratch
+    launch = AgentLaunch(
+        run_id=ctx.run_id,
+        task_id=ctx.task.id,
+        agent_cmd=opts.agent_cmd,
+        endpoint=agent_endpoint,
+        token=agent_token,
+        workspace=ctx.workspace,
+        scratch=scratch,
+        submission=ctx.submission,
+        limits=agent_limits(opts, ctx.manifest_entry),
+        disk_quota_bytes=opts.disk_quota_bytes,
+        hidden_modules=tuple(hidden_module_names(ctx.task)),  # e.g. metaworld.policies
+        private_dirs=private_dirs(opts, ctx.run_dir),
     )
     log_path = ctx.run_dir / "agent.log"
-    argv = workspace_argv(shlex.split(opts.agent_cmd), workspace)
-    status_r: int | None = None
-    pass_fds: tuple[int, ...] = ()
-    if opts.sandbox == "bwrap":
-        if not agent_endpoint.startswith("unix://"):
-            raise HarnessError(
-                "the agent sandbox has no network: the evaluator's agent channel must be a "
-                "Unix socket (unix://...), or run with --sandbox none"
-            )
-        status_r, status_w = os.pipe()
-        pass_fds = (status_w,)
-        argv = bwrap_command(
-            argv,
-            workspace=workspace,
-            scratch_dir=scratch,
-            submission_dir=ctx.submission,
-            agent_socket=Path(agent_endpoint.removeprefix("unix://")),
-            hide=hide,
-            block_imports=sandbox_hidden_paths(task),  # e.g. metaworld.policies
-            status_fd=status_w,
+    with ctx.sandbox.prepare(launch) as box:
+        ctx.traj.append(
+            "harness",
+            "agent_launched",
+            {
+                "cmd": opts.agent_cmd,
+                "log": log_path.name,
+                "sandbox": ctx.sandbox.name,
+                **box.describe(),
+                "disk_quota_bytes": opts.disk_quota_bytes,
+                "cgroup": box.cgroup,
+                "limits": launch.limits.as_dict(),
+            },
         )
-    limits = agent_limits(opts, ctx.manifest_entry)
-    container: AgentContainer | None = None
-    cgroup: AgentCgroup | None
-    if opts.sandbox == "docker":
-        # The agent in a container of its image; Docker makes (and caps) its cgroup.
-        container = launch_agent_container(
-            run_id=ctx.run_id,
-            task_id=task.id,
-            image=opts.agent_image,
-            argv=shlex.split(opts.agent_cmd),
-            agent_endpoint=agent_endpoint,
-            agent_token=agent_token,
-            scratch=scratch,
-            submission=ctx.submission,
-            limits=limits,
-            max_file_bytes=opts.disk_quota_bytes,
-            hidden_modules=hidden_module_names(task),  # e.g. metaworld.policies
+        proc, sup, truncated = _supervised(ctx, harness, box, scratch, log_path, on_started)
+        usage = box.close()
+        run = AgentRun(
+            exit_code=box.exit_code(proc.returncode),
+            timed_out=sup.timed_out,
+            quota_exceeded=sup.quota_exceeded,
+            log_path=log_path,
+            log_truncated=truncated,
+            limits=launch.limits,
+            cgroup=box.cgroup,
+            cgroup_warning=box.cgroup_warning,
+            usage=usage,
+            frozen_s=sup.frozen_s,
+            disk_quota_bytes=opts.disk_quota_bytes,
         )
-        argv = container.start_argv()
-        cgroup, cgroup_warning, cgroup_name = container, None, "docker"
-    else:
-        run_cgroup, cgroup_warning = _run_cgroup(ctx.run_id, limits)
-        cgroup = run_cgroup
-        cgroup_name = f"v{run_cgroup.version}" if run_cgroup is not None else "none"
-    ctx.traj.append(
-        "harness",
-        "agent_launched",
-        {
-            "cmd": opts.agent_cmd,
-            "log": log_path.name,
-            "sandbox": opts.sandbox,
-            **(
-                {}
-                if container is None
-                else {"image": container.image.ref, "image_id": container.image.id}
+        box.check_started(
+            killed=run.timed_out or run.quota_exceeded is not None,
+            log_path=log_path,
+            oom=(
+                f"killed at its {format_bytes(run.limits.memory_bytes or 0)} memory limit"
+                if run.oom_kills
+                else None
             ),
-            "disk_quota_bytes": opts.disk_quota_bytes,
-            "cgroup": cgroup_name,
-            "limits": limits.as_dict(),
-        },
+        )
+        _record_exit(ctx, run)
+        return run
+
+
+def private_dirs(opts: RunOptions, run_dir: Path) -> tuple[Path, ...]:
+    """The directories of this run no agent may see (its sandbox adds every recorded one):
+    the run directory, its runs root (hidden whole, so that what is made in it later is
+    hidden too), ``./runs`` or the runs root asked for, and the evaluator's state dir."""
+    return (
+        run_dir,
+        run_dir.parent if opts.run_dir is None else run_dir,
+        (opts.runs_root or Path("runs")).resolve(),
+        (opts.state_dir or default_state_dir()).resolve(),
     )
-    sup = _Supervisor(ctx, harness, cgroup, scratch)
-    usage: Usage | None = None
-    try:
-        with open(log_path, "wb") as log:
-            try:
-                proc = subprocess.Popen(
-                    limited_argv(
-                        argv,
-                        opts.disk_quota_bytes,
-                        cgroup.procs_files if cgroup is not None else (),
-                    ),
-                    cwd=scratch,
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    pass_fds=pass_fds,
-                )
-            except OSError as exc:
-                raise HarnessError(f"cannot start the agent command {argv[0]!r}: {exc}") from None
-            finally:
-                for fd in pass_fds:
-                    os.close(fd)
-            if cgroup is not None:
-                # The launcher entered the cgroup itself before exec (no child escapes
-                # that race); this write is the check that it could.
-                try:
-                    cgroup.join(proc.pid)
-                except ProcessLookupError:
-                    pass  # already gone: it started nothing that is still running
-                except OSError as exc:
-                    cgroup_warning = _warn_cgroup(
-                        f"the agent could not be put in its cgroup ({exc})", uncapped=True
-                    )
-            assert proc.stdout is not None
-            pump = LogPump(proc.stdout, log, opts.log_cap_bytes)
-            sup.proc = proc
-            if on_started is not None:
-                on_started()
-            try:
-                sup.watch()
-            except BaseException:
-                # Interrupted (or a bug): the agent must not outlive the harness. Thawed
-                # first: a frozen process cannot act on SIGTERM.
-                sup.thaw(None)
-                kill_group(proc)
-                if cgroup is not None:
-                    cgroup.kill_all()
-                pump.join()
-                proc.stdout.close()
-                raise
+
+
+def _supervised(
+    ctx: AgentRunContext,
+    harness: AleClient,
+    box: Confinement,
+    scratch: Path,
+    log_path: Path,
+    on_started: Callable[[], None] | None,
+) -> tuple[subprocess.Popen[bytes], _Supervisor, bool]:
+    """Start the wrapped command, watch it to its end, kill what it left; the process,
+    its supervisor and whether its log was cut."""
+    opts = ctx.opts
+    sup = _Supervisor(ctx, harness, box, scratch)
+    with open(log_path, "wb") as log:
+        try:
+            proc = subprocess.Popen(
+                limited_argv(box.argv, opts.disk_quota_bytes, box.procs_files),
+                cwd=scratch,
+                env=box.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=box.pass_fds,
+            )
+        except OSError as exc:
+            raise HarnessError(f"cannot start the agent command {box.argv[0]!r}: {exc}") from None
+        box.attach(proc)
+        assert proc.stdout is not None
+        pump = LogPump(proc.stdout, log, opts.log_cap_bytes)
+        sup.proc = proc
+        if on_started is not None:
+            on_started()
+        try:
+            sup.watch()
+        except BaseException:
+            # Interrupted (or a bug): the agent must not outlive the harness. Thawed
+            # first: a frozen process cannot act on SIGTERM.
             sup.thaw(None)
-            # Whatever the agent left running in its process group (a background trainer)
-            # ends with it; under bwrap its PID namespace ends too, and whatever is left in
-            # its cgroup (a process that left the group: setsid) is killed there.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if cgroup is not None:
-                cgroup.kill_all()
+            kill_group(proc)
+            box.kill_all()
             pump.join()
             proc.stdout.close()
-    finally:
-        if cgroup is not None:  # a container is removed here too, whatever happened
-            usage = cgroup.close()
-    if container is not None and container.warning is not None:
-        cgroup_warning = _warn_cgroup(container.warning, uncapped=False)
-    run = AgentRun(
-        # A container's own exit status (the docker CLI's may be its reaction to a signal).
-        exit_code=proc.returncode if container is None else container.exit_code(proc.returncode),
-        timed_out=sup.timed_out,
-        quota_exceeded=sup.quota_exceeded,
-        log_path=log_path,
-        log_truncated=pump.truncated,
-        limits=limits,
-        cgroup=cgroup_name,
-        cgroup_warning=cgroup_warning,
-        usage=usage,
-        frozen_s=sup.frozen_s,
-        disk_quota_bytes=opts.disk_quota_bytes,
-    )
-    if status_r is not None:
-        _check_sandbox_started(run, status_r, workspace)
-    if container is not None:
-        container.check_started(
-            killed=run.timed_out or run.quota_exceeded is not None,
-            log_tail=_last_line(log_path, "Error"),
-        )
-    _record_exit(ctx, run)
-    return run
+            raise
+        sup.thaw(None)
+        # Whatever the agent left running in its process group (a background trainer)
+        # ends with it; in a sandbox its PID namespace or container ends too, and what
+        # is left in its cgroup (a process that left the group: setsid) is killed there.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        box.kill_all()
+        pump.join()
+        proc.stdout.close()
+    return proc, sup, pump.truncated
 
 
 class _Supervisor:
@@ -463,12 +319,12 @@ class _Supervisor:
         self,
         ctx: AgentRunContext,
         harness: AleClient,
-        cgroup: AgentCgroup | None,
+        box: Confinement,
         scratch: Path,
     ) -> None:
         self.ctx = ctx
         self.harness = harness
-        self.cgroup = cgroup
+        self.box = box
         self.dirs = [scratch, ctx.submission]
         self.proc: subprocess.Popen[bytes] | None = None
         self.host_timed = any(m.name in HOST_TIMED for m in ctx.task.metrics)
@@ -515,8 +371,7 @@ class _Supervisor:
                     self.freeze(job)
                 elif (job is None or job.terminal) and self.frozen_since is not None:
                     self.thaw(job)
-            if self.cgroup is not None:
-                self.cgroup.sample()
+            self.box.sample()
             if ctx.on_progress is not None:
                 ctx.on_progress("agent", job, agent_elapsed, ctx.budget_s)
             ctx.stop.sleep(0.05 if self.host_timed else 0.2, wake=exited)
@@ -526,9 +381,9 @@ class _Supervisor:
 
     def freeze(self, job: JobStatus) -> None:
         assert self.proc is not None
-        how = _freeze(self.cgroup, self.proc)
+        how = self.box.freeze()
         self.frozen_since, self.frozen_job = time.monotonic(), job.job_id
-        cpu = self.cgroup.cpu_s() if self.cgroup is not None else None
+        cpu = self.box.cpu_s()
         self.ctx.traj.append(
             "harness",
             "agent_frozen",
@@ -538,8 +393,8 @@ class _Supervisor:
     def thaw(self, job: JobStatus | None) -> None:
         if self.frozen_since is None or self.proc is None:
             return
-        cpu = self.cgroup.cpu_s() if self.cgroup is not None else None  # what it got frozen
-        _thaw(self.cgroup, self.proc)
+        cpu = self.box.cpu_s()  # what it got frozen
+        self.box.thaw()
         spell = time.monotonic() - self.frozen_since
         self.frozen_s += spell
         self.frozen_since = None
@@ -582,29 +437,6 @@ def _exit_event(proc: subprocess.Popen[bytes]) -> threading.Event:
     return exited
 
 
-def _check_sandbox_started(run: AgentRun, status_r: int, workspace: Path) -> None:
-    """Raise when bubblewrap never ran the agent (and the harness did not kill it)."""
-    status = read_sandbox_status(status_r)
-    killed = run.timed_out or run.quota_exceeded is not None  # by the harness itself
-    if killed or status.agent_ran:
-        return
-    why = _last_bwrap_line(run.log_path)
-    if run.oom_kills:
-        why = f"killed at its {format_bytes(run.limits.memory_bytes or 0)} memory limit"
-    elif "execvp" in why:
-        # The command was checked on the host; inside, it is not there.
-        raise HarnessError(
-            f"the agent command could not start inside the sandbox ({why}): the "
-            f"sandbox shows only the workspace {workspace} (read-only), the system "
-            "directories and this Python environment; put the command in the "
-            "workspace or give its full path"
-        )
-    raise HarnessError(
-        f"the agent sandbox did not start ({why}); this is an infrastructure "
-        "problem, not the agent's score: fix it or run with --sandbox none"
-    )
-
-
 def _record_exit(ctx: AgentRunContext, run: AgentRun) -> None:
     usage = run.usage
     ctx.traj.append(
@@ -632,90 +464,3 @@ def _record_exit(ctx: AgentRunContext, run: AgentRun) -> None:
             "warning": run.cgroup_warning,
         },
     )
-
-
-def _run_cgroup(run_id: str, limits: Limits) -> tuple[RunCgroup | None, str | None]:
-    """The run's cgroup (None where cgroups cannot be used) and what to warn about."""
-    try:
-        cgroup = create_run_cgroup(run_id, limits)
-    except CgroupsUnavailable as exc:
-        return None, _warn_cgroup(f"cgroups cannot be used here: {exc}", uncapped=True)
-    if cgroup.missing:
-        return cgroup, _warn_cgroup("; ".join(cgroup.missing), uncapped=False)
-    return cgroup, None
-
-
-def _warn_cgroup(reason: str, *, uncapped: bool) -> str:
-    """Say on stderr what of the agent's CPU and memory is not capped or measured."""
-    text = (
-        f"the agent's CPU, memory and processes are neither capped nor measured: {reason} "
-        "(run as root with cgroup v1 or v2 controllers mounted)"
-        if uncapped
-        else f"the agent's cgroup is incomplete: {reason}"
-    )
-    print(f"warning: {text}", file=sys.stderr, flush=True)
-    return text
-
-
-def _freeze(cgroup: AgentCgroup | None, proc: subprocess.Popen[bytes]) -> str:
-    """Stop the agent (its cgroup, else its process group); returns how."""
-    if cgroup is not None:
-        return cgroup.freeze()
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGSTOP)
-    return "SIGSTOP (process group)"
-
-
-def _thaw(cgroup: AgentCgroup | None, proc: subprocess.Popen[bytes]) -> None:
-    if cgroup is not None:
-        cgroup.thaw()
-        return
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGCONT)
-
-
-def hidden_paths(
-    opts: RunOptions, run_dir: Path, workspace: Path, shown: Sequence[Path] | None = None
-) -> list[Path]:
-    """Inside the trees the sandbox shows (``shown``, default the workspace), what the
-    agent must not see.
-
-    Every run directory, runs root, submission and state dir this harness ever made
-    (wherever it is: an earlier run's submission could be resubmitted, a finished run
-    forged for ``audit``; a runs root is hidden whole, so that what is made in it
-    later is hidden too), this run's runs root, the evaluator state dir and this
-    user's ALE state home (which holds those lists).
-    """
-    candidates = [
-        run_dir,
-        run_dir.parent if opts.run_dir is None else run_dir,
-        (opts.runs_root or Path("runs")).resolve(),
-        (opts.state_dir or default_state_dir()).resolve(),
-        state_home().resolve(),
-        *known_run_dirs(),
-    ]
-    # On strings (os.path): the candidates are every run dir ever recorded, and this
-    # runs before the agent starts; pathlib costs several times more per path.
-    roots = {os.path.realpath(t) for t in ([workspace] if shown is None else shown)}
-    insides = tuple(r if r.endswith(os.sep) else r + os.sep for r in roots)
-    found: dict[str, None] = {}  # ordered, without duplicates
-    for candidate in candidates:
-        real = os.path.realpath(candidate)
-        if real.startswith(insides):  # below a shown tree, not the tree itself
-            found[real] = None
-    out = [Path(p) for p in found]
-    # An outer hidden directory covers the inner ones; mounting both would let
-    # bwrap recreate the inner mount point inside the outer tmpfs, which is harmless
-    # but noisy, so keep only the outermost.
-    return [p for p in out if not any(q != p and q in p.parents for q in out)]
-
-
-def _last_bwrap_line(log_path: Path) -> str:
-    return _last_line(log_path, "bwrap:") or "no reason given"
-
-
-def _last_line(log_path: Path, prefix: str) -> str:
-    """The log's last line starting with ``prefix`` (bwrap's or docker's reason), or ''."""
-    lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-    found = [ln for ln in lines if ln.startswith(prefix)]
-    return found[-1] if found else ""

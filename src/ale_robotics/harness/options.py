@@ -1,25 +1,64 @@
-"""What one ``ale-robotics run`` is asked to do: :class:`RunOptions`, run ids, default dirs.
+"""What one ``ale-robotics run`` is asked to do, declared once: the run options.
 
-Kept apart from :mod:`.run` so that the pre-run checks (:mod:`.preflight`) and the
-run itself read the same options without importing each other.
+Every option of a run is one field of one group below, with its type, default,
+validation, help text (its ``description``) and command-line flag (:class:`Flag`):
+
+============================  ===========================================================
+:class:`SandboxOptions`       how the agent is confined (``--sandbox``, its image, workspace)
+:class:`ExecutorOptions`      what the embedded evaluator runs, and where (smoke episodes,
+                              workers, ``--executor``)
+:class:`LimitOptions`         the agent's budget and caps (wall clock, disk, log, CPU, memory)
+:class:`EndpointOptions`      a separate evaluator to use instead (socket, tokens, volume,
+                              state dir, an evaluator container)
+:class:`OutputOptions`        where this run goes and what it is called (run dir, label,
+                              ``--strict``)
+============================  ===========================================================
+
+Built from it: :class:`RunOptions` (what :func:`.run.run_task` takes: the groups plus
+the task and the agent command), :class:`RunSettings` (the groups an eval set sets for
+every run: its SPEC's keys, :mod:`ale_robotics.evalset.spec`), and the ``run`` command's
+options (:mod:`ale_robotics.cli.run_cmd` makes one per field, :mod:`.option_flags`
+reads and writes them). Validation is here only: each field's rule in a validator, the
+rules between fields in :meth:`RunSettings.check`; what needs the task or the file
+system is checked before the run starts (:mod:`.preflight`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 import secrets
 import shlex
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.paths import state_home
+from ale_robotics.sandboxes.registry import (
+    AUTO,
+    check_sandbox_name,
+    sandbox_choices,
+    sandboxes_taking,
+    takes_option,
+)
 
 __all__ = [
+    "GROUPS",
     "LABEL_MAX_LEN",
+    "MIB",
+    "EndpointOptions",
+    "ExecutorOptions",
+    "Flag",
+    "LimitOptions",
+    "OutputOptions",
     "RunOptions",
+    "RunSettings",
+    "SandboxOptions",
     "check_label",
     "default_label",
     "default_state_dir",
@@ -50,11 +89,14 @@ def check_label(label: str) -> str:
     """
     if len(label) > LABEL_MAX_LEN or not _LABEL_OK.fullmatch(label):
         shown = label if len(label) <= LABEL_MAX_LEN else label[:LABEL_MAX_LEN] + "..."
-        raise InvalidArgumentError(
-            f"--label {shown!r}: a label is 1 to {LABEL_MAX_LEN} letters, digits, '.', '_', "
-            "'+' or '-', starting with a letter or a digit (e.g. td3-baseline)"
-        )
+        raise InvalidArgumentError(f"--label {shown!r}: {_LABEL_RULE}")
     return label
+
+
+_LABEL_RULE = (
+    f"a label is 1 to {LABEL_MAX_LEN} letters, digits, '.', '_', '+' or '-', starting with "
+    "a letter or a digit (e.g. td3-baseline)"
+)
 
 
 def default_label(agent_cmd: str) -> str:
@@ -101,52 +143,310 @@ def default_state_dir() -> Path:
     return state_home() / "evaluator"
 
 
-@dataclass
-class RunOptions:
-    task_id: str
-    agent_cmd: str
-    run_dir: Path | None = None
-    evaluator: str | None = None
-    evaluator_harness: str | None = None
-    harness_token_file: Path | None = None
-    agent_token_file: Path | None = None
-    submission_volume: Path | None = None
-    state_dir: Path | None = None
-    budget_s: float | None = None
-    workers: int | None = None
-    job_timeout_s: float = 900.0
+# --- The declaration -----------------------------------------------------------------
+
+MIB = 1024**2
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a run option is given to ``ale-robotics run`` (and in an eval set's ``run_args``).
+
+    In a field's ``Annotated`` metadata: ``name`` is the flag (``--budget``), or the
+    argument's name with ``argument``; ``scale`` is the field's units per flag unit (the
+    field holds bytes, the flag takes MiB); ``choices`` lists the values allowed, read
+    when asked (the sandboxes installed); ``metavar`` is how ``--help`` shows the value.
+    """
+
+    name: str
+    metavar: str | None = None
+    scale: int = 1
+    choices: Callable[[], Sequence[str]] | None = None
+    argument: bool = False
+
+
+EXECUTORS = ("local", "ray")
+"""Where an embedded evaluator runs its rollouts (:mod:`ale_robotics.evaluator.execution`)."""
+
+
+def _executors() -> Sequence[str]:
+    return EXECUTORS
+
+
+def _choice(value: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        names = [repr(c) for c in choices]
+        listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+        raise ValueError(f"use {listed}")
+    return value
+
+
+def _whole_mib(value: int | None) -> int | None:
+    if value is not None and value % MIB:
+        raise ValueError(f"{value} bytes is not a whole number of MiB (the run command's unit)")
+    return value
+
+
+class _Group(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SandboxOptions(_Group):
+    """How the agent is confined (:mod:`ale_robotics.sandboxes`)."""
+
+    sandbox: Annotated[str, Flag("--sandbox", choices=sandbox_choices)] = Field(
+        default=AUTO,
+        description="Agent isolation: 'bwrap' (bubblewrap: no network, sees only its workspace "
+        "and the submission dir), 'docker' (a container of --agent-image: no network, "
+        "non-root, read-only, only the submission and scratch dirs and the agent socket "
+        "mounted), 'none' (not isolated), or 'auto' (bwrap if it can start).",
+    )
+    agent_image: Annotated[str | None, Flag("--agent-image", metavar="IMAGE")] = Field(
+        default=None,
+        description="With --sandbox docker: the agent's image, holding its code (default "
+        "ale-robotics/agent:latest from 'make images'; relative paths in --agent start at "
+        "its working directory).",
+    )
+    workspace: Annotated[Path | None, Flag("--workspace")] = Field(
+        default=None,
+        description="The agent's code and data, visible read-only (default: current "
+        "directory). The agent works in runs/<run_id>/scratch.",
+    )
+
+    @field_validator("sandbox")
+    @classmethod
+    def _sandbox(cls, value: str) -> str:
+        return check_sandbox_name(value)
+
+
+class ExecutorOptions(_Group):
+    """What the embedded evaluator runs, and where its rollouts run."""
+
+    episodes: Annotated[int | None, Flag("--episodes")] = Field(
+        default=None,
+        ge=1,
+        description="Smoke run: evaluate only the task's first N episodes (embedded "
+        "evaluator). The result and the score say so; it is not an official result.",
+    )
+    workers: Annotated[int | None, Flag("--workers")] = Field(
+        default=None, description="Rollout worker processes."
+    )
+    executor: Annotated[str, Flag("--executor", metavar="local|ray", choices=_executors)] = Field(
+        default="local",
+        description="Where the evaluator runs the rollouts: 'local' (worker processes on this "
+        "host) or 'ray' (Ray tasks: a local Ray instance, or the cluster at --ray-address). "
+        "Results are identical.",
+    )
+    ray_address: Annotated[str | None, Flag("--ray-address", metavar="ADDR")] = Field(
+        default=None,
+        description="With --executor ray: the Ray cluster, e.g. HEAD_IP:6379 or 'auto' (this "
+        "host must be one of its nodes, see 'ray start'; default: start a local Ray "
+        "instance).",
+    )
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError("use at least 1 rollout worker")
+        return value
+
+    @field_validator("executor")
+    @classmethod
+    def _executor(cls, value: str) -> str:
+        return _choice(value, EXECUTORS)
+
+
+class LimitOptions(_Group):
+    """The agent's budget and caps (its cgroup or container, and the harness's watch)."""
+
+    budget_s: Annotated[float | None, Flag("--budget")] = Field(
+        default=None, description="Override the agent's wall-clock budget (seconds, > 0)."
+    )
+    disk_quota_bytes: Annotated[int, Flag("--disk-quota-mib", scale=MIB)] = Field(
+        default=4096 * MIB,
+        ge=MIB,
+        description="Most the agent may write into its scratch and submission directories "
+        "(MiB); over it the agent is stopped.",
+    )
+    log_cap_bytes: Annotated[int, Flag("--log-cap-mib", scale=MIB)] = Field(
+        default=64 * MIB, ge=MIB, description="Most of the agent's output kept in agent.log (MiB)."
+    )
+    cpus: Annotated[float | None, Flag("--cpus")] = Field(
+        default=None,
+        ge=0.01,
+        description="CPUs the agent may use (its cgroup's quota; default: the task's budget, "
+        "else all).",
+    )
+    memory_bytes: Annotated[int | None, Flag("--memory-mib", scale=MIB)] = Field(
+        default=None,
+        ge=MIB,
+        description="Memory the agent may use (MiB; past it the OOM killer stops it; "
+        "default: the task's budget, else all).",
+    )
+    pids_max: Annotated[int | None, Flag("--pids-max")] = Field(
+        default=4096, ge=1, description="Most processes and threads the agent may have at once."
+    )
+
+    @field_validator("budget_s")
+    @classmethod
+    def _budget(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError("the agent's wall-clock budget must be a positive number of seconds")
+        return value
+
+    @field_validator("disk_quota_bytes", "log_cap_bytes", "memory_bytes")
+    @classmethod
+    def _mib(cls, value: int | None) -> int | None:
+        return _whole_mib(value)
+
+
+class EndpointOptions(_Group):
+    """A separate evaluator to use instead of an embedded one (default: embedded)."""
+
+    evaluator: Annotated[str | None, Flag("--evaluator")] = Field(
+        default=None,
+        description="Agent-channel address of a running evaluator, e.g. "
+        "unix://STATE_DIR/agent/agent.sock ('evaluator serve' prints it; default: an "
+        "embedded one). Its harness socket and harness.token are found next to it.",
+    )
+    evaluator_harness: Annotated[str | None, Flag("--evaluator-harness")] = Field(
+        default=None,
+        description="Harness-channel address of that evaluator (default: found next to it).",
+    )
+    agent_token_file: Annotated[Path | None, Flag("--agent-token-file")] = Field(
+        default=None, description="Its agent.token."
+    )
+    harness_token_file: Annotated[Path | None, Flag("--harness-token-file")] = Field(
+        default=None, description="Its harness.token (default: found next to it)."
+    )
+    submission_volume: Annotated[Path | None, Flag("--submission-dir")] = Field(
+        default=None, description="Submission volume shared with that evaluator."
+    )
+    state_dir: Annotated[Path | None, Flag("--state-dir")] = Field(
+        default=None, description="State dir of the embedded evaluator."
+    )
+    evaluator_image: Annotated[str | None, Flag("--evaluator-image", metavar="IMAGE")] = Field(
+        default=None,
+        description="Run the evaluator in a container of this image for the run (e.g. "
+        "ale-robotics/evaluator from 'make images'), sharing only the submission volume "
+        "and the agent socket with the agent; the result is read through 'docker exec'.",
+    )
+
+
+class OutputOptions(_Group):
+    """Where this run goes, what it is called, how the command exits: one run's own."""
+
+    run_dir: Annotated[Path | None, Flag("--run-dir")] = Field(
+        default=None, description="Run directory, new or empty (default runs/<run_id>)."
+    )
+    label: Annotated[str | None, Flag("--label", metavar="TEXT")] = Field(
+        default=None,
+        description="Name of the agent for 'runs list' and the leaderboard, which rank the "
+        "best official run per task and label (letters, digits, . _ + -; default: the agent "
+        "script's stem, e.g. td3_train for 'python td3_train.py').",
+    )
+    strict: Annotated[bool, Flag("--strict")] = Field(
+        default=False,
+        description="Exit 1 when the agent ended in error (a non-zero exit, or stopped at a "
+        "limit) without submitting; it is scored all the same (for scripts and CI).",
+    )
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, value: str | None) -> str | None:
+        if value is not None and (len(value) > LABEL_MAX_LEN or not _LABEL_OK.fullmatch(value)):
+            raise ValueError(_LABEL_RULE)
+        return value
+
+
+GROUPS: tuple[tuple[str, type[_Group]], ...] = (
+    ("Sandbox", SandboxOptions),
+    ("Evaluation", ExecutorOptions),
+    ("Limits", LimitOptions),
+    ("Evaluator endpoint", EndpointOptions),
+    ("Output", OutputOptions),
+)
+"""The groups in the order ``run --help`` shows them and an eval set writes them."""
+
+
+class RunSettings(SandboxOptions, ExecutorOptions, LimitOptions, EndpointOptions):
+    """The options one setting of which holds for many runs: every group but the output.
+
+    An eval set's SPEC has one key per field (:mod:`ale_robotics.evalset.spec`).
+    """
+
+    def check(self) -> None:
+        """The rules between options, raising :class:`InvalidArgumentError` naming the flags.
+
+        Each field's own rule runs when the options are made; these run before anything
+        starts (the ``run`` command, an eval set's SPEC, :func:`.run.run_task`).
+        """
+        if self.ray_address is not None and self.executor != "ray":
+            raise InvalidArgumentError("--ray-address goes with --executor ray")
+        if self.evaluator is not None and (self.executor != "local" or self.ray_address):
+            raise InvalidArgumentError(
+                "a running evaluator (--evaluator) has its own executor: start it with "
+                "'ale-robotics evaluator serve --executor ray'"
+            )
+        if self.episodes is not None and self.evaluator is not None:
+            raise InvalidArgumentError(
+                "--episodes makes the embedded evaluator run a smoke run; an evaluator "
+                "started separately always runs the task's full protocol"
+            )
+        for name in SandboxOptions.model_fields.keys() - {"sandbox", "workspace"}:
+            # A sandbox's own option (docker's image): only with a sandbox that takes it.
+            if getattr(self, name) is not None and not takes_option(self.sandbox, name):
+                which = " or ".join(sandboxes_taking(name)) or "no installed sandbox"
+                raise InvalidArgumentError(f"{flag_of(name).name} goes with --sandbox {which}")
+        self._check_evaluator_image()
+
+    def _check_evaluator_image(self) -> None:
+        if self.evaluator_image is None:
+            return
+        if self.evaluator is not None:
+            raise InvalidArgumentError(
+                "--evaluator-image starts an evaluator container for the run; --evaluator "
+                "uses one that is already running: give one of them"
+            )
+        if self.episodes is not None:
+            raise InvalidArgumentError(
+                "--episodes makes the embedded evaluator run a smoke run; an evaluator "
+                "container (--evaluator-image) always runs the task's full protocol"
+            )
+        if self.executor != "local":
+            raise InvalidArgumentError(
+                "--executor ray is for the embedded evaluator; an evaluator container runs "
+                "its rollouts in local worker processes"
+            )
+
+
+class RunOptions(RunSettings, OutputOptions):
+    """One run: the task, the agent command, and every option (see the module docstring).
+
+    ``run_id``, ``runs_root`` and ``job_timeout_s`` are no options of the ``run``
+    command: the program that starts a run sets them (the command: a new id and
+    ``./runs``; tests: their own).
+    """
+
+    task_id: Annotated[str, Flag("task_id", argument=True)] = Field(
+        description="Task id, e.g. td3-inverted-pendulum-v1."
+    )
+    agent_cmd: Annotated[str, Flag("--agent")] = Field(description="Command that starts the agent.")
     run_id: str | None = None
-    sandbox: Literal["auto", "bwrap", "docker", "none"] = "auto"
-    """'auto': bubblewrap where it can start, else 'none' with a warning; 'docker': the
-    agent in a container of ``agent_image`` (:mod:`.docker_sandbox`)."""
-    agent_image: str | None = None
-    """With sandbox 'docker': the agent's image (None: ``ale-robotics/agent:latest``)."""
-    evaluator_image: str | None = None
-    """Run the evaluator in a container of this image for the run (reached through
-    ``docker exec``, :mod:`.evaluator_container`) instead of embedding it."""
-    workspace: Path | None = None
-    """The agent's code and data, visible read-only (default: the current directory)."""
+    """The run's id (None: a new one, :func:`new_run_id`)."""
     runs_root: Path | None = None
     """Where ``<run_id>/`` is created when ``run_dir`` is not given (default: ./runs)."""
-    disk_quota_bytes: int = 4 * 1024**3
-    """Most the agent may write into its scratch and submission directories together
-    (and the most any single file it writes may hold)."""
-    log_cap_bytes: int = 64 * 1024**2
-    """Most of the agent's output kept in ``agent.log``; the rest is read and dropped."""
-    episodes: int | None = None
-    """A smoke run: the embedded evaluator runs only the task's first N episodes, and the
-    result, the report and the score line say so. An official run leaves it None."""
-    cpus: float | None = None
-    """CPUs the agent may use (its cgroup's CFS quota); None: the task's budget, else all."""
-    memory_bytes: int | None = None
-    """Memory the agent may use (its cgroup's limit, past it the OOM killer); None: the
-    task's budget, else all."""
-    pids_max: int | None = 4096
-    """Most processes and threads the agent may have at once (its cgroup's pids.max)."""
-    executor: str = "local"
-    """Where the embedded evaluator runs the shards: 'local' worker processes or 'ray'."""
-    ray_address: str | None = None
-    """With executor 'ray': the cluster to connect to (None: a local Ray instance)."""
-    label: str | None = None
-    """What groups this run with others of the same agent (``runs list``, the leaderboard);
-    None: :func:`default_label` of the agent command."""
+    job_timeout_s: float = 900.0
+    """The embedded evaluator's deadline for one job."""
+
+    def __init__(self, task_id: str, agent_cmd: str, **options: Any) -> None:
+        BaseModel.__init__(self, task_id=task_id, agent_cmd=agent_cmd, **options)
+
+
+def flag_of(name: str) -> Flag:
+    """The :class:`Flag` of the run option ``name`` (KeyError: it has none)."""
+    for meta in RunOptions.model_fields[name].metadata:
+        if isinstance(meta, Flag):
+            return meta
+    raise KeyError(name)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
-import math
 import os
 import re
 import shlex
@@ -20,9 +19,8 @@ from typing import Literal
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.options import RunOptions, default_state_dir
-from ale_robotics.sandboxes.bwrap.command import sandbox_visible
-from ale_robotics.sandboxes.docker.cli import DEFAULT_AGENT_IMAGE
-from ale_robotics.sandboxes.docker.images import agent_user, require_image, resolve_in_image
+from ale_robotics.sandboxes import AgentCommand, Sandbox, resolve_sandbox
+from ale_robotics.sandboxes.process import workspace_argv
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
@@ -36,27 +34,22 @@ __all__ = [
 
 
 def check_options(opts: RunOptions, task: TaskSpec) -> None:
-    """Refuse options that cannot work, before any directory or process is created."""
-    if opts.budget_s is not None and not (math.isfinite(opts.budget_s) and opts.budget_s > 0):
-        raise InvalidArgumentError(
-            f"--budget {opts.budget_s:g}: the agent's wall-clock budget must be a positive "
-            "number of seconds"
-        )
-    if opts.workers is not None and opts.workers < 1:
-        raise InvalidArgumentError(f"--workers {opts.workers}: use at least 1 rollout worker")
+    """Refuse options that cannot work, before any directory or process is created: the
+    rules between options (:meth:`.options.RunSettings.check`), then what needs the task
+    or the file system."""
+    opts.check()
     if opts.episodes is not None:
-        if opts.evaluator is not None:
-            raise InvalidArgumentError(
-                "--episodes makes the embedded evaluator run a smoke run; an evaluator "
-                "started separately always runs the task's full protocol"
-            )
         total = task.eval.evaluated_episodes
         if not 1 <= opts.episodes <= total:
             raise InvalidArgumentError(
                 f"--episodes {opts.episodes}: {task.id} evaluates {total} episode(s); a smoke "
                 f"run takes 1 to {total} of them (leave --episodes out for the official run)"
             )
-    _check_docker_options(opts)
+    if opts.evaluator_image is not None:
+        # The docker extra's other half; imported for such a run only.
+        from ale_robotics.sandboxes.docker.evaluator import require_evaluator_image
+
+        require_evaluator_image(opts.evaluator_image)
     if opts.evaluator is None:
         state_dir = opts.state_dir or default_state_dir()
         if state_dir.exists() and not state_dir.is_dir():
@@ -83,32 +76,6 @@ def check_options(opts: RunOptions, task: TaskSpec) -> None:
             )
 
 
-def _check_docker_options(opts: RunOptions) -> None:
-    """The container options: what goes with what, and the evaluator image is there."""
-    if opts.agent_image is not None and opts.sandbox != "docker":
-        raise InvalidArgumentError(
-            "--agent-image goes with --sandbox docker (the agent runs in a container of it)"
-        )
-    if opts.evaluator_image is None:
-        return
-    if opts.evaluator is not None:
-        raise InvalidArgumentError(
-            "--evaluator-image starts an evaluator container for the run; --evaluator uses "
-            "one that is already running: give one of them"
-        )
-    if opts.episodes is not None:
-        raise InvalidArgumentError(
-            "--episodes makes the embedded evaluator run a smoke run; an evaluator container "
-            "(--evaluator-image) always runs the task's full protocol"
-        )
-    if opts.executor != "local":
-        raise InvalidArgumentError(
-            "--executor ray is for the embedded evaluator; an evaluator container runs its "
-            "rollouts in local worker processes"
-        )
-    require_image(opts.evaluator_image, "evaluator")
-
-
 def make_run_dir(path: Path) -> Path:
     """Create the run directory (an existing empty one is used as it is)."""
     run_dir = path.resolve()
@@ -123,17 +90,17 @@ def make_run_dir(path: Path) -> Path:
     return run_dir
 
 
-def check_agent_command(opts: RunOptions, workspace: Path) -> None:
+def check_agent_command(opts: RunOptions, workspace: Path, sandbox: Sandbox | None = None) -> None:
     """Refuse an agent command that cannot start, with what to do instead.
 
     A command that does not exist is the user's typo, not an infrastructure failure: the
     program (on PATH, or a file; relative paths start at the workspace), and the script a
     known interpreter is asked to run (:func:`script_operand`), which would otherwise fail
     in the agent's scratch directory and score 0. A missing one is refused naming the
-    path tried and the closest existing file. Under bubblewrap, a command or file the
-    host has but the sandbox does not show is explained (the agent sees only its
-    workspace, the system and this Python). Under docker the command is looked up in the
-    agent's image instead.
+    path tried and the closest existing file. Then the run's sandbox (default: the one
+    ``opts`` asks for, not probed) checks what it would not show (bubblewrap: a command
+    or file the host has outside the workspace, the system and this Python), or looks
+    the command up in the agent's image (docker, whose command runs no host file).
     """
     try:
         argv = shlex.split(opts.agent_cmd)
@@ -141,8 +108,11 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
         raise InvalidArgumentError(f"--agent {opts.agent_cmd!r} cannot be parsed: {exc}") from None
     if not argv:
         raise InvalidArgumentError("--agent is empty: give the command that starts the agent")
-    if opts.sandbox == "docker":
-        _check_command_in_image(opts, argv)
+    if sandbox is None:
+        sandbox = resolve_sandbox(opts.sandbox, check=False, agent_image=opts.agent_image)
+    if not sandbox.host_files:
+        script = _script_of(argv, script_operand(argv))
+        sandbox.check_command(AgentCommand(opts.agent_cmd, tuple(argv), workspace, None, script))
         return
     argv = workspace_argv(argv, workspace)
     found = _resolve_program(argv[0], opts.agent_cmd, workspace)
@@ -151,35 +121,9 @@ def check_agent_command(opts: RunOptions, workspace: Path) -> None:
         _check_script(operand, argv[0], opts.agent_cmd, workspace)
     elif operand is not None and operand.kind == "module" and found == sys.executable:
         _warn_if_no_module(operand.value, opts.agent_cmd, workspace)
-    if opts.sandbox != "bwrap":
-        return
-    visible = sandbox_visible(workspace)
-    shows = (
-        f"the agent's sandbox, which shows only its workspace {workspace} (read-only), the "
-        "system directories and this Python environment"
-    )
     # What must start: the command, and the script an interpreter is asked to run.
-    needed = [found]
     script = _script_of(argv, operand)
-    if script is not None:
-        needed.append(script)
-    for arg in needed:
-        if os.path.isabs(arg) and os.path.exists(arg) and not visible(Path(arg)):
-            raise InvalidArgumentError(
-                f"{arg} (in --agent {opts.agent_cmd!r}) exists on this host but not inside "
-                f"{shows}: move it into the workspace, or pass --workspace DIR for a directory "
-                "that holds it"
-            )
-    # Other paths may be meant to be missing (an agent probing what it can see): a warning.
-    for arg in argv[1:]:
-        if arg in needed or not os.path.isabs(arg) or not os.path.exists(arg):
-            continue
-        if not visible(Path(arg)):
-            print(
-                f"warning: {arg} (in --agent) is not visible inside {shows}",
-                file=sys.stderr,
-                flush=True,
-            )
+    sandbox.check_command(AgentCommand(opts.agent_cmd, tuple(argv), workspace, found, script))
 
 
 _INTERPRETER = re.compile(r"(python[0-9.]*|bash|sh|dash|zsh|node|ruby|perl)")
@@ -194,60 +138,6 @@ def _script_of(argv: list[str], operand: Operand | None) -> str | None:
     if not _INTERPRETER.fullmatch(os.path.basename(argv[0])):
         return None
     return next((a for a in argv[1:] if not a.startswith("-")), None)
-
-
-def _check_command_in_image(opts: RunOptions, argv: list[str]) -> None:
-    """The agent command as the agent's image has it (a probe container; cached).
-
-    A host file named in --agent is not in the container, which mounts no host file:
-    refused when it is the command's script, else a warning.
-    """
-    image = require_image(opts.agent_image or DEFAULT_AGENT_IMAGE, "agent")
-    uid, gid = agent_user()
-    resolved = resolve_in_image(image, tuple(argv), f"{uid}:{gid}")
-    script = _script_of(argv, script_operand(argv))
-    for arg, in_image in zip(argv, resolved.in_image, strict=False):
-        if in_image or not os.path.isabs(arg) or not os.path.exists(arg):
-            continue
-        where = (
-            f"{arg} (in --agent {opts.agent_cmd!r}) exists on this host but not in the agent "
-            f"image {image.ref!r}: the container mounts no host files"
-        )
-        if arg == script:
-            raise InvalidArgumentError(
-                f"{where}; put the agent's code in its image (FROM ale-robotics/agent, COPY "
-                "it into /workspace) and name it relative to the image's working directory "
-                f"{resolved.working_dir}"
-            )
-        print(f"warning: {where}", file=sys.stderr, flush=True)
-
-
-def workspace_argv(argv: list[str], workspace: Path) -> list[str]:
-    """The agent command with relative paths to workspace files made absolute.
-
-    A bare ``python``/``python3`` as the command becomes this interpreter.
-
-    The agent runs in its scratch directory, not in the (read-only) workspace,
-    so ``python examples/agents/x.py`` would not find its script otherwise. Only
-    arguments that name an existing file of the workspace change.
-    """
-    out = []
-    for i, arg in enumerate(argv):
-        if i == 0 and arg in ("python", "python3"):
-            # A bare "python" is this interpreter, the one with the SDK installed: on
-            # PATH it may be the system's (a venv not activated) or a pyenv shim whose
-            # files the sandbox does not show. A path picks another interpreter.
-            out.append(sys.executable)
-            continue
-        if arg and not arg.startswith("-") and not os.path.isabs(arg):
-            candidate = workspace / arg
-            try:
-                if candidate.is_file():
-                    arg = str(candidate)
-            except OSError:  # not a file name at all (python -c CODE: too long for one)
-                pass
-        out.append(arg)
-    return out
 
 
 # --- What the agent command runs: its program, and the script an interpreter runs ----

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING
 
 from ale_robotics.client.sdk import AleClient, poll_interval
 from ale_robotics.envs.make import make_env
@@ -56,15 +56,16 @@ from ale_robotics.harness.report import (
 )
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.model.result import EvalResult
-from ale_robotics.sandboxes.bwrap.command import require_sandbox, sandbox_available
-from ale_robotics.sandboxes.docker.cli import require_docker
-from ale_robotics.sandboxes.docker.evaluator import EvaluatorContainer, harness_client
+from ale_robotics.sandboxes import resolve_sandbox
 from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
 from ale_robotics.scoring import score
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
 from ale_robotics.v1 import ale_env_pb2 as pb
+
+if TYPE_CHECKING:
+    from ale_robotics.sandboxes.docker.evaluator import EvaluatorContainer
 
 __all__ = [
     "HarnessError",
@@ -184,17 +185,17 @@ def run_task(
         manifest_entry.compute_budget.wall_clock_s if manifest_entry else 3600.0
     )
     check_options(opts, task)
-    # Resolved once ("auto" becomes what this host can do); the agent phase reads it.
-    opts = dataclasses.replace(opts, sandbox=_sandbox_mode(opts.sandbox))
+    # Resolved once ("auto" becomes what this host can do); the agent phase uses it.
+    sandbox = resolve_sandbox(opts.sandbox, agent_image=opts.agent_image)
     workspace = (opts.workspace or Path.cwd()).resolve()
-    check_agent_command(opts, workspace)
+    check_agent_command(opts, workspace, sandbox)
     label = check_label(opts.label) if opts.label is not None else default_label(opts.agent_cmd)
     started_at = dt.datetime.now(dt.UTC)
     run_id = opts.run_id or new_run_id()
     run_dir = (opts.run_dir or (opts.runs_root or Path("runs")) / run_id).resolve()
     submission = (opts.submission_volume or run_dir / "submission").resolve()
     # Recorded before they exist (hidden from every later agent, wherever they are), and
-    # refused if an agent sandboxed already would see them (harness/run_dirs.py).
+    # refused if an agent sandboxed already would see them (sandboxes/run_dirs.py).
     with new_private_dirs(_private_dirs(opts, run_dir, submission)):
         run_dir = make_run_dir(run_dir)
         submission.mkdir(parents=True, exist_ok=True)
@@ -212,7 +213,7 @@ def run_task(
             "started_at": started_at.isoformat().replace("+00:00", "Z"),
             "budget_s": budget,
             "target": target.model_dump(mode="json") if target else None,
-            "sandbox": opts.sandbox,
+            "sandbox": sandbox.name,
             **({} if opts.episodes is None else {"smoke_episodes": opts.episodes}),
         },
     )
@@ -227,6 +228,7 @@ def run_task(
         started=time.monotonic(),
         traj=traj,
         stop=stop,
+        sandbox=sandbox,
         on_progress=on_progress,
         registry=reg,
         label=label,
@@ -269,7 +271,10 @@ def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
     try:
         if opts.evaluator_image is not None:
             # The evaluator in a container of its own, its harness channel through
-            # `docker exec` of the loopback client (harness/evaluator_container.py).
+            # `docker exec` of the loopback client (the docker extra's other half,
+            # sandboxes/docker/evaluator.py, imported for such a run only).
+            from ale_robotics.sandboxes.docker.evaluator import EvaluatorContainer
+
             container = EvaluatorContainer.start(
                 opts.evaluator_image,
                 run_id=run_id,
@@ -363,6 +368,8 @@ def _connect_remote(
             "--evaluator needs --harness-token-file (the evaluator writes harness.token in "
             "its state dir; pass --state-dir if it is not the default one)"
         )
+    from ale_robotics.sandboxes.docker.evaluator import harness_client
+
     agent_endpoint = opts.evaluator
     harness_addr = opts.evaluator_harness or _default_harness_address(agent_endpoint)
     harness = harness_client(  # a docker-exec:// address: through an evaluator container
@@ -678,7 +685,7 @@ def _report(
         agent_disk_quota_exceeded=agent.quota_exceeded is not None,
         agent_log_truncated=agent.log_truncated,
         budget_s=ctx.budget_s,
-        sandbox=opts.sandbox,
+        sandbox=ctx.sandbox.name,
         agent_cgroup=agent.cgroup,
         agent_cgroup_warning=agent.cgroup_warning,
         agent_limits=agent.limits.as_dict(),
@@ -714,20 +721,6 @@ def _report(
         score_line=line,
         agent_log_tail=_log_tail(agent.log_path) if agent.crashed else [],
     )
-
-
-def _sandbox_mode(requested: str) -> Literal["bwrap", "docker", "none"]:
-    """'bwrap', 'docker' or 'none' for this run; an explicit 'bwrap' or 'docker' that
-    cannot start raises."""
-    if requested == "none":
-        return "none"
-    if requested == "docker":
-        require_docker()
-        return "docker"
-    if requested == "bwrap":
-        require_sandbox()
-        return "bwrap"
-    return "bwrap" if sandbox_available() else "none"
 
 
 def _log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:

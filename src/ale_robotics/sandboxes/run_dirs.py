@@ -44,6 +44,7 @@ from ale_robotics.sandboxes.live import watching
 __all__ = [
     "DirKind",
     "VisibleToSandboxError",
+    "hidden_paths",
     "known_run_dirs",
     "new_private_dirs",
     "record_run_dir",
@@ -156,3 +157,30 @@ def _refuse_if_shown(paths: Sequence[tuple[str, DirKind]], made: Sequence[str]) 
         f"until that run ends, or put this one where that agent cannot see it{where}; "
         "nothing was made"
     )
+
+
+def hidden_paths(private: Sequence[Path], shown: Sequence[Path]) -> list[Path]:
+    """Inside the trees a sandbox shows (``shown``), what its agent must not see.
+
+    ``private`` (what the run knows of: its run directory and runs root, the evaluator's
+    state dir), every run directory, runs root, submission and state dir this harness
+    ever made (:func:`known_run_dirs`: wherever it is, an earlier run's submission could
+    be resubmitted, a finished run forged for ``audit``; a runs root is hidden whole, so
+    that what is made in it later is hidden too), and this user's ALE state home (which
+    holds those lists). Read anew at each call: a sandbox asks again once registered.
+    """
+    candidates = [*private, state_home().resolve(), *known_run_dirs()]
+    # On strings (os.path): the candidates are every run dir ever recorded, and this
+    # runs before the agent starts; pathlib costs several times more per path.
+    roots = {os.path.realpath(t) for t in shown}
+    insides = tuple(r if r.endswith(os.sep) else r + os.sep for r in roots)
+    found: dict[str, None] = {}  # ordered, without duplicates
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if real.startswith(insides):  # below a shown tree, not the tree itself
+            found[real] = None
+    out = [Path(p) for p in found]
+    # An outer hidden directory covers the inner ones; mounting both would let
+    # bwrap recreate the inner mount point inside the outer tmpfs, which is harmless
+    # but noisy, so keep only the outermost.
+    return [p for p in out if not any(q != p and q in p.parents for q in out)]

@@ -366,8 +366,6 @@ def bwrap_command(
     return args
 
 
-
-
 def _block_import_args(path: Path) -> list[str]:
     """Mounts that make the package directory or module file ``path`` unimportable.
 

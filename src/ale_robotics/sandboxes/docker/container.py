@@ -102,8 +102,6 @@ SCRATCH_MOUNT = "/scratch"
 SOCKET_MOUNT = "/run/ale/agent"
 
 
-
-
 def _block_import_mounts(paths: Sequence[str]) -> list[str]:
     """Mounts that make each package directory or module file unimportable in the container:
     a read-only, empty tmpfs over a package holding only the blocker as ``__init__.py``, or

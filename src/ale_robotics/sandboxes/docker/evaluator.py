@@ -69,6 +69,7 @@ __all__ = [
     "LoopbackProxy",
     "harness_client",
     "parse_loopback_address",
+    "require_evaluator_image",
 ]
 
 LOOPBACK_SCHEME = "docker-exec://"
@@ -367,3 +368,9 @@ class EvaluatorContainer:
             self._reaper.disarm()
             self._reaper = None
         shutil.rmtree(self.work, ignore_errors=True)
+
+
+def require_evaluator_image(image: str) -> ImageInfo:
+    """The evaluator image ``image`` as this daemon has it (``--evaluator-image``, checked
+    before a run starts); :class:`~.cli.DockerError` saying how to get it."""
+    return require_image(image, "evaluator")
