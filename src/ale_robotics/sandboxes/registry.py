@@ -1,7 +1,7 @@
 """The installed sandboxes, found by name through the entry-point group ``ale_robotics.sandboxes``.
 
 Each is one line of its distribution's metadata, as rollout kinds are
-(:mod:`ale_robotics.rollouts.registry`); ours in ``pyproject.toml``::
+(:mod:`ale_robotics.model.kind_registry`); ours in ``pyproject.toml``::
 
     [project.entry-points."ale_robotics.sandboxes"]
     bwrap = "ale_robotics.sandboxes.bwrap:BwrapSandbox"
