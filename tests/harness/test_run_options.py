@@ -167,8 +167,8 @@ def test_a_rule_is_checked_once_for_the_command_and_the_spec(
 
 
 def test_a_size_key_is_a_whole_number_of_mib_the_flag_can_carry(tmp_path: Path) -> None:
-    with pytest.raises(InvalidArgumentError, match="1000 bytes is not a whole number of MiB"):
-        load_spec(_spec(tmp_path, "memory_bytes: 1000\n"))
+    with pytest.raises(InvalidArgumentError, match="1048577 bytes is not a whole number of MiB"):
+        load_spec(_spec(tmp_path, "memory_bytes: 1048577\n"))
 
 
 def test_run_args_hold_options_of_run_only_once_and_never_a_runs_own(tmp_path: Path) -> None:
