@@ -215,9 +215,11 @@ def evaluator(task_id: str, in_process: bool) -> Iterator[AleClient]:
             return
         cmd = [sys.executable, "-m", "ale_robotics", "evaluator", "serve", "--state-dir"]
         cmd += [str(state), "--agent-listen", addr, "--harness-listen", f"unix://{d}/h.sock"]
-        proc = subprocess.Popen([*cmd, "--task", task_id], stderr=subprocess.DEVNULL)
+        # Practice outside any run: the operator's practice token (issue 26), not agent.token.
+        cmd += ["--task", task_id, "--allow-practice-without-run"]
+        proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
         try:
-            yield _connect(state / "agent.token", addr, task_id, proc)
+            yield _connect(state / "practice.token", addr, task_id, proc)
         finally:
             proc.terminate()
             proc.wait(timeout=30)

@@ -62,13 +62,15 @@ def evaluator(task_id: str, max_sessions: int) -> Iterator[AleClient]:
         cmd = [sys.executable, "-m", "ale_robotics", "evaluator", "serve", "--state-dir"]
         cmd += [str(state), "--agent-listen", addr, "--harness-listen", f"unix://{d}/h.sock"]
         cmd += ["--task", task_id, "--max-sessions", str(max_sessions)]
+        # Practice outside any run: the operator's practice token (issue 26), not agent.token.
+        cmd += ["--allow-practice-without-run"]
         proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 120
             while True:
                 if proc.poll() is not None:
                     raise SystemExit(f"the evaluator exited with code {proc.returncode}")
-                token = state / "agent.token"
+                token = state / "practice.token"
                 if token.exists() and Path(addr.removeprefix("unix://")).exists():
                     client = AleClient(addr, token.read_text().strip(), task_id=task_id)
                     try:

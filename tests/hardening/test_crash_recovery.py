@@ -99,7 +99,7 @@ def test_kill_9_mid_job_then_restart_finishes_identically(
     try:
         first = start_evaluator(cmd, log)
         groups.append(first.pid)
-        token = wait_ready(agent_addr, state / "agent.token", first)
+        token = wait_ready(agent_addr, state / "run-tokens" / f"{RUN}.agent.token", first)
         with AleClient(agent_addr, token, run_id=RUN) as c:
             job = c.submit("", client_token="crash-token")
             while c.status(job).state == "QUEUED":
@@ -116,7 +116,7 @@ def test_kill_9_mid_job_then_restart_finishes_identically(
 
         second = start_evaluator(cmd, log)
         groups.append(second.pid)
-        token = wait_ready(agent_addr, state / "agent.token", second)
+        token = wait_ready(agent_addr, state / "run-tokens" / f"{RUN}.agent.token", second)
         with AleClient(agent_addr, token, run_id=RUN) as c:
             req = pb.SubmitBatchEvalRequest(run_id=RUN, client_token="crash-token")
             again = c._call(c.stub.SubmitBatchEval, req)
