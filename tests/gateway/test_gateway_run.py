@@ -26,23 +26,8 @@ from scripted_upstream import UPSTREAM_KEY, ScriptedUpstream, ToolCall, Turn
 
 from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
-
-def _run_takes_model_options() -> bool:
-    from ale_robotics.harness.options import RunOptions
-
-    fields = getattr(RunOptions, "model_fields", None) or getattr(
-        RunOptions, "__dataclass_fields__", {}
-    )
-    return "model_upstream" in fields
-
-
 pytestmark = [
     pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here"),
-    # Until `run --model-upstream/--model/--model-budget-tokens` are wired (issue 29): the
-    # gateway (harness/model_gateway.py) waits for the sandbox seam's launch hooks.
-    pytest.mark.skipif(
-        not _run_takes_model_options(), reason="run has no --model-upstream yet (issue 29)"
-    ),
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +39,7 @@ AGENT = f"{sys.executable} examples/agents/llm_agent.py"
 
 PROBE = """
 import glob, json, os, socket, sys
-key = sys.argv[1]
+key = sys.argv[1][::-1]  # given reversed: its own command line must not hold the key
 found = []
 if any(key in v for v in os.environ.values()):
     found.append("environ")
@@ -138,7 +123,7 @@ def test_the_reference_agent_scores_through_the_gateway(short_tmp: Path) -> None
     listener.listen(1)
     port = listener.getsockname()[1]
     upstream = ScriptedUpstream([]).start()
-    probe_cmd = f"{sys.executable} probe.py {UPSTREAM_KEY} {port} {upstream.port}"
+    probe_cmd = f"{sys.executable} probe.py {UPSTREAM_KEY[::-1]} {port} {upstream.port}"
     copy = f'cp "$ALE_WORKSPACE/{CHECKPOINT}" "$ALE_SUBMISSION_DIR/policy.safetensors"'
     upstream.turns = [
         Turn(tool_calls=(ToolCall("write_file", {"path": "probe.py", "content": PROBE}),)),

@@ -13,7 +13,12 @@ import typer.main
 from ale_robotics.cli.main import app
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evalset import EvalSetRunner, load_spec, plan_slots
-from ale_robotics.harness.option_flags import command_fields, flag_args, from_command_line
+from ale_robotics.harness.option_flags import (
+    command_fields,
+    flag_args,
+    from_command_line,
+    parse_flags,
+)
 from ale_robotics.harness.options import MIB, RunOptions, RunSettings, flag_of
 
 TASK = "td3-inverted-pendulum-v2"
@@ -46,6 +51,9 @@ def test_the_run_command_has_one_flag_per_field_and_a_field_per_flag() -> None:
         if not field.is_required():
             default = field.get_default()
             scaled = default // flag.scale if flag.scale != 1 and default else default
+            if flag.repeat:  # a repeatable option: no value given is the empty tuple
+                assert param.multiple and default == () and param.default is None, name
+                continue
             assert param.default == scaled, name
     # Those without a flag say so: they are set by whoever starts the run.
     for name in PROGRAM_SET:
@@ -120,6 +128,9 @@ _SEPARATE = {
     "agent_token_file": "agent.token",
     "harness_token_file": "harness.token",
     "submission_volume": "volume",
+    "model_upstream": "http://127.0.0.1:9/v1",
+    "models": ["m1", "m2"],
+    "model_budget_tokens": 5000,
 }
 _CONTAINER = {"evaluator_image": "my/evaluator:1"}
 
@@ -138,6 +149,7 @@ def test_every_run_option_works_in_an_eval_set(
         for key, value in values.items():
             got = getattr(opts, key)
             want = tmp_path / value if isinstance(got, Path) else value
+            want = tuple(value) if isinstance(got, tuple) else want  # a repeatable option
             assert got == want, key
         # ... and the same given as flags in run_args.
         as_flags = flag_args(RunSettings.model_validate(values), values)
@@ -201,3 +213,19 @@ def test_options_are_made_as_the_command_makes_them(tmp_path: Path) -> None:
     direct = RunOptions(TASK, "x", run_dir=tmp_path / "r", workspace=tmp_path,
                         runs_root=tmp_path / "runs", disk_quota_bytes=10 * MIB)  # fmt: skip
     assert direct == opts
+
+
+def test_a_repeatable_option_collects_its_values_both_ways(tmp_path: Path) -> None:
+    url = "http://127.0.0.1:9/v1"
+    base = ["t", "--agent", "a"]
+    model = ["--model-upstream", url, "--model", "m1", "--model", "m2"]
+    opts = _parsed([*base, *model, "--model-budget-tokens", "500"], tmp_path)
+    assert opts.models == ("m1", "m2") and opts.model_budget_tokens == 500
+    assert _parsed(base, tmp_path).models == ()
+    args = flag_args(opts, ["model_upstream", "models", "model_budget_tokens"])
+    assert args == [*model, "--model-budget-tokens", "500"]
+    assert parse_flags(args)["models"] == ["m1", "m2"]
+    with pytest.raises(InvalidArgumentError, match="go with --model-upstream"):
+        _parsed([*base, "--model", "m1"], tmp_path)
+    with pytest.raises(InvalidArgumentError, match="at least one --model"):
+        _parsed([*base, "--model-upstream", url], tmp_path)

@@ -13,6 +13,7 @@ the images (``make docker-deps images``; failed under ``ALE_REQUIRE_DOCKER=1``).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import socket
 import subprocess
@@ -39,6 +40,8 @@ from ale_robotics.sandboxes import (
 )
 from ale_robotics.sandboxes.cgroups import Limits
 from ale_robotics.sandboxes.live import live_sandboxes
+from ale_robotics.tasks.packet import build_task_packet, remove_task_packet
+from ale_robotics.tasks.registry import default_registry
 
 _NEEDS: dict[str, Callable[[], None]] = {"docker": need_docker}
 """What a sandbox's tests need beyond :meth:`Sandbox.unavailable` (docker: the images)."""
@@ -274,3 +277,48 @@ def test_every_installed_sandbox_is_reached_by_its_name() -> None:
         assert issubclass(cls, Sandbox) and cls.name == name
         made = resolve_sandbox(name, check=False, agent_image="some/image")
         assert isinstance(made, cls)
+
+
+TASK_PROBE = r"""
+import json, os
+d = os.environ["ALE_TASK_DIR"]
+brief = open(os.path.join(d, "brief.md"), encoding="utf-8").read()
+try:
+    with open(os.path.join(d, "brief.md"), "a") as fh:
+        fh.write("changed by the agent")
+    writable = True
+except OSError:
+    writable = False
+try:
+    open(os.path.join(d, "new.txt"), "w").close()
+    creatable = True
+except OSError:
+    creatable = False
+print("PROBE " + json.dumps({
+    "task_dir": d, "brief_head": brief[:200], "writable": writable, "creatable": creatable,
+    "papers": sorted(os.listdir(os.path.join(d, "paper"))),
+    "task_json": json.load(open(os.path.join(d, "task.json")))["id"],
+}), flush=True)
+"""
+
+
+def test_every_sandbox_shows_the_packet_at_ale_task_dir(sandbox: Sandbox, dirs: Dirs) -> None:
+    spec = default_registry().entry("td3-inverted-pendulum-v2").spec
+    packet = build_task_packet(spec, dirs.root / "state", dirs.root / "run" / "task")
+    log = dirs.root / "agent.log"
+    launch = _launch(dirs, shlex.join(["python", "-c", TASK_PROBE]), task_dir=packet)
+    try:
+        with sandbox.prepare(launch) as box:
+            proc = _start(box, dirs, log)
+            proc.wait(timeout=120)
+            box.kill_all()
+            box.close()
+        seen = _probe(log)
+    finally:
+        brief = (packet / "brief.md").read_text()
+        remove_task_packet(packet)
+    assert seen["task_json"] == launch.task_id and seen["papers"] == ["index.json"], seen
+    assert os.path.isabs(str(seen["task_dir"]))
+    if sandbox.isolates:  # bound read-only (root or not)
+        assert seen["writable"] is False and seen["creatable"] is False, seen
+        assert "changed by the agent" not in brief

@@ -65,6 +65,8 @@ def _parameters() -> list[inspect.Parameter]:
         if flag.scale != 1:  # the field holds bytes, the flag takes MiB
             annotation = int if field.default is not None else int | None
             default = None if default is None else default // flag.scale
+        if flag.repeat:  # given once per value (Typer collects them in a list)
+            annotation, default = list[str] | None, None
         info: Any
         if flag.argument:
             info = typer.Argument(help=field.description)

@@ -30,6 +30,7 @@ from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, lim
 from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.hidden_modules import hidden_module_names
 from ale_robotics.harness.interrupt import StopRequest
+from ale_robotics.harness.model_gateway import ModelAccess
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.sandboxes import AgentLaunch, Confinement, Sandbox
 from ale_robotics.sandboxes.cgroups import Limits, Usage
@@ -163,6 +164,8 @@ def run_agent(
     agent_token: str,
     *,
     on_started: Callable[[], None] | None = None,
+    task_dir: Path | None = None,
+    model: ModelAccess | None = None,
 ) -> AgentRun:
     """Run the agent to its exit (or its budget, quota, or an interrupt); see the module doc.
 
@@ -172,6 +175,8 @@ def run_agent(
 
     Raises :class:`HarnessError` when it cannot be started or its sandbox did not
     start; an interrupt (``ctx.stop``, Ctrl-C) propagates after the agent is killed.
+    ``task_dir``: the run's task packet (``ALE_TASK_DIR``); ``model``: the run's model
+    gateway as the agent reaches it (its variables, socket directory and relay).
     """
     opts = ctx.opts
     scratch = ctx.run_dir / "scratch"
@@ -189,6 +194,10 @@ def run_agent(
         disk_quota_bytes=opts.disk_quota_bytes,
         hidden_modules=tuple(hidden_module_names(ctx.task)),  # e.g. metaworld.policies
         private_dirs=private_dirs(opts, ctx.run_dir),
+        task_dir=task_dir,
+        extra_env=model.env if model is not None else {},
+        extra_rw=(model.socket_dir,) if model is not None else (),
+        wrap=model.wrap if model is not None else None,
     )
     log_path = ctx.run_dir / "agent.log"
     with ctx.sandbox.prepare(launch) as box:

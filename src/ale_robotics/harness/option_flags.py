@@ -78,18 +78,26 @@ def parse_flags(args: Sequence[str]) -> dict[str, object]:
             hint = f" (did you mean {close[0]}?)" if close else ""
             what = "an option" if arg.startswith("-") else "an option name"
             raise ValueError(f"{arg!r} is not {what} of 'ale-robotics run'{hint}")
-        if name in out:
+        repeat = flag_of(name).repeat
+        if name in out and not repeat:
             raise ValueError(f"{flag} is given twice")
         if _is_bool(name):
             if eq:
                 raise ValueError(f"{flag} takes no value")
             out[name], i = True, i + 1
-        elif eq:
-            out[name], i = value, i + 1
-        elif i + 1 < len(args):
-            out[name], i = args[i + 1], i + 2
         else:
-            raise ValueError(f"{flag} needs a value")
+            if eq:
+                given, i = value, i + 1
+            elif i + 1 < len(args):
+                given, i = args[i + 1], i + 2
+            else:
+                raise ValueError(f"{flag} needs a value")
+            if repeat:  # each time one more value of the field's tuple
+                values = out.setdefault(name, [])
+                assert isinstance(values, list)
+                values.append(given)
+            else:
+                out[name] = given
     return out
 
 
@@ -112,7 +120,11 @@ def flag_args(settings: BaseModel, names: Iterable[str]) -> list[str]:
             if name not in wanted or value is None or value is False:
                 continue
             flag = flag_of(name)
-            out += [flag.name] if value is True else [flag.name, _flag_value(value, flag)]
+            if flag.repeat:
+                for item in value:
+                    out += [flag.name, str(item)]
+            else:
+                out += [flag.name] if value is True else [flag.name, _flag_value(value, flag)]
     return out
 
 
@@ -127,6 +139,8 @@ def _to_field(name: str, value: object, cwd: Path) -> object:
     if value is None:
         return None
     flag = flag_of(name)
+    if flag.repeat:
+        return tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),)
     if flag.scale != 1:
         try:
             number = float(value)  # type: ignore[arg-type]

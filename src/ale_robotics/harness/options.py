@@ -8,6 +8,8 @@ validation, help text (its ``description``) and command-line flag (:class:`Flag`
 :class:`ExecutorOptions`      what the embedded evaluator runs, and where (smoke episodes,
                               workers, ``--executor``)
 :class:`LimitOptions`         the agent's budget and caps (wall clock, disk, log, CPU, memory)
+:class:`ModelOptions`         the agent's model through the run's gateway (upstream, allowed
+                              models, token budget)
 :class:`EndpointOptions`      a separate evaluator to use instead (socket, tokens, volume,
                               state dir, an evaluator container)
 :class:`OutputOptions`        where this run goes and what it is called (run dir, label,
@@ -55,6 +57,7 @@ __all__ = [
     "ExecutorOptions",
     "Flag",
     "LimitOptions",
+    "ModelOptions",
     "OutputOptions",
     "RunOptions",
     "RunSettings",
@@ -163,6 +166,7 @@ class Flag:
     scale: int = 1
     choices: Callable[[], Sequence[str]] | None = None
     argument: bool = False
+    repeat: bool = False
 
 
 EXECUTORS = ("local", "ray")
@@ -301,6 +305,38 @@ class LimitOptions(_Group):
         return _whole_mib(value)
 
 
+class ModelOptions(_Group):
+    """The run's model gateway (:mod:`ale_robotics.harness.model_gateway`): the agent's
+    model, reached through the harness, metered and recorded (docs/model-gateway.md)."""
+
+    model_upstream: Annotated[str | None, Flag("--model-upstream", metavar="URL")] = Field(
+        default=None,
+        description="An OpenAI- or Anthropic-compatible API the agent may call through the "
+        "run's model gateway (its key from the harness's ALE_MODEL_API_KEY, never shown to "
+        "the agent); default: no model.",
+    )
+    models: Annotated[tuple[str, ...], Flag("--model", metavar="NAME", repeat=True)] = Field(
+        default=(),
+        description="A model the agent may ask for (repeat the option for more; the first is "
+        "ALE_MODEL); needs --model-upstream.",
+    )
+    model_budget_tokens: Annotated[int | None, Flag("--model-budget-tokens")] = Field(
+        default=None,
+        ge=1,
+        description="Most input + output tokens the agent's model calls may use in the run "
+        "(default: the task's model token budget, else none).",
+    )
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _models(cls, value: object) -> object:
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return (value,)
+        return value
+
+
 class EndpointOptions(_Group):
     """A separate evaluator to use instead of an embedded one (default: embedded)."""
 
@@ -364,13 +400,14 @@ GROUPS: tuple[tuple[str, type[_Group]], ...] = (
     ("Sandbox", SandboxOptions),
     ("Evaluation", ExecutorOptions),
     ("Limits", LimitOptions),
+    ("Model", ModelOptions),
     ("Evaluator endpoint", EndpointOptions),
     ("Output", OutputOptions),
 )
 """The groups in the order ``run --help`` shows them and an eval set writes them."""
 
 
-class RunSettings(SandboxOptions, ExecutorOptions, LimitOptions, EndpointOptions):
+class RunSettings(SandboxOptions, ExecutorOptions, LimitOptions, ModelOptions, EndpointOptions):
     """The options one setting of which holds for many runs: every group but the output.
 
     An eval set's SPEC has one key per field (:mod:`ale_robotics.evalset.spec`).
@@ -399,6 +436,14 @@ class RunSettings(SandboxOptions, ExecutorOptions, LimitOptions, EndpointOptions
             if getattr(self, name) is not None and not takes_option(self.sandbox, name):
                 which = " or ".join(sandboxes_taking(name)) or "no installed sandbox"
                 raise InvalidArgumentError(f"{flag_of(name).name} goes with --sandbox {which}")
+        if self.model_upstream is None and (self.models or self.model_budget_tokens):
+            raise InvalidArgumentError(
+                "--model and --model-budget-tokens go with --model-upstream URL"
+            )
+        if self.model_upstream is not None and not self.models:
+            raise InvalidArgumentError(
+                "--model-upstream needs at least one --model NAME (the models the agent may use)"
+            )
         self._check_evaluator_image()
 
     def _check_evaluator_image(self) -> None:

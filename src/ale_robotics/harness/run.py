@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING
 
 from ale_robotics.client.sdk import AleClient, poll_interval
 from ale_robotics.envs.make import make_env
-from ale_robotics.errors import AleError, UnavailableError
+from ale_robotics.errors import AleError, InvalidArgumentError, UnavailableError
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server import RunningEvaluator, serve
 from ale_robotics.evaluator.smoke import smoke_run
+from ale_robotics.gateway import ModelUsage
 from ale_robotics.harness.agent_proc import (
     AgentRun,
     AgentRunContext,
@@ -38,6 +39,7 @@ from ale_robotics.harness.agent_proc import (
 from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
+from ale_robotics.harness.model_gateway import ModelSettings, model_gateway
 from ale_robotics.harness.options import (
     RunOptions,
     check_label,
@@ -59,6 +61,7 @@ from ale_robotics.model.result import EvalResult
 from ale_robotics.sandboxes import resolve_sandbox
 from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
 from ale_robotics.scoring import score
+from ale_robotics.tasks.packet import build_task_packet, remove_task_packet
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
@@ -187,6 +190,8 @@ def run_task(
     check_options(opts, task)
     # Resolved once ("auto" becomes what this host can do); the agent phase uses it.
     sandbox = resolve_sandbox(opts.sandbox, agent_image=opts.agent_image)
+    if opts.model_upstream is not None and not sandbox.serves_model_gateway:
+        raise InvalidArgumentError("the model gateway needs --sandbox bwrap or none for now")
     workspace = (opts.workspace or Path.cwd()).resolve()
     check_agent_command(opts, workspace, sandbox)
     label = check_label(opts.label) if opts.label is not None else default_label(opts.agent_cmd)
@@ -546,7 +551,7 @@ def _drive(
         except (OSError, RuntimeError) as exc:
             logger.warning("could not start the evaluator's workers ahead of the job: %s", exc)
 
-    agent = run_agent(ctx, harness, agent_endpoint, agent_token, on_started=started)
+    agent, model_usage = _agent_phase(ctx, harness, agent_endpoint, agent_token, started)
     ctx.phase.agent_exit_code = agent.exit_code
     # The agent's own wall clock, as its budget counts it (frozen time excluded); the
     # evaluation that follows is not the agent's time.
@@ -559,7 +564,65 @@ def _drive(
     result = _await_result(ctx, harness)
     ctx.phase.name = "scoring"
     ctx.stop.check()
-    return _report(ctx, agent, result, agent_wall_s)
+    return _report(ctx, agent, result, agent_wall_s, model_usage)
+
+
+TASK_PACKET_DIR = "task"
+"""The run's task packet, in its run directory while the agent runs (removed after)."""
+
+
+def _agent_phase(
+    ctx: _RunContext,
+    harness: AleClient,
+    agent_endpoint: str,
+    agent_token: str,
+    started: Callable[[], None],
+) -> tuple[AgentRun, ModelUsage | None]:
+    """The agent's run with its task packet (``ALE_TASK_DIR``) and, given an upstream, the
+    run's model gateway; what the agent used of its model (None: no gateway).
+
+    The packet is built in the run directory (hidden from every other agent, not writable
+    by this one: its sandbox binds it read-only) and removed once the agent ended.
+    """
+    opts = ctx.opts
+    task_dir = ctx.run_dir / TASK_PACKET_DIR
+    try:
+        build_task_packet(
+            ctx.task, opts.state_dir or default_state_dir(), task_dir, entry=ctx.manifest_entry
+        )
+    except (AleError, OSError) as exc:
+        raise HarnessError(f"cannot build the task packet in {task_dir}: {exc}") from None
+    try:
+        if opts.model_upstream is None:
+            agent = run_agent(
+                ctx, harness, agent_endpoint, agent_token, on_started=started, task_dir=task_dir
+            )
+            return agent, None
+        settings = ModelSettings(
+            upstream=opts.model_upstream,
+            models=tuple(opts.models),
+            budget_tokens=opts.model_budget_tokens,
+        )
+        budget = ctx.manifest_entry.compute_budget if ctx.manifest_entry is not None else None
+        with model_gateway(
+            settings,
+            run_dir=ctx.run_dir,
+            trajectory=ctx.traj,
+            task_budget=budget.model_tokens if budget is not None else None,
+            isolated_network=ctx.sandbox.isolates,
+        ) as access:
+            agent = run_agent(
+                ctx,
+                harness,
+                agent_endpoint,
+                agent_token,
+                on_started=started,
+                task_dir=task_dir,
+                model=access,
+            )
+        return agent, access.usage
+    finally:
+        remove_task_packet(task_dir)
 
 
 def _prefetch(task: TaskSpec, *, embedded: bool) -> threading.Thread:
@@ -631,7 +694,11 @@ def _read_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
 
 
 def _report(
-    ctx: _RunContext, agent: AgentRun, result: EvalResult | None, agent_wall_s: float
+    ctx: _RunContext,
+    agent: AgentRun,
+    result: EvalResult | None,
+    agent_wall_s: float,
+    model_usage: ModelUsage | None = None,
 ) -> RunOutcome:
     """Score the result, write result.json (with the trajectory head) and say the verdict.
 
@@ -676,6 +743,8 @@ def _report(
             update={"explanation": f"This is {what}, not an official result. {report.explanation}"}
         )
         line += f" [smoke run: {smoke.episodes} of {smoke.of} episodes, not official]"
+    if model_usage is not None:
+        line += f" [{model_usage.summary()}]"
     run_report = RunReport(
         run_id=ctx.run_id,
         task_id=task.id,
@@ -699,6 +768,7 @@ def _report(
         harness_evidence=measured,
         score=report,
         smoke_run=smoke,
+        model_usage=model_usage,
         # submission_sha256, evaluator_version, simulator_versions and official follow
         # from eval_result and smoke_run (RunReport's one rule, also for older files)
         label=ctx.label,

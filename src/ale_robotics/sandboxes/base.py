@@ -34,8 +34,8 @@ from __future__ import annotations
 import contextlib
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -88,6 +88,16 @@ class AgentLaunch:
     """Directories of the harness no agent may see (this run's directory and runs root,
     the evaluator's state dir); every recorded run directory and the state home are
     added by the sandbox itself (:mod:`.run_dirs`)."""
+    task_dir: Path | None = None
+    """The run's task packet (:mod:`ale_robotics.tasks.packet`), shown read-only and named
+    by ``ALE_TASK_DIR`` (None: no packet)."""
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """More variables for the agent (the model gateway's base URLs and run keys)."""
+    extra_rw: tuple[Path, ...] = ()
+    """More host directories to show writable at their own path (the model gateway's
+    socket directory)."""
+    wrap: Callable[[Sequence[str]], list[str]] | None = None
+    """Wraps the agent command inside the sandbox (the model gateway's relay)."""
 
 
 class Confinement(ABC):
@@ -173,6 +183,9 @@ class Sandbox(ABC):
     host_files: ClassVar[bool] = True
     """The agent command runs the host's files (its workspace, this Python); False: its
     own (an image), so the host-side checks of the command do not apply."""
+    serves_model_gateway: ClassVar[bool] = True
+    """It can show the agent the run's model gateway (:attr:`AgentLaunch.extra_env`,
+    ``extra_rw`` and ``wrap``); False: a run with ``--model-upstream`` is refused."""
     options: ClassVar[frozenset[str]] = frozenset()
     """The run options it takes besides ``sandbox`` and ``workspace`` (e.g. ``agent_image``),
     passed to the constructor by keyword."""

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import ClassVar
 
 from ale_robotics.sandboxes.base import AgentLaunch, Confinement, Sandbox
-from ale_robotics.sandboxes.process import ProcessConfinement, agent_env, workspace_argv
+from ale_robotics.sandboxes.process import ProcessConfinement, agent_env, workspace_argv, wrapped
 
 __all__ = ["NoSandbox"]
 
@@ -28,7 +28,7 @@ class NoSandbox(Sandbox):
 
     @contextlib.contextmanager
     def prepare(self, launch: AgentLaunch) -> Iterator[Confinement]:
-        argv = workspace_argv(shlex.split(launch.agent_cmd), launch.workspace)
+        argv = wrapped(workspace_argv(shlex.split(launch.agent_cmd), launch.workspace), launch)
         box = ProcessConfinement(argv, agent_env(launch), launch)
         try:
             yield box

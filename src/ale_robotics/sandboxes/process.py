@@ -26,7 +26,14 @@ from ale_robotics.sandboxes.cgroups import (
     create_run_cgroup,
 )
 
-__all__ = ["ProcessConfinement", "agent_env", "run_cgroup", "warn_cgroup", "workspace_argv"]
+__all__ = [
+    "ProcessConfinement",
+    "agent_env",
+    "run_cgroup",
+    "warn_cgroup",
+    "workspace_argv",
+    "wrapped",
+]
 
 
 def agent_env(launch: AgentLaunch) -> dict[str, str]:
@@ -43,7 +50,15 @@ def agent_env(launch: AgentLaunch) -> dict[str, str]:
         ALE_SCRATCH_DIR=str(launch.scratch),
         PYTHONUNBUFFERED="1",
     )
+    if launch.task_dir is not None:
+        env["ALE_TASK_DIR"] = str(launch.task_dir)
+    env.update(launch.extra_env)
     return env
+
+
+def wrapped(argv: list[str], launch: AgentLaunch) -> list[str]:
+    """``argv`` as the launch wraps it inside the sandbox (the model gateway's relay)."""
+    return launch.wrap(argv) if launch.wrap is not None else argv
 
 
 def workspace_argv(argv: Sequence[str], workspace: Path) -> list[str]:

@@ -209,6 +209,7 @@ def sandbox_mounts(
     agent_socket: Path,
     python_paths: Sequence[Path] | None = None,
     extra_ro: Sequence[Path] = (),
+    extra_rw: Sequence[Path] = (),
     hide: Sequence[Path] = (),
 ) -> list[Mount]:
     """What :func:`bwrap_command` with these arguments shows of the host's file trees,
@@ -217,7 +218,7 @@ def sandbox_mounts(
     return plan_mounts(
         shown_trees(workspace, python_paths, extra_ro),
         hide,
-        [scratch_dir, submission_dir, agent_socket.parent],
+        [scratch_dir, submission_dir, agent_socket.parent, *extra_rw],
     )
 
 
@@ -277,6 +278,7 @@ def bwrap_command(
     agent_socket: Path,
     python_paths: Sequence[Path] | None = None,
     extra_ro: Sequence[Path] = (),
+    extra_rw: Sequence[Path] = (),
     hide: Sequence[Path] = (),
     block_imports: Sequence[Path] = (),
     status_fd: int | None = None,
@@ -286,7 +288,8 @@ def bwrap_command(
     """The argv that runs ``agent_argv`` inside the sandbox (see the module docstring).
 
     ``workspace`` is bound read-only; ``scratch_dir`` (the working directory) and
-    ``submission_dir`` are the only host directories the agent can write.
+    ``submission_dir`` are the host directories the agent can write, with ``extra_rw``
+    (the model gateway's socket directory).
     ``python_paths`` defaults to :func:`default_python_paths`; ``extra_ro`` adds
     read-only paths (another interpreter, a dataset); ``hide`` lays an empty, read-only
     tmpfs over paths inside those trees that the agent must not see (run directories
@@ -341,7 +344,9 @@ def bwrap_command(
     # mount_plan). The writable directories are bound after the covers, so they stay
     # visible even inside a hidden run directory.
     mounts = plan_mounts(
-        [workspace, *ro, *extra_ro], hide, [scratch_dir, submission_dir, socket_dir]
+        [workspace, *ro, *extra_ro],
+        hide,
+        [scratch_dir, submission_dir, socket_dir, *(_check_dir(p, "directory") for p in extra_rw)],
     )
     flag = {"ro": "--ro-bind", "rw": "--bind"}
     for m in mounts:

@@ -32,7 +32,7 @@ from ale_robotics.sandboxes.errors import HarnessError, SandboxError
 from ale_robotics.sandboxes.hidden import install_paths
 from ale_robotics.sandboxes.live import register
 from ale_robotics.sandboxes.mount_plan import Mount
-from ale_robotics.sandboxes.process import ProcessConfinement, agent_env, workspace_argv
+from ale_robotics.sandboxes.process import ProcessConfinement, agent_env, workspace_argv, wrapped
 from ale_robotics.sandboxes.run_dirs import hidden_paths
 
 __all__ = ["BwrapSandbox"]
@@ -96,6 +96,9 @@ class BwrapSandbox(Sandbox):
         sock = Path(launch.endpoint.removeprefix("unix://"))
         workspace = launch.workspace
         shown = shown_trees(workspace)
+        # The task packet is bound read-only after the covers (it lies in the run's own,
+        # hidden, directory): the innermost mount at its path.
+        extra_ro = [launch.task_dir] if launch.task_dir is not None else []
 
         def plan(hide: list[Path]) -> list[Mount]:
             return sandbox_mounts(
@@ -103,6 +106,8 @@ class BwrapSandbox(Sandbox):
                 scratch_dir=launch.scratch,
                 submission_dir=launch.submission,
                 agent_socket=sock,
+                extra_ro=extra_ro,
+                extra_rw=launch.extra_rw,
                 hide=hide,
             )
 
@@ -113,11 +118,13 @@ class BwrapSandbox(Sandbox):
             status_r, status_w = os.pipe()
             try:
                 argv = bwrap_command(
-                    workspace_argv(shlex.split(launch.agent_cmd), workspace),
+                    wrapped(workspace_argv(shlex.split(launch.agent_cmd), workspace), launch),
                     workspace=workspace,
                     scratch_dir=launch.scratch,
                     submission_dir=launch.submission,
                     agent_socket=sock,
+                    extra_ro=extra_ro,
+                    extra_rw=launch.extra_rw,
                     hide=hide,
                     block_imports=install_paths(launch.hidden_modules),  # metaworld.policies
                     status_fd=status_w,

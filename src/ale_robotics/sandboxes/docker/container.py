@@ -100,6 +100,8 @@ __all__ = [
 SUBMISSION_MOUNT = "/submission"
 SCRATCH_MOUNT = "/scratch"
 SOCKET_MOUNT = "/run/ale/agent"
+TASK_MOUNT = "/task"
+"""Where the container shows the run's task packet (read-only), ``ALE_TASK_DIR``."""
 
 
 def _block_import_mounts(paths: Sequence[str]) -> list[str]:
@@ -191,6 +193,7 @@ class AgentContainer:
         max_file_bytes: int,
         tmp_size_bytes: int = 2 * 1024**3,
         hidden_paths: Sequence[str] = (),
+        task_dir: Path | None = None,
     ) -> AgentContainer:
         """``docker create`` the agent's container (not started); see the module doc.
 
@@ -217,6 +220,7 @@ class AgentContainer:
             *_bind(scratch, SCRATCH_MOUNT),
             *_bind(submission, SUBMISSION_MOUNT),
             *_bind(agent_socket.parent, SOCKET_MOUNT, readonly=True),
+            *(_bind(task_dir, TASK_MOUNT, readonly=True) if task_dir is not None else []),
             "--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmp_size_bytes},mode=1777",
             "--shm-size", str(tmp_size_bytes),
             "--ulimit", f"fsize={max_file_bytes}:{max_file_bytes}",
@@ -352,6 +356,7 @@ def launch_agent_container(
     limits: Limits,
     max_file_bytes: int,
     hidden_modules: Sequence[str] = (),
+    task_dir: Path | None = None,
 ) -> AgentContainer:
     """The run's agent container, created and ready for :meth:`AgentContainer.start_argv`.
 
@@ -382,6 +387,8 @@ def launch_agent_container(
         "TMPDIR": "/tmp",
         "PYTHONUNBUFFERED": "1",
     }
+    if task_dir is not None:  # the run's task packet, read-only at TASK_MOUNT
+        env["ALE_TASK_DIR"] = TASK_MOUNT
     hidden = modules_in_image(info, tuple(hidden_modules), f"{uid}:{gid}") if hidden_modules else ()
     return AgentContainer.create(
         hidden_paths=hidden,
@@ -394,6 +401,7 @@ def launch_agent_container(
         agent_socket=sock,
         limits=limits,
         max_file_bytes=max_file_bytes,
+        task_dir=task_dir,
     )
 
 

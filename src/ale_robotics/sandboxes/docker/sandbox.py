@@ -26,6 +26,7 @@ from ale_robotics.sandboxes.cgroups import Usage
 from ale_robotics.sandboxes.docker.cli import DEFAULT_AGENT_IMAGE, DockerError, require_docker
 from ale_robotics.sandboxes.docker.container import AgentContainer, launch_agent_container
 from ale_robotics.sandboxes.docker.images import agent_user, require_image, resolve_in_image
+from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.live import register
 from ale_robotics.sandboxes.mount_plan import plan_mounts
 from ale_robotics.sandboxes.process import agent_env, warn_cgroup
@@ -38,6 +39,7 @@ class DockerSandbox(Sandbox):
 
     name: ClassVar[str] = "docker"
     host_files: ClassVar[bool] = False
+    serves_model_gateway: ClassVar[bool] = False  # the relay is not in the agent's image yet
     options: ClassVar[frozenset[str]] = frozenset({"agent_image"})
 
     def __init__(self, *, agent_image: str | None = None) -> None:
@@ -77,10 +79,13 @@ class DockerSandbox(Sandbox):
 
     @contextlib.contextmanager
     def prepare(self, launch: AgentLaunch) -> Iterator[Confinement]:
+        if launch.wrap is not None or launch.extra_rw or launch.extra_env:
+            raise HarnessError("the model gateway needs --sandbox bwrap or none for now")
         rw = [launch.scratch, launch.submission]
         if launch.endpoint.startswith("unix://"):
             rw.append(Path(launch.endpoint.removeprefix("unix://")).parent)
-        with register(launch.run_id, self.name, None, plan_mounts([], [], rw)):
+        ro = [launch.task_dir] if launch.task_dir is not None else []
+        with register(launch.run_id, self.name, None, plan_mounts(ro, [], rw)):
             container = launch_agent_container(
                 run_id=launch.run_id,
                 task_id=launch.task_id,
@@ -93,6 +98,7 @@ class DockerSandbox(Sandbox):
                 limits=launch.limits,
                 max_file_bytes=launch.disk_quota_bytes,
                 hidden_modules=launch.hidden_modules,  # e.g. metaworld.policies
+                task_dir=launch.task_dir,
             )
             box = _ContainerConfinement(container, agent_env(launch))
             try:
