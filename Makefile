@@ -6,8 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
-.PHONY: venv demo test lint typecheck unit bench proto clean sandbox-deps postgres-deps browser-deps \
-	docker-deps images
+.PHONY: venv demo test test-slow lint typecheck unit bench proto clean sandbox-deps postgres-deps \
+	browser-deps docker-deps images
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -84,8 +84,15 @@ lint: venv
 typecheck: venv
 	$(BIN)/mypy
 
+# Two pytest-xdist workers (one per core here); every test has its own state home, temp
+# dirs and sockets. --durations names the slowest tests so that the suite stays fast.
+PYTEST_WORKERS ?= 2
 unit: venv sandbox-deps postgres-deps browser-deps
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --durations=15
+
+# The slow end-to-end tests (marked `slow`, left out of `make test`): CI runs them too.
+test-slow: venv sandbox-deps postgres-deps browser-deps
+	$(BIN)/pytest -q -m slow --durations=15
 
 test: lint typecheck unit
 
