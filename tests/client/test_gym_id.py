@@ -29,10 +29,16 @@ _REGISTER = re.compile(r"""gym\.register\(\s*["']([^"']+)["']""")
 _GYM_ID_CONSTANT = re.compile(r"""^GYM_ID = ["']([^"']+)["']""", re.MULTILINE)
 
 
+def _docs_text() -> str:
+    """The README and the manual in docs/ (where the Gymnasium section lives)."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return "\n".join(p.read_text() for p in pages)
+
+
 def _documented_ids() -> dict[str, list[str]]:
     """Every Gymnasium id the docs and examples register for a task, by file."""
     found = {
-        "README.md": _REGISTER.findall((ROOT / "README.md").read_text()),
+        "docs": _REGISTER.findall(_docs_text()),
         "remote_env.py": _REGISTER.findall(
             (ROOT / "src/ale_robotics/client/remote_env.py").read_text()
         ),
@@ -46,7 +52,7 @@ def _documented_ids() -> dict[str, list[str]]:
 
 def test_the_documented_ids_have_no_namespace_and_no_slash() -> None:
     ids = _documented_ids()
-    assert ids["README.md"] and ids["remote_env.py"] and ids["cleanrl_ppo.py"], ids
+    assert ids["docs"] and ids["remote_env.py"] and ids["cleanrl_ppo.py"], ids
     for where, gym_ids in ids.items():
         for gym_id in gym_ids:
             namespace, _name, version = parse_env_id(gym_id)
@@ -116,12 +122,12 @@ def _td3_main(env_name: str, *, policy: str = "TD3", seed: int = 0, steps: int =
 def test_td3_main_runs_with_the_readme_id(
     registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    readme_id = _documented_ids()["README.md"][0]
-    readme = (ROOT / "README.md").read_text()
+    readme_id = _documented_ids()["docs"][0]
+    readme = _docs_text()
     task = re.search(
         rf"""gym\.register\("{re.escape(readme_id)}".*?"task_id": "([^"]+)\"""", readme, re.S
     )
-    assert task is not None, "the README's snippet names its task"
+    assert task is not None, "the docs' snippet names its task"
     monkeypatch.chdir(tmp_path)  # TD3 writes ./results and ./models where it runs
     with run_bound_evaluator(registry, task.group(1), RUN) as ev:
         env_vars: dict[str, Any] = {
