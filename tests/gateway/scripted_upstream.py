@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import secrets
 import socket
 import sys
 import threading
@@ -30,7 +31,9 @@ from typing import Any
 
 from aiohttp import web
 
-UPSTREAM_KEY = "sk-upstream-SECRET-never-in-the-sandbox-0123456789"
+# Drawn per test process, so that no file holds it: the sandbox probe searches every file it
+# can see (a workspace under /tmp included) for the key.
+UPSTREAM_KEY = "sk-upstream-" + secrets.token_hex(20)
 
 
 @dataclass(frozen=True)
