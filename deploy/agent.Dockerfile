@@ -7,15 +7,18 @@ ARG BASE=ale-robotics/base:bookworm
 FROM ${BASE} AS deps
 LABEL ale-robotics.build=1
 # The SDK's own imports (gRPC, protobuf, pydantic, numpy, PyYAML) plus the agent extras:
-# safetensors (write a contract's tensors) and Gymnasium without MuJoCo (RemoteEnv for the
-# interactive tasks). AGENT_EXTRAS adds more from the wheelhouse, e.g.
+# safetensors (write a contract's tensors), Gymnasium without MuJoCo (RemoteEnv for the
+# interactive tasks) and the official openai and anthropic SDKs (an AI agent reaching its
+# model through the run's gateway; versions pinned by constraints/dev.txt through the
+# wheelhouse). AGENT_EXTRAS adds more from the wheelhouse, e.g.
 #   make images AGENT_EXTRAS="stable-baselines3"      (pulls the CPU build of torch)
 ARG AGENT_EXTRAS=""
 COPY deps/ /wheels/
 RUN python3 -m venv /opt/ale \
  && /opt/ale/bin/pip install --no-cache-dir --no-index --find-links /wheels \
         --disable-pip-version-check --quiet \
-        grpcio protobuf pydantic numpy pyyaml safetensors gymnasium ${AGENT_EXTRAS}
+        grpcio protobuf pydantic numpy pyyaml safetensors gymnasium openai anthropic \
+        ${AGENT_EXTRAS}
 
 FROM ${BASE}
 LABEL ale-robotics.build=1
@@ -26,7 +29,7 @@ COPY project/ /tmp/project/
 RUN /opt/ale/bin/pip install --no-cache-dir --no-index --no-deps --disable-pip-version-check \
         --quiet /tmp/project/*.whl \
  && rm -rf /tmp/project \
- && /opt/ale/bin/python -c "import ale_robotics.client, safetensors, gymnasium"
+ && /opt/ale/bin/python -c "import ale_robotics.client, safetensors, gymnasium, openai, anthropic"
 COPY examples/ /workspace/examples/
 ENV PATH=/opt/ale/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \

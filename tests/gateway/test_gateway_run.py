@@ -1,6 +1,7 @@
-"""The model gateway end to end: real ``ale-robotics run`` processes in bubblewrap, the
-reference AI agent (examples/agents/llm_agent.py, on the real ``openai`` SDK) driven by a
-scripted upstream on loopback.
+"""The model gateway end to end: real ``ale-robotics run`` processes in bubblewrap (and,
+for the reference agent, in the docker sandbox too), the reference AI agent
+(examples/agents/llm_agent.py, on the real ``openai`` SDK) driven by a scripted upstream on
+loopback.
 
 * the agent, told by its scripted model what to do, writes the shipped pendulum
   checkpoint's submission and scores 1.018 on td3-inverted-pendulum-v2; the operator's
@@ -22,13 +23,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from docker_support import DOCKER, need_docker, sandbox_args
 from scripted_upstream import UPSTREAM_KEY, ScriptedUpstream, ToolCall, Turn
 
 from ale_robotics.sandboxes.bwrap.command import sandbox_available
 
-pytestmark = [
-    pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here"),
-]
+needs_bwrap = pytest.mark.skipif(not sandbox_available(), reason="bubblewrap cannot start here")
+BWRAP = pytest.param("bwrap", marks=needs_bwrap)
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "ale_robotics"]
@@ -36,6 +37,7 @@ TASK = "td3-inverted-pendulum-v2"
 MODEL = "scripted-model"
 CHECKPOINT = "examples/agents/checkpoints/td3-inverted-pendulum-v1/policy.safetensors"
 AGENT = f"{sys.executable} examples/agents/llm_agent.py"
+DOCKER_AGENT = "python examples/agents/llm_agent.py"  # the agent image's copy (/workspace)
 
 PROBE = """
 import glob, json, os, socket, sys
@@ -74,7 +76,7 @@ print("PROBE " + json.dumps({"found": found, "reach": reach,
 
 
 def _run(
-    tmp: Path, upstream: ScriptedUpstream, *extra: str, agent: str = AGENT
+    tmp: Path, upstream: ScriptedUpstream, *extra: str, agent: str = AGENT, sandbox: str = "bwrap"
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     run_dir = tmp / "run"
     proc = subprocess.run(
@@ -84,8 +86,7 @@ def _run(
             TASK,
             "--agent",
             agent,
-            "--sandbox",
-            "bwrap",
+            *sandbox_args(sandbox),
             "--workers",
             "1",
             "--run-dir",
@@ -117,13 +118,17 @@ def _probe_output(upstream: ScriptedUpstream) -> dict[str, object]:
     raise AssertionError("the probe's output never reached the model")
 
 
-def test_the_reference_agent_scores_through_the_gateway(short_tmp: Path) -> None:
+@pytest.mark.parametrize("sandbox", [BWRAP, DOCKER])
+def test_the_reference_agent_scores_through_the_gateway(short_tmp: Path, sandbox: str) -> None:
+    if sandbox == "docker":
+        need_docker()
+    python, agent = ("python", DOCKER_AGENT) if sandbox == "docker" else (sys.executable, AGENT)
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     port = listener.getsockname()[1]
     upstream = ScriptedUpstream([]).start()
-    probe_cmd = f"{sys.executable} probe.py {UPSTREAM_KEY[::-1]} {port} {upstream.port}"
+    probe_cmd = f"{python} probe.py {UPSTREAM_KEY[::-1]} {port} {upstream.port}"
     copy = f'cp "$ALE_WORKSPACE/{CHECKPOINT}" "$ALE_SUBMISSION_DIR/policy.safetensors"'
     upstream.turns = [
         Turn(tool_calls=(ToolCall("write_file", {"path": "probe.py", "content": PROBE}),)),
@@ -133,7 +138,7 @@ def test_the_reference_agent_scores_through_the_gateway(short_tmp: Path) -> None
         Turn(text="Submitted the checkpoint; done."),
     ]
     try:
-        proc, run_dir = _run(short_tmp, upstream)
+        proc, run_dir = _run(short_tmp, upstream, agent=agent, sandbox=sandbox)
     finally:
         upstream.stop()
         listener.close()
@@ -179,6 +184,7 @@ def test_the_reference_agent_scores_through_the_gateway(short_tmp: Path) -> None
     assert "model_calls.jsonl line 3 (call 2)" in tampered.stdout
 
 
+@needs_bwrap
 def test_an_agent_past_its_budget_is_refused_and_the_run_completes(short_tmp: Path) -> None:
     echo = Turn(tool_calls=(ToolCall("run", {"command": "echo working"}),))
     upstream = ScriptedUpstream([echo] * 10).start()
@@ -197,6 +203,7 @@ def test_an_agent_past_its_budget_is_refused_and_the_run_completes(short_tmp: Pa
     assert usage["budget_tokens"] == 200 and usage["tokens_in"] + usage["tokens_out"] == 240
 
 
+@needs_bwrap
 def test_a_model_off_the_allow_list_is_refused(short_tmp: Path) -> None:
     upstream = ScriptedUpstream([Turn(text="never sent")]).start()
     try:

@@ -11,7 +11,8 @@ environment is built from a short list of variables (:func:`.agent_proc.agent_en
 What the agent's sandbox is given (:class:`ModelAccess`):
 
 * ``socket_dir``: the directory of the gateway's Unix socket, to bind into the sandbox at
-  the same path (it holds nothing else);
+  the same path (bwrap) or at a mount point of its own (docker: ``wrap`` is told where);
+  it holds nothing else;
 * ``env``: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``,
   ``ANTHROPIC_API_KEY``, ``ALE_MODEL``, ``ALE_MODELS`` (and ``ALE_MODEL_BUDGET_TOKENS``);
 * ``wrap(argv)``: the agent command behind the relay (:mod:`ale_robotics.gateway.relay`),
@@ -78,17 +79,30 @@ class ModelAccess:
     usage: ModelUsage | None = field(default=None)
     """The account, once the gateway stopped (:func:`model_gateway`'s block ended)."""
 
-    def wrap(self, argv: Sequence[str], python: str = sys.executable) -> list[str]:
-        """``argv`` started behind the relay (unchanged without one)."""
+    def wrap(
+        self,
+        argv: Sequence[str],
+        python: str = sys.executable,
+        *,
+        relay: str | None = None,
+        socket_dir: str | None = None,
+    ) -> list[str]:
+        """``argv`` started behind the relay (unchanged without one).
+
+        ``relay`` (the relay's file) and ``socket_dir`` (where the sandbox shows
+        :attr:`socket_dir`) as the sandbox sees them: by default their host paths (a
+        container passes its image's and its mount point).
+        """
         if not self.relay:
             return list(argv)
-        relay = Path(relay_module.__file__).resolve()
+        relay = relay or str(Path(relay_module.__file__).resolve())
+        socket = f"{socket_dir}/{self.socket.name}" if socket_dir else str(self.socket)
         return [
             python,
             "-I",
-            str(relay),
+            relay,
             "--unix",
-            str(self.socket),
+            socket,
             "--port",
             str(RELAY_PORT),
             "--",

@@ -191,7 +191,10 @@ def run_task(
     # Resolved once ("auto" becomes what this host can do); the agent phase uses it.
     sandbox = resolve_sandbox(opts.sandbox, agent_image=opts.agent_image)
     if opts.model_upstream is not None and not sandbox.serves_model_gateway:
-        raise InvalidArgumentError("the model gateway needs --sandbox bwrap or none for now")
+        raise InvalidArgumentError(
+            f"the model gateway cannot reach an agent in --sandbox {sandbox.name}: "
+            "use bwrap, docker or none"
+        )
     workspace = (opts.workspace or Path.cwd()).resolve()
     check_agent_command(opts, workspace, sandbox)
     label = check_label(opts.label) if opts.label is not None else default_label(opts.agent_cmd)

@@ -34,14 +34,33 @@ from __future__ import annotations
 import contextlib
 import subprocess
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from ale_robotics.sandboxes.cgroups import Limits, Usage
 
-__all__ = ["AgentCommand", "AgentLaunch", "Confinement", "Sandbox"]
+__all__ = ["AgentCommand", "AgentLaunch", "AgentWrap", "Confinement", "Sandbox"]
+
+
+class AgentWrap(Protocol):
+    """Wraps the agent command to start it behind the model gateway's relay.
+
+    By default for a sandbox that runs the host's files (the host's Python, the relay's
+    file and the gateway's socket directory at their host paths); a container passes
+    its image's ``python``, the relay's file in the image and where it mounts the
+    socket directory.
+    """
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        python: str = ...,
+        *,
+        relay: str | None = ...,
+        socket_dir: str | None = ...,
+    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -96,7 +115,7 @@ class AgentLaunch:
     extra_rw: tuple[Path, ...] = ()
     """More host directories to show writable at their own path (the model gateway's
     socket directory)."""
-    wrap: Callable[[Sequence[str]], list[str]] | None = None
+    wrap: AgentWrap | None = None
     """Wraps the agent command inside the sandbox (the model gateway's relay)."""
 
 

@@ -7,7 +7,11 @@ code) runs with
 
 * **no network**: ``--network none`` (a loopback device of its own only); the
   evaluator is reached through its agent Unix socket, whose *directory* is
-  bind-mounted read-only at :data:`SOCKET_MOUNT` (never the harness socket's);
+  bind-mounted read-only at :data:`SOCKET_MOUNT` (never the harness socket's); a run
+  with a model gateway has its socket's directory read-only at :data:`GATEWAY_MOUNT`
+  and the agent command started behind the relay
+  (:mod:`ale_robotics.gateway.relay`, run from the image's own ``ale_robotics``
+  package by the image's ``python3``), which listens on the container's own loopback;
 * **a non-root user**: uid/gid 65534 when the harness is root (the scratch and
   submission directories are handed to it), else the harness's own uid; no
   capabilities (``--cap-drop ALL``), ``no-new-privileges``, an init process
@@ -69,6 +73,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ale_robotics.sandboxes.base import AgentWrap
 from ale_robotics.sandboxes.cgroups import Limits, RunCgroup, Usage, parse_mounts
 from ale_robotics.sandboxes.docker.cli import (
     DEFAULT_AGENT_IMAGE,
@@ -90,6 +95,7 @@ from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.hidden import IMPORT_BLOCKER
 
 __all__ = [
+    "GATEWAY_MOUNT",
     "SCRATCH_MOUNT",
     "SOCKET_MOUNT",
     "SUBMISSION_MOUNT",
@@ -102,6 +108,10 @@ SCRATCH_MOUNT = "/scratch"
 SOCKET_MOUNT = "/run/ale/agent"
 TASK_MOUNT = "/task"
 """Where the container shows the run's task packet (read-only), ``ALE_TASK_DIR``."""
+GATEWAY_MOUNT = "/run/ale/gateway"
+"""Where the container shows the model gateway's socket directory (read-only)."""
+RELAY_MODULE = "ale_robotics.gateway.relay"
+"""The model gateway's relay, run by its file from the agent image's ``ale_robotics``."""
 
 
 def _block_import_mounts(paths: Sequence[str]) -> list[str]:
@@ -194,6 +204,7 @@ class AgentContainer:
         tmp_size_bytes: int = 2 * 1024**3,
         hidden_paths: Sequence[str] = (),
         task_dir: Path | None = None,
+        gateway_dir: Path | None = None,
     ) -> AgentContainer:
         """``docker create`` the agent's container (not started); see the module doc.
 
@@ -207,6 +218,10 @@ class AgentContainer:
             _chown_tree(scratch, uid, gid)
             _chown_tree(submission, uid, gid)
         _expose_socket(agent_socket, uid)
+        if gateway_dir is not None:
+            for sock in gateway_dir.iterdir():
+                if sock.is_socket():
+                    _expose_socket(sock, uid)
         sweep_orphans()
         name = f"ale-agent-{run_id}"
         container = cls(name=name, image=image, limits=limits)
@@ -221,6 +236,7 @@ class AgentContainer:
             *_bind(submission, SUBMISSION_MOUNT),
             *_bind(agent_socket.parent, SOCKET_MOUNT, readonly=True),
             *(_bind(task_dir, TASK_MOUNT, readonly=True) if task_dir is not None else []),
+            *(_bind(gateway_dir, GATEWAY_MOUNT, readonly=True) if gateway_dir else []),
             "--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmp_size_bytes},mode=1777",
             "--shm-size", str(tmp_size_bytes),
             "--ulimit", f"fsize={max_file_bytes}:{max_file_bytes}",
@@ -357,6 +373,9 @@ def launch_agent_container(
     max_file_bytes: int,
     hidden_modules: Sequence[str] = (),
     task_dir: Path | None = None,
+    extra_env: Mapping[str, str] | None = None,
+    gateway_dir: Path | None = None,
+    wrap: AgentWrap | None = None,
 ) -> AgentContainer:
     """The run's agent container, created and ready for :meth:`AgentContainer.start_argv`.
 
@@ -365,6 +384,9 @@ def launch_agent_container(
     ``hidden_modules`` (the task's,
     :func:`ale_robotics.harness.hidden_modules.hidden_module_names`) are looked up in
     the image and made unimportable there, as bubblewrap does on the host.
+    ``extra_env``, ``gateway_dir`` and ``wrap``: the run's model gateway (its variables,
+    its socket's directory, shown at :data:`GATEWAY_MOUNT`, and the relay around the
+    command); the relay must be in the image (it is in ``ale-robotics/agent``).
     """
     if not agent_endpoint.startswith("unix://"):
         raise HarnessError(
@@ -389,12 +411,23 @@ def launch_agent_container(
     }
     if task_dir is not None:  # the run's task packet, read-only at TASK_MOUNT
         env["ALE_TASK_DIR"] = TASK_MOUNT
+    env.update(extra_env or {})
+    argv = resolved.argv
+    if wrap is not None:
+        if gateway_dir is None:
+            raise HarnessError("the model gateway's relay needs its socket directory")
+        argv = wrap(
+            argv,
+            "python3",
+            relay=_relay_in_image(info, f"{uid}:{gid}"),
+            socket_dir=GATEWAY_MOUNT,
+        )
     hidden = modules_in_image(info, tuple(hidden_modules), f"{uid}:{gid}") if hidden_modules else ()
     return AgentContainer.create(
         hidden_paths=hidden,
         run_id=run_id,
         image=info,
-        argv=resolved.argv,
+        argv=argv,
         env=env,
         scratch=scratch,
         submission=submission,
@@ -402,7 +435,20 @@ def launch_agent_container(
         limits=limits,
         max_file_bytes=max_file_bytes,
         task_dir=task_dir,
+        gateway_dir=gateway_dir,
     )
+
+
+def _relay_in_image(image: ImageInfo, user: str) -> str:
+    """The model gateway relay's file in ``image`` (refused when the image has none)."""
+    found = modules_in_image(image, (RELAY_MODULE,), user)
+    if not found or not found[0].endswith(".py"):
+        raise HarnessError(
+            f"the agent image {image.ref!r} has no {RELAY_MODULE} (the ale-robotics package "
+            "with python3), which the model gateway needs in the container: build the image "
+            f"FROM {DEFAULT_AGENT_IMAGE} (make images) or run with --sandbox bwrap"
+        )
+    return found[0]
 
 
 def _container_cgroup(container_id: str, limits: Limits) -> RunCgroup | None:

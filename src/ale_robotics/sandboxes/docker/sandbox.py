@@ -39,7 +39,7 @@ class DockerSandbox(Sandbox):
 
     name: ClassVar[str] = "docker"
     host_files: ClassVar[bool] = False
-    serves_model_gateway: ClassVar[bool] = False  # the relay is not in the agent's image yet
+    serves_model_gateway: ClassVar[bool] = True  # the relay is in the agent's image
     options: ClassVar[frozenset[str]] = frozenset({"agent_image"})
 
     def __init__(self, *, agent_image: str | None = None) -> None:
@@ -79,9 +79,10 @@ class DockerSandbox(Sandbox):
 
     @contextlib.contextmanager
     def prepare(self, launch: AgentLaunch) -> Iterator[Confinement]:
-        if launch.wrap is not None or launch.extra_rw or launch.extra_env:
-            raise HarnessError("the model gateway needs --sandbox bwrap or none for now")
-        rw = [launch.scratch, launch.submission]
+        if len(launch.extra_rw) > 1:
+            raise HarnessError("the agent container shows one more directory at most")
+        gateway_dir = launch.extra_rw[0] if launch.extra_rw else None
+        rw = [launch.scratch, launch.submission, *launch.extra_rw]
         if launch.endpoint.startswith("unix://"):
             rw.append(Path(launch.endpoint.removeprefix("unix://")).parent)
         ro = [launch.task_dir] if launch.task_dir is not None else []
@@ -99,6 +100,9 @@ class DockerSandbox(Sandbox):
                 max_file_bytes=launch.disk_quota_bytes,
                 hidden_modules=launch.hidden_modules,  # e.g. metaworld.policies
                 task_dir=launch.task_dir,
+                extra_env=launch.extra_env,  # the model gateway's (no host path in them)
+                gateway_dir=gateway_dir,  # shown at GATEWAY_MOUNT
+                wrap=launch.wrap,
             )
             box = _ContainerConfinement(container, agent_env(launch))
             try:
