@@ -62,6 +62,7 @@ from ale_robotics.report.pages import (
     visible,
 )
 from ale_robotics.report.sets import PLOT_CAPTIONS, SetView, fmt_interval, group_sets, set_view
+from ale_robotics.report.transcript import transcript_view, usage_view
 from ale_robotics.runs.index import LeaderRow, RunIndex, RunSummary, leaderboard
 
 __all__ = ["MARKER", "PLOTS", "SiteBuild", "build_site", "page_name"]
@@ -178,6 +179,13 @@ def _run_context(summary: RunSummary, page: str, out: Path) -> dict[str, Any]:
         "images": images,
         "timeline": timeline(run_dir / "trajectory.jsonl", report),
         "log": log_tail(run_dir / "agent.log"),
+        "usage": usage_view(report),
+        "transcript": transcript_view(
+            run_dir,
+            report,
+            copy_to=out / "runs" / page / "model_calls.jsonl",
+            href=f"{page}/model_calls.jsonl",
+        ),
         "log_truncated": completed is not None and completed.agent_log_truncated,
     }
 
