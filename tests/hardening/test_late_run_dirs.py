@@ -139,7 +139,18 @@ def test_an_eval_set_run_started_later_is_invisible_to_a_thief(short_tmp: Path) 
         < _event_time(thief, "agent_exited")
     )
     report = _thief_report(thief / "agent.log")
-    seen = report["seen"]  # anything at all besides its own dirs: another run's
+    # Anything at all besides its own dirs (its scratch, submission and read-only task
+    # packet, bound into the sandbox on purpose) is another run's.
+    own_packet = str(thief / "task")
+    # (entries read through a held fd are named "fd:NAME"; the packet's own names are its)
+    packet_names = {
+        f"fd:{n}" for n in ("brief.md", "contract.json", "index.json", "paper", "task.json")
+    }
+    seen = [
+        p
+        for p in report["seen"]
+        if p != own_packet and not p.startswith(own_packet + "/") and p not in packet_names
+    ]
     others = [p for p in seen if "/victim" in p or "/filler" in p]
     stolen = {p: v for p, v in report["read"].items() if "VICTIM-MARKER" in v}
     results = [p for p in report["read"] if p.endswith("result.json")]
