@@ -27,6 +27,7 @@ import functools
 import threading
 from importlib import metadata
 
+from ale_robotics.model.entry_points import entry_points_by_name
 from ale_robotics.model.rollout_kind import RolloutKind
 
 __all__ = ["ENTRY_POINT_GROUP", "clear_cache", "get_kind", "kind_names"]
@@ -40,16 +41,7 @@ _LOCK = threading.Lock()
 @functools.cache
 def _entry_points() -> dict[str, metadata.EntryPoint]:
     """The group's entry points by name, read once per process (or per :func:`clear_cache`)."""
-    found: dict[str, metadata.EntryPoint] = {}
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        seen = found.get(ep.name)
-        if seen is not None and seen.value != ep.value:
-            raise ValueError(
-                f"rollout kind {ep.name!r} is registered twice, as {seen.value} and as "
-                f"{ep.value}: uninstall one of the distributions that declare it"
-            )
-        found[ep.name] = ep
-    return found
+    return entry_points_by_name(ENTRY_POINT_GROUP, "rollout kind")
 
 
 def kind_names() -> list[str]:

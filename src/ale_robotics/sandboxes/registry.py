@@ -26,6 +26,7 @@ import threading
 from importlib import metadata
 
 from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.model.entry_points import entry_points_by_name
 from ale_robotics.sandboxes.base import Sandbox
 from ale_robotics.sandboxes.errors import SandboxError
 
@@ -52,16 +53,8 @@ _LOCK = threading.Lock()
 
 @functools.cache
 def _entry_points() -> dict[str, metadata.EntryPoint]:
-    found: dict[str, metadata.EntryPoint] = {}
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        seen = found.get(ep.name)
-        if seen is not None and seen.value != ep.value:
-            raise ValueError(
-                f"sandbox {ep.name!r} is registered twice, as {seen.value} and as {ep.value}: "
-                "uninstall one of the distributions that declare it"
-            )
-        found[ep.name] = ep
-    return found
+    """The group's entry points by name, read once per process (or per :func:`clear_cache`)."""
+    return entry_points_by_name(ENTRY_POINT_GROUP, "sandbox")
 
 
 def sandbox_names() -> list[str]:
