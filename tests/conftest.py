@@ -8,7 +8,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from ale_robotics.evaluator.blas import worker_blas_env
+from ale_robotics.evaluator.execution.blas import worker_blas_env
 
 # The rollout workers' OpenBLAS kernel in this process too, before numpy loads here: tests
 # compare what workers compute with the same shards run in process, to the bit.

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from ale_robotics.audit import AuditReport, audit_run, read_secret
-from ale_robotics.evaluator.pipeline import summarize
+from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.scoring import score
 from ale_robotics.tasks import default_registry

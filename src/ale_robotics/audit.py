@@ -88,7 +88,14 @@ from ale_robotics.claims import payload_dict as _dict
 from ale_robotics.claims import payload_list as _list
 from ale_robotics.claims import same as _same
 from ale_robotics.errors import AleError
-from ale_robotics.evaluator.checkpoints import (
+from ale_robotics.evaluator.batch.evidence import collect_evidence
+from ale_robotics.evaluator.batch.pipeline import summarize
+from ale_robotics.evaluator.batch.plan import episode_plan, load_artifact
+from ale_robotics.evaluator.batch.smoke import smoke_task
+from ale_robotics.evaluator.batch.snapshot import snapshot_submission
+from ale_robotics.evaluator.execution import make_executor
+from ale_robotics.evaluator.results.metrics import HOST_TIMED
+from ale_robotics.evaluator.runs.checkpoints import (
     CHECKPOINT_EVENT,
     FAILED_EVENT,
     RECEIVED_EVENT,
@@ -101,13 +108,6 @@ from ale_robotics.evaluator.checkpoints import (
     run_checkpoint,
     snapshot_dir,
 )
-from ale_robotics.evaluator.evidence import collect_evidence
-from ale_robotics.evaluator.execution import make_executor
-from ale_robotics.evaluator.metrics import HOST_TIMED
-from ale_robotics.evaluator.pipeline import summarize
-from ale_robotics.evaluator.plan import episode_plan, load_artifact
-from ale_robotics.evaluator.smoke import smoke_task
-from ale_robotics.evaluator.snapshot import snapshot_submission
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.result import (

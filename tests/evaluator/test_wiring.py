@@ -15,20 +15,20 @@ from pathlib import Path
 import pytest
 
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.access import RunAccess
+from ale_robotics.evaluator.batch.jobs import JobService
+from ale_robotics.evaluator.batch.leases import LeaseReaper
+from ale_robotics.evaluator.batch.runner import JobRunner
 from ale_robotics.evaluator.catalog import TaskCatalog
-from ale_robotics.evaluator.eval_record import EvalRecords
 from ale_robotics.evaluator.execution import make_executor
-from ale_robotics.evaluator.jobs import JobService
-from ale_robotics.evaluator.leases import LeaseReaper
-from ale_robotics.evaluator.ledger import RunLedger
-from ale_robotics.evaluator.result_builder import ResultBuilder
-from ale_robotics.evaluator.run_service import RunService
-from ale_robotics.evaluator.runner import JobRunner
-from ale_robotics.evaluator.runs import RunRegistry
-from ale_robotics.evaluator.sessions import SessionManager
+from ale_robotics.evaluator.results.builder import ResultBuilder
+from ale_robotics.evaluator.runs.access import RunAccess
+from ale_robotics.evaluator.runs.registry import RunRegistry
+from ale_robotics.evaluator.runs.service import RunService
+from ale_robotics.evaluator.runs.training_budget import TrainingLedger
+from ale_robotics.evaluator.sessions.eval_record import EvalRecords
+from ale_robotics.evaluator.sessions.manager import SessionManager
+from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobState, SqliteJobStore
-from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.seeds import new_secret
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.trajectory import EvaluatorSigner

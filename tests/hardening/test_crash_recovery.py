@@ -35,7 +35,7 @@ from hardening_helpers import (
 
 from ale_robotics.client import AleClient
 from ale_robotics.evaluator import EvaluatorConfig, serve
-from ale_robotics.evaluator.state import write_private
+from ale_robotics.evaluator.state.directory import write_private
 from ale_robotics.seeds import new_secret
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter, verify_file

@@ -37,8 +37,8 @@ from nonfinite_helpers import (
 
 from ale_robotics.client import AleClient
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.evaluator.pipeline import rollout_episodes
-from ale_robotics.evaluator.state import write_private
+from ale_robotics.evaluator.batch.pipeline import rollout_episodes
+from ale_robotics.evaluator.state.directory import write_private
 from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import Registry, TaskSpec

@@ -21,7 +21,7 @@ from nonfinite_helpers import overflow_weights
 from ale_robotics.client import AleClient
 from ale_robotics.errors import ResourceExhaustedError
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.evaluator.pool import WorkerLimits
+from ale_robotics.evaluator.execution.base import WorkerLimits
 from ale_robotics.tasks import Registry, TaskSpec
 
 RUN = "run-quota-1"

@@ -29,7 +29,8 @@ from hardening_helpers import (
 from helpers import random_weights
 
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.evaluator.pool import RolloutPool, WorkerLimits
+from ale_robotics.evaluator.execution.base import WorkerLimits
+from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.tasks import Registry, TaskSpec
 
 
@@ -78,7 +79,7 @@ def test_limits_are_applied_in_workers(task: TaskSpec) -> None:
         file_size_bytes=8 * 1024**2,
         max_new_processes=50,
     )
-    pool = RolloutPool(1, limits)
+    pool = LocalExecutor(1, limits)
     try:
         pool.run(task, random_weights(task), [1, 2, 3])
         assert pool.run_in_worker(resource.getrlimit, resource.RLIMIT_AS) == (3 * 1024**3,) * 2
@@ -103,7 +104,7 @@ def test_worker_has_no_network(task: TaskSpec) -> None:
     listener.bind(("127.0.0.1", 0))
     listener.listen()
     port = listener.getsockname()[1]
-    pool = RolloutPool(1)
+    pool = LocalExecutor(1)
     try:
         if pool.run_in_worker(os.getuid) != 65534:
             pytest.skip(
@@ -116,7 +117,7 @@ def test_worker_has_no_network(task: TaskSpec) -> None:
     finally:
         pool.shutdown()
         listener.close()
-    plain = RolloutPool(1, WorkerLimits(isolate_network=False))
+    plain = LocalExecutor(1, WorkerLimits(isolate_network=False))
     try:
         assert plain.run(task, random_weights(task), [5, 6, 7]) == isolated
     finally:

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
-from ale_robotics.evaluator.metrics import METRICS, compute
+from ale_robotics.evaluator.results.metrics import METRICS, compute
 from ale_robotics.harness.plot import (
     PER_EPISODE,
     EpisodePlot,

@@ -12,7 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from ale_robotics.audit import audit_run
-from ale_robotics.evaluator.pipeline import summarize
+from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import default_registry

@@ -32,7 +32,7 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
 )
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.evaluator.checkpoints import checkpoint_task, run_checkpoint
+from ale_robotics.evaluator.runs.checkpoints import checkpoint_task, run_checkpoint
 from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import Registry, TaskSpec, default_registry

@@ -22,9 +22,9 @@ import pydantic
 import pytest
 from helpers import random_weights
 
-from ale_robotics.evaluator.pipeline import rollout_episodes
-from ale_robotics.evaluator.plan import episode_plan
-from ale_robotics.evaluator.smoke import smoke_task
+from ale_robotics.evaluator.batch.pipeline import rollout_episodes
+from ale_robotics.evaluator.batch.plan import episode_plan
+from ale_robotics.evaluator.batch.smoke import smoke_task
 from ale_robotics.model import kind_registry as registry
 from ale_robotics.model.kind_registry import get_kind, kind_names
 from ale_robotics.model.result import (

@@ -1,12 +1,12 @@
 """``ale-robotics check-submission``: the evaluator's contract checks, run locally.
 
 Runs exactly what the evaluator runs on a submission before it evaluates it:
-the snapshot with its file-system rules (:func:`~ale_robotics.evaluator.snapshot.
+the snapshot with its file-system rules (:func:`~ale_robotics.evaluator.batch.snapshot.
 snapshot_submission`: required files, one file per role, plain files, sizes),
-then loading the artifact (:func:`~ale_robotics.evaluator.plan.load_artifact`:
+then loading the artifact (:func:`~ale_robotics.evaluator.batch.plan.load_artifact`:
 safe loaders, tensor keys, shapes, dtypes, finite values; a replay task's
 trajectory set, a planning task's configuration) and the evidence formats
-(:func:`~ale_robotics.evaluator.evidence.validate_evidence_formats`). Nothing is
+(:func:`~ale_robotics.evaluator.batch.evidence.validate_evidence_formats`). Nothing is
 submitted: no job, no quota, no evaluator needed. The snapshot is taken into a
 temporary directory and removed.
 
@@ -81,9 +81,9 @@ def check_submission(
     usage error (no task given, an unknown or interactive task, DIR missing or not
     a directory).
     """
-    from ale_robotics.evaluator.evidence import validate_evidence_formats
-    from ale_robotics.evaluator.plan import load_artifact
-    from ale_robotics.evaluator.snapshot import snapshot_submission
+    from ale_robotics.evaluator.batch.evidence import validate_evidence_formats
+    from ale_robotics.evaluator.batch.plan import load_artifact
+    from ale_robotics.evaluator.batch.snapshot import snapshot_submission
     from ale_robotics.submission.rejected import SubmissionRejected
     from ale_robotics.tasks import default_registry
 

@@ -156,9 +156,9 @@ def evaluator_serve(
         signal.signal(sig, lambda *_: stop.set())
 
     from ale_robotics.evaluator import EvaluatorConfig, serve
-    from ale_robotics.evaluator.access import check_run_id
     from ale_robotics.evaluator.execution import check_executor
-    from ale_robotics.evaluator.state import StateDir
+    from ale_robotics.evaluator.runs.access import check_run_id
+    from ale_robotics.evaluator.state.directory import StateDir
     from ale_robotics.evaluator.store import DEFAULT_LEASE_S, redacted
     from ale_robotics.evaluator.store.factory import StoreKind, parse_store_url
 
@@ -245,7 +245,7 @@ def evaluator_public_key(
 
     Creates the key (and the state dir) on first use, as the evaluator would.
     """
-    from ale_robotics.evaluator.state import StateDir
+    from ale_robotics.evaluator.state.directory import StateDir
     from ale_robotics.trajectory import EvaluatorSigner
 
     root = _state_dir(state_dir)

@@ -17,7 +17,7 @@ trip per step, not one per env. It behaves as ``SyncVectorEnv`` over local envs
   evaluator's env objects are not reachable, so anything else is an
   AttributeError that says so.
 
-See :mod:`ale_robotics.evaluator.vector_session` for the server side.
+See :mod:`ale_robotics.evaluator.sessions.vector` for the server side.
 """
 
 from __future__ import annotations

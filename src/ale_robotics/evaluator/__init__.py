@@ -14,15 +14,15 @@ from ale_robotics.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
-    from ale_robotics.evaluator.server import RunningEvaluator, serve
+    from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 
 __all__ = ["Evaluator", "EvaluatorConfig", "RunningEvaluator", "serve"]
 
 _WHERE = {
     "Evaluator": "ale_robotics.evaluator.core",
     "EvaluatorConfig": "ale_robotics.evaluator.core",
-    "RunningEvaluator": "ale_robotics.evaluator.server",
-    "serve": "ale_robotics.evaluator.server",
+    "RunningEvaluator": "ale_robotics.evaluator.server.listeners",
+    "serve": "ale_robotics.evaluator.server.listeners",
 }
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -3,13 +3,13 @@
 Every service looks tasks up here rather than in the registry, so that they all
 see the same thing: the one task an evaluator was started for (``--task``) or
 any registered one, cut to its first episodes in a smoke run
-(:mod:`.smoke`), with its training budget from the manifest.
+(:mod:`.batch.smoke`), with its training budget from the manifest.
 """
 
 from __future__ import annotations
 
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
-from ale_robotics.evaluator.smoke import smoke_run, smoke_task
+from ale_robotics.evaluator.batch.smoke import smoke_run, smoke_task
 from ale_robotics.model.result import SmokeRun
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.registry import Registry, TrainingBudget

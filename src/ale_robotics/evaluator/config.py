@@ -1,7 +1,7 @@
 """The operator's settings of one evaluator process, and the two things built from them alone.
 
-A module of its own so that every service of the evaluator (:mod:`.jobs`,
-:mod:`.runner`, :mod:`.sessions`, ...) can be typed against the settings without
+A module of its own so that every service of the evaluator (:mod:`.batch.jobs`,
+:mod:`.batch.runner`, :mod:`.sessions.manager`, ...) can be typed against the settings without
 importing :mod:`.core`, the composition root that builds and wires them; and so
 that the executor and the job store are built by one function each, whoever
 builds them (:class:`~.core.Evaluator`; the audit re-runs on the same executor
@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ale_robotics.evaluator.execution import Executor, WorkerLimits, check_executor, make_executor
-from ale_robotics.evaluator.state import StateDir
+from ale_robotics.evaluator.state.directory import StateDir
 from ale_robotics.evaluator.store import DEFAULT_LEASE_S, JobStore, open_store
 
 __all__ = ["EvaluatorConfig", "open_executor", "open_job_store"]
@@ -58,7 +58,7 @@ class EvaluatorConfig:
             raise ValueError("the per-run infrastructure allowances must be >= 0")
         self.max_infra_retries_per_run = max_infra_retries_per_run
         """Re-runs after infrastructure failures a run may have in all, across its jobs
-        (each job also at most ``max_attempts`` attempts); see :mod:`.runner`."""
+        (each job also at most ``max_attempts`` attempts); see :mod:`.batch.runner`."""
         self.free_infra_failures_per_run = free_infra_failures_per_run
         """Infrastructure-failed jobs of a run that do not count against its submission
         quota; each one beyond counts (:meth:`.store.JobQueue.quota_used`)."""
@@ -109,7 +109,7 @@ class EvaluatorConfig:
         practice sessions outside any run; they count against no run's budget. False (the
         default): no token practises outside a run (PERMISSION_DENIED says how to enable it)."""
         """A smoke run (``ale-robotics run --episodes N``): every task is evaluated on its
-        first N episodes only, and every result says so (:mod:`.smoke`). None: official."""
+        first N episodes only, and every result says so (:mod:`.batch.smoke`). None: official."""
 
 
 def open_executor(config: EvaluatorConfig) -> Executor:

@@ -4,18 +4,18 @@
 operator's :class:`~.config.EvaluatorConfig`, each service with the
 collaborators it uses and nothing more:
 
-* :class:`~.ledger.RunLedger`: the secret, the signing key, a run's hidden
+* :class:`~.state.ledger.RunLedger`: the secret, the signing key, a run's hidden
   seeds and signed events (the only holder of the secret);
-* :class:`~.result_builder.ResultBuilder`: every ``EvalResult`` and ``result``
+* :class:`~.results.builder.ResultBuilder`: every ``EvalResult`` and ``result``
   event payload;
-* :class:`~.runner.JobRunner`: a single thread taking queued jobs one at a time
+* :class:`~.batch.runner.JobRunner`: a single thread taking queued jobs one at a time
   (validation, the native pipeline on hidden seeds, the stored result);
-* :class:`~.checkpoints.CheckpointService`: a run's checkpoints, snapshotted and
+* :class:`~.runs.checkpoints.CheckpointService`: a run's checkpoints, snapshotted and
   signed as they arrive (SubmitCheckpoint), evaluated in-process when the run's
   result is built;
-* :class:`~.jobs.JobService`, :class:`~.sessions.SessionManager`,
-  :class:`~.run_service.RunService`: what the gRPC servicer (:mod:`.service`)
-  translates requests to, with :class:`~.access.RunAccess` (who acts for which
+* :class:`~.batch.jobs.JobService`, :class:`~.sessions.manager.SessionManager`,
+  :class:`~.runs.service.RunService`: what the gRPC servicer (:mod:`.server.servicer`)
+  translates requests to, with :class:`~.runs.access.RunAccess` (who acts for which
   run) and :class:`~.catalog.TaskCatalog` (the tasks served).
 
 No service holds the evaluator: each gets what it uses, so none can reach
@@ -32,23 +32,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ale_robotics.evaluator.access import RunAccess
+from ale_robotics.evaluator.batch.jobs import JobService
+from ale_robotics.evaluator.batch.leases import LeaseReaper
+from ale_robotics.evaluator.batch.runner import JobRunner
 from ale_robotics.evaluator.catalog import TaskCatalog
-from ale_robotics.evaluator.checkpoints import CheckpointReceipt, CheckpointService
 from ale_robotics.evaluator.config import EvaluatorConfig, open_executor, open_job_store
-from ale_robotics.evaluator.eval_record import EvalRecords
 from ale_robotics.evaluator.execution import Executor
-from ale_robotics.evaluator.jobs import JobService
-from ale_robotics.evaluator.leases import LeaseReaper
-from ale_robotics.evaluator.ledger import RunLedger
-from ale_robotics.evaluator.result_builder import ResultBuilder
-from ale_robotics.evaluator.run_service import RunService
-from ale_robotics.evaluator.runner import JobRunner
-from ale_robotics.evaluator.runs import TRUSTED, OpenedRun, RunClosed, RunRegistry, Scope
-from ale_robotics.evaluator.sessions import SessionManager
-from ale_robotics.evaluator.state import StateDir
+from ale_robotics.evaluator.results.builder import ResultBuilder
+from ale_robotics.evaluator.runs.access import RunAccess
+from ale_robotics.evaluator.runs.checkpoints import CheckpointReceipt, CheckpointService
+from ale_robotics.evaluator.runs.registry import TRUSTED, OpenedRun, RunClosed, RunRegistry, Scope
+from ale_robotics.evaluator.runs.service import RunService
+from ale_robotics.evaluator.runs.training_budget import TrainingLedger
+from ale_robotics.evaluator.sessions.eval_record import EvalRecords
+from ale_robotics.evaluator.sessions.manager import SessionManager
+from ale_robotics.evaluator.state.directory import StateDir
+from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobRecord
-from ale_robotics.evaluator.training_budget import TrainingLedger
 from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.registry import Registry

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
-from ale_robotics.evaluator.metrics import HOST_TIMED
+from ale_robotics.evaluator.results.metrics import HOST_TIMED
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
 from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.hidden_modules import hidden_module_names

@@ -40,8 +40,8 @@ def prestarted_executor(opts: RunOptions, task: TaskSpec) -> LocalExecutor | Non
     """
     if opts.evaluator is not None or opts.evaluator_image is not None or opts.executor != "local":
         return None
+    from ale_robotics.evaluator.batch.smoke import smoke_task
     from ale_robotics.evaluator.execution import LocalExecutor
-    from ale_robotics.evaluator.smoke import smoke_task
 
     executor = LocalExecutor(opts.workers)  # what make_executor("local", workers=...) makes
     executor.prestart(task if opts.episodes is None else smoke_task(task, opts.episodes))

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from ale_robotics.client.sdk import AleClient, poll_interval
 from ale_robotics.envs.make import make_env
 from ale_robotics.errors import AleError, InvalidArgumentError, UnavailableError
+from ale_robotics.evaluator.batch.smoke import smoke_run
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
-from ale_robotics.evaluator.server import RunningEvaluator, serve
-from ale_robotics.evaluator.smoke import smoke_run
+from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 from ale_robotics.gateway import ModelUsage
 from ale_robotics.harness.agent_proc import (
     AgentRun,

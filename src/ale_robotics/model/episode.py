@@ -2,7 +2,7 @@
 
 Plain data in the bottom layer (imports nothing of ours), so that the rollout kinds
 (:mod:`ale_robotics.rollouts`) that produce outcomes and the evaluator that reads them
-(:mod:`ale_robotics.evaluator.pipeline`) do not import each other.
+(:mod:`ale_robotics.evaluator.batch.pipeline`) do not import each other.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One frozen submission file, as the evaluator's snapshot recorded it.
 
 The record only: freezing a submission (the safe copy out of the agent's volume) is
-:func:`ale_robotics.evaluator.snapshot.snapshot_submission`. Rollout kinds read these
+:func:`ale_robotics.evaluator.batch.snapshot.snapshot_submission`. Rollout kinds read these
 records to load their artifacts, so the record sits here, below both.
 """
 

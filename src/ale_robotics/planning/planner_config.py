@@ -5,7 +5,7 @@ runs it. Nothing in the file is code or a path: it is loaded with
 :func:`~ale_robotics.submission.yaml_strict.load_yaml_strict` (safe loader, size,
 depth and alias limits) and then must match :class:`PlannerConfig` exactly, in
 pydantic's strict mode (``"0.5"`` is not a number, ``1`` is not a boolean).
-Every violation is a :class:`~ale_robotics.evaluator.snapshot.SubmissionRejected`
+Every violation is a :class:`~ale_robotics.evaluator.batch.snapshot.SubmissionRejected`
 naming the key, e.g. ``planner.yaml: key 'goal_bias': Input should be less than
 or equal to 1 (rule: planner schema)``.
 

@@ -13,7 +13,7 @@ With ``parallel_processes = 2`` both children get the same problem (each has its
 own OMPL random stream); the first exact solution wins, the other child is told
 to stop through a shared flag its termination condition reads, and its answer
 is collected and dropped. Children inherit the worker's resource limits and
-network namespace (see :class:`~ale_robotics.evaluator.pool.WorkerLimits`).
+network namespace (see :class:`~ale_robotics.evaluator.execution.base.WorkerLimits`).
 """
 
 from __future__ import annotations

@@ -15,13 +15,13 @@ from helpers import random_weights
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator import EvaluatorConfig
+from ale_robotics.evaluator.batch.plan import episode_plan
 from ale_robotics.evaluator.execution import (
     Executor,
     ExecutorUnavailable,
     WorkerCrashed,
     make_executor,
 )
-from ale_robotics.evaluator.plan import episode_plan
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import Registry
 

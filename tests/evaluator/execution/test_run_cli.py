@@ -15,9 +15,9 @@ from pathlib import Path
 
 from safetensors.numpy import load_file
 
+from ale_robotics.evaluator.batch.pipeline import summarize
+from ale_robotics.evaluator.batch.plan import episode_plan
 from ale_robotics.evaluator.execution import LocalExecutor
-from ale_robotics.evaluator.pipeline import summarize
-from ale_robotics.evaluator.plan import episode_plan
 from ale_robotics.harness.report import StoppedRunReport, load_run_report
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import Registry

@@ -19,8 +19,8 @@ import pytest
 from stores import Backend
 
 from ale_robotics.errors import FailedPreconditionError, ResourceExhaustedError
-from ale_robotics.evaluator.runs import RunRegistry, token_digest
-from ale_robotics.evaluator.training_budget import TrainingLedger
+from ale_robotics.evaluator.runs.registry import RunRegistry, token_digest
+from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TrainingStepUnit
 

@@ -37,8 +37,8 @@ pytest.importorskip(
 )
 
 from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.pipeline import rollout_episodes
-from ale_robotics.evaluator.pool import RolloutPool
+from ale_robotics.evaluator.batch.pipeline import rollout_episodes
+from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.model.episode import PolicyFault
 from ale_robotics.rollouts.mjx import FAMILY_IDS
 from ale_robotics.rollouts.mjx import rollout as mjx_rollout
@@ -247,7 +247,7 @@ def test_runs_in_the_evaluator_s_worker_pool() -> None:
     with CUDA it would not, which is what the kind's ``worker_needs`` declares."""
     task = task_as(CHEETAH, "mjx", steps=5)
     weights = random_weights(task, seed=6, scale=0.2)
-    pool = RolloutPool(workers=1)
+    pool = LocalExecutor(workers=1)
     try:
         got = pool.run(task, weights, list(range(300, 304)))
     finally:

@@ -22,7 +22,7 @@ from safetensors.numpy import load_file
 
 import ale_robotics.rollouts.gymnasium.kind as gym_kind
 from ale_robotics.envs.make import make_env
-from ale_robotics.evaluator.pipeline import rollout_episodes
+from ale_robotics.evaluator.batch.pipeline import rollout_episodes
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES

@@ -37,8 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ale_robotics.errors import FailedPreconditionError
-from ale_robotics.evaluator.blas import numpy_blas
-from ale_robotics.evaluator.pipeline import rollout_episodes
+from ale_robotics.evaluator.batch.pipeline import rollout_episodes
+from ale_robotics.evaluator.execution.blas import numpy_blas
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.tasks.spec import TaskSpec
 

@@ -1,7 +1,6 @@
 """The local executor: spawned worker processes, limited, isolated, replaced on a crash.
 
-:class:`LocalExecutor` (also importable as ``RolloutPool``, its former name, from
-:mod:`ale_robotics.evaluator.pool`) is the default :class:`~.base.Executor`.
+:class:`LocalExecutor` is the default :class:`~.base.Executor`.
 
 BLAS is pinned to one thread per worker, or its threads fight MuJoCo.
 
@@ -62,7 +61,6 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.evaluator.blas import worker_blas_env
 from ale_robotics.evaluator.execution.base import (
     Executor,
     Heartbeat,
@@ -76,11 +74,12 @@ from ale_robotics.evaluator.execution.base import (
     run_shard,
     shard_layout,
 )
+from ale_robotics.evaluator.execution.blas import worker_blas_env
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
 from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
-__all__ = ["LocalExecutor", "RolloutPool"]
+__all__ = ["LocalExecutor"]
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +275,8 @@ _ENV_LOCK = threading.Lock()
 @contextlib.contextmanager
 def _pinned_env() -> Iterator[None]:
     """Set the BLAS/OpenMP thread variables to 1, and the OpenBLAS kernel
-    (:func:`~ale_robotics.evaluator.blas.worker_blas_env`), in ``os.environ`` for a moment.
+    (:func:`~ale_robotics.evaluator.execution.blas.worker_blas_env`), in ``os.environ`` for a
+    moment.
 
     A spawned child copies the parent's environment when it starts, and the BLAS
     library reads these variables once, when numpy is imported there.
@@ -565,6 +565,3 @@ class LocalExecutor(Executor):
 
 _Profile = tuple[WorkerLimits, int]
 """A pool's worker limits and its number of workers."""
-
-RolloutPool = LocalExecutor
-"""The local executor's former name (``ale_robotics.evaluator.pool.RolloutPool``)."""

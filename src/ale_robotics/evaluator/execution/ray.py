@@ -68,7 +68,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.evaluator.blas import worker_blas_env
 from ale_robotics.evaluator.execution.base import (
     Executor,
     ExecutorUnavailable,
@@ -86,6 +85,7 @@ from ale_robotics.evaluator.execution.base import (
     stack_mismatch,
     stack_versions,
 )
+from ale_robotics.evaluator.execution.blas import worker_blas_env
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
 from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec

@@ -81,7 +81,7 @@ class MujocoRolloutKind(PolicyRolloutKind):
     def vector_stepper(self, task: TaskSpec, envs: Sequence[Any]) -> Any:
         """The native stepper of an interactive session's envs of ``task``
         (:class:`.stepper.NativeStepper`), or None where it cannot step them; found by
-        :func:`ale_robotics.evaluator.session_envs.make_stepper`."""
+        :func:`ale_robotics.evaluator.sessions.envs.make_stepper`."""
         from ale_robotics.rollouts.mujoco_rollout.stepper import stepper_for
 
         return stepper_for(task, envs)

@@ -36,7 +36,7 @@ remote env must give the same types, and the family says which are which
 (:meth:`~.families.StepOut.infos`). That every value, type and flag equals
 Gymnasium's is pinned per family by ``tests/rollouts/mujoco_rollout/`` and per
 session, against ``SyncVectorEnv`` step for step, by
-``tests/evaluator/test_native_sessions.py``.
+``tests/evaluator/sessions/test_native_sessions.py``.
 """
 
 from __future__ import annotations

@@ -318,7 +318,7 @@ _ENVS: dict[str, Any] = {}
 
 def _env(task: TaskSpec) -> Any:
     """One env per process and env config, reused: ``reset(seed=...)`` restores it exactly
-    (Fetch's reset calls ``mj_resetData``; tests/evaluator/test_replay.py checks a reused
+    (Fetch's reset calls ``mj_resetData``; tests/evaluator/batch/test_replay.py checks a reused
     env replays bit for bit like a fresh one)."""
     key = task.env.model_dump_json()
     if key not in _ENVS:

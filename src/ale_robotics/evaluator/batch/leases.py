@@ -1,0 +1,47 @@
+"""Taking back the jobs of an evaluator that died: their leases ran out unrenewed.
+
+A batch job goes back in the queue (its snapshot is frozen, so a re-run gives
+the same result); an eval session's job cannot be re-run (its envs died with
+the process), so the store ends it FAILED (infrastructure) in the same
+transaction and its signed ``result`` is added here (:class:`.sessions.eval_record.
+EvalRecords`). Only this evaluator's run's jobs when it is bound to one; never
+a live process's.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ale_robotics.evaluator.sessions.eval_record import EVAL_SESSION_TOKEN, EvalRecords
+from ale_robotics.evaluator.store import JobQueue
+
+__all__ = ["LeaseReaper"]
+
+log = logging.getLogger(__name__)
+
+_FAIL_REASON = "the evaluator running the eval session stopped during it; this run cannot be scored"
+
+
+class LeaseReaper:
+    """Requeues (or, for eval sessions, fails) the jobs whose lease expired."""
+
+    def __init__(self, store: JobQueue, records: EvalRecords, *, bound_run: str | None) -> None:
+        self._store = store
+        self._records = records
+        self._bound_run = bound_run
+
+    def reap(self) -> list[str]:
+        """Requeue the expired batch jobs and fail the expired eval sessions; returns the
+        ids requeued (the runner then looks for work at once)."""
+        expired = self._store.requeue_expired(
+            run_id=self._bound_run, fail_tokens=(EVAL_SESSION_TOKEN,), fail_reason=_FAIL_REASON
+        )
+        if expired.requeued:
+            log.warning(
+                "requeued %d job(s) whose evaluator stopped renewing its lease (it died or "
+                "hung): %s",
+                len(expired.requeued),
+                ", ".join(expired.requeued),
+            )
+        self._records.fail_interrupted(expired.failed)
+        return expired.requeued

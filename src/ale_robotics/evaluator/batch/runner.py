@@ -1,0 +1,544 @@
+"""The batch job runner: one thread taking queued jobs one at a time.
+
+For each job: re-read the frozen snapshot (checking its SHA-256), validate it
+without running agent code, run the native pipeline on the hidden seeds on the
+executor (:mod:`.execution`: local worker processes or Ray), then store the
+``EvalResult`` and the signed events.
+
+Whose failure, and what it costs:
+
+* A rule broken by the files ends the job ``REJECTED`` (before any episode).
+* A policy that outputs a NaN or inf action (or drives a reward or a metric
+  non-finite) ends it ``FAILED`` with failure source ``submission`` and the
+  episode and step in the official result (:class:`.pipeline.PolicyFault`). Never
+  retried: the inputs are frozen and the rollout deterministic, so a retry fails
+  the same way; and scored 0 by the harness, like a rejection. It counts against
+  the quota like any evaluated submission.
+* A crashed worker or an unexpected error is an infrastructure failure. The job
+  is re-run from its snapshot while both bounds allow: at most ``max_attempts``
+  attempts per job and at most ``max_infra_retries_per_run`` re-runs in all for
+  the run's jobs (default 3, counted from the stored attempt numbers, so a
+  restart does not reset it). Past either, the job ends ``FAILED``
+  (infrastructure) and the harness voids the run. A job past its deadline ends
+  ``TIMED_OUT`` (infrastructure), not retried.
+* Infrastructure-failed jobs are free against ``max_submissions`` only up to
+  ``free_infra_failures_per_run`` (default 1) per run; beyond, each counts
+  (:meth:`.store.JobQueue.quota_used`). Together: a run gets at most
+  ``max_submissions`` verdicts however its jobs fail, so a failure cannot be
+  turned into a free re-draw.
+
+A job's snapshot (``STATE_DIR/snapshots/<job>/``) is deleted once the job is
+terminal; only queued and running jobs need theirs (a restart re-runs them from
+it). Snapshots of terminal jobs, and ``staging-*`` or unknown directories a dead
+process left long ago, are removed when the runner is created, at evaluator
+start, before any listener accepts a submission (:func:`.snapshot.reclaim_snapshots`).
+
+Holding a job (:mod:`.store` has the lease model): the runner claims only its
+run's jobs when the evaluator is embedded in one run (``config.run_id``), any
+run's otherwise. A thread of its own renews the leases of everything this
+process holds every third of ``config.job_lease_s``, however long a shard
+runs; the loop requeues jobs whose lease expired (another process died with
+them) as often. Every event and transition of a job is conditional on still
+holding it. A job can stop being this runner's three ways, and each stops its
+rollouts at once (:class:`.execution.RolloutAborted`), quietly, recording nothing:
+
+* cancelled (:meth:`JobRunner.cancel`, from :meth:`.jobs.JobService.cancel_run`): the job is
+  CANCELLED already; its snapshot is deleted.
+* lost (a renewal or a write refused: the lease expired while this process was
+  stalled and another took the job, or another process cancelled it): whatever
+  the store says now stands.
+* the evaluator stopping (:meth:`JobRunner.stop`): the job stays RUNNING and its
+  lease runs out unrenewed, so a shared evaluator on the same store can take it
+  over; nothing is requeued or failed on the way out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from ale_robotics.evaluator.batch.evidence import collect_evidence, validate_evidence_formats
+from ale_robotics.evaluator.batch.pipeline import summarize
+from ale_robotics.evaluator.batch.plan import episode_plan, load_artifact
+from ale_robotics.evaluator.batch.snapshot import reclaim_snapshots
+from ale_robotics.evaluator.execution import Executor, RolloutAborted, WorkerCrashed
+from ale_robotics.evaluator.results.builder import ResultBuilder
+from ale_robotics.evaluator.results.metrics import NonFiniteMetric
+from ale_robotics.evaluator.state.ledger import RunLedger
+from ale_robotics.evaluator.store import (
+    FailureSource,
+    JobQueue,
+    JobRecord,
+    JobState,
+    StoreUnavailable,
+)
+from ale_robotics.model.episode import PolicyFault
+from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.submission.rejected import SubmissionRejected
+from ale_robotics.tasks.spec import TaskSpec
+
+__all__ = ["JobRunner", "RetryPolicy"]
+
+log = logging.getLogger(__name__)
+
+
+class _Why(StrEnum):
+    """Why the runner stopped working on a job before it ended."""
+
+    CANCELLED = "cancelled"
+    LOST = "lost"
+    STOPPING = "stopping"
+
+
+class _Abandoned(Exception):
+    """Raised inside a job's attempt once the job is no longer this runner's to record."""
+
+
+@dataclass
+class _Current:
+    """The job the runner is working on, and whether (why) to drop it."""
+
+    job_id: str
+    abort: threading.Event = field(default_factory=threading.Event)
+    why: _Why | None = None
+
+    def drop(self, why: _Why) -> None:
+        """Stop the attempt (the first reason given stands)."""
+        if self.why is None:
+            self.why = why
+        self.abort.set()
+
+    def check(self) -> None:
+        if self.why is not None:
+            raise _Abandoned(self.why.value)
+
+
+class RetryPolicy(Protocol):
+    """The operator's bounds on a job's run (see the module docstring): an
+    :class:`~.config.EvaluatorConfig`, read at each use, so a change applies to the
+    next job."""
+
+    @property
+    def job_deadline_s(self) -> float:
+        """A job's rollouts past this many seconds end it TIMED_OUT."""
+
+    @property
+    def max_attempts(self) -> int:
+        """Attempts per job (its first, then re-runs after infrastructure failures)."""
+
+    @property
+    def max_infra_retries_per_run(self) -> int:
+        """Re-runs after infrastructure failures for all of a run's jobs together."""
+
+
+class JobRunner:
+    """Runs the evaluator's queued batch jobs on a thread of its own.
+
+    Everything it uses is handed to it: the job store, the executor its shards
+    run on, the run ledger (hidden seeds, signed events), the result builder,
+    the task lookup (``spec``), the snapshot dir, the lease reaper (``reap``,
+    returning the ids it requeued) and the operator's bounds.
+    """
+
+    def __init__(
+        self,
+        store: JobQueue,
+        pool: Executor,
+        ledger: RunLedger,
+        results: ResultBuilder,
+        spec: Callable[[str], TaskSpec],
+        snapshots: Path,
+        reap: Callable[[], list[str]],
+        policy: RetryPolicy,
+        *,
+        run_id: str | None = None,
+    ) -> None:
+        self._store = store
+        self._pool = pool
+        self._ledger = ledger
+        self._results = results
+        self._spec = spec
+        self._snapshots = snapshots
+        self._reap = reap
+        self._run_id = run_id
+        """Claim only this run's jobs (an evaluator embedded in one); None: any run's."""
+        self._policy = policy
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lease_thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._current: _Current | None = None
+        self.reclaim_snapshots()
+
+    def reclaim_snapshots(self) -> list[str]:
+        """Delete snapshot dirs no job needs; returns their names.
+
+        Kept: the snapshots of queued and running jobs (a restarted evaluator
+        re-runs those from them), and recent dirs no job names yet (a submission
+        another evaluator on this state dir is copying). Deleted: the snapshots of
+        terminal jobs, and old ``staging-*`` or unknown dirs a dead process left
+        (:func:`.snapshot.reclaim_snapshots`). Runs when the runner is created,
+        before the listeners start.
+        """
+        return reclaim_snapshots(self._snapshots, self._store)
+
+    def _finish(self, job_id: str, state: JobState, **fields: Any) -> None:
+        """Record the terminal state, then delete the job's snapshot (in that order: a
+        crash in between leaves a stray dir for :meth:`reclaim_snapshots`, never a
+        live job without its snapshot).
+
+        Only while this runner still holds the job: when it does not, nothing
+        changes and the attempt is abandoned (:class:`_Abandoned`)."""
+        if not self._store.finish(job_id, state, owned=True, **fields):
+            self._drop(job_id, _Why.LOST)
+            raise _Abandoned(_Why.LOST.value)
+        shutil.rmtree(self._snapshots / job_id, ignore_errors=True)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
+        self._lease_thread = threading.Thread(
+            target=self._lease_loop, name="ale-job-leases", daemon=True
+        )
+        self._thread.start()
+        self._lease_thread.start()
+
+    def stop(self) -> None:
+        """Stop now: the running job's rollouts are stopped, not waited for, and the job
+        is left RUNNING with its lease to run out (see the module docstring)."""
+        self._stop.set()
+        self._wake.set()
+        self._drop(None, _Why.STOPPING)
+        for thread in (self._thread, self._lease_thread):
+            if thread is not None:
+                thread.join(timeout=10)
+
+    def current_job(self) -> str | None:
+        """The job an attempt is under way for in this process, if any."""
+        with self._lock:
+            return None if self._current is None else self._current.job_id
+
+    def wake(self) -> None:
+        """A job was queued: look now rather than at the next poll."""
+        self._wake.set()
+
+    def reap_expired(self) -> list[str]:
+        """Requeue the jobs whose lease expired (:class:`.leases.LeaseReaper`) and look for
+        work at once when there are any; returns their ids."""
+        requeued = self._reap()
+        if requeued:
+            self.wake()
+        return requeued
+
+    def cancel(self, job_ids: list[str]) -> bool:
+        """The store cancelled these jobs: stop the attempt if one is running here.
+
+        Returns whether one was; it stops within a poll, quietly."""
+        with self._lock:
+            current = self._current
+        if current is None or current.job_id not in job_ids:
+            return False
+        current.drop(_Why.CANCELLED)
+        return True
+
+    def _drop(self, job_id: str | None, why: _Why) -> None:
+        """Drop the current attempt (when it is ``job_id``'s; None: whichever runs)."""
+        with self._lock:
+            current = self._current
+        if current is not None and job_id in (None, current.job_id):
+            current.drop(why)
+
+    def _lease_loop(self) -> None:
+        """Renew this process's leases every third of the lease, until stopped."""
+        every = self._store.lease_s / 3
+        while not self._stop.wait(every):
+            try:
+                held = self._store.renew()
+            # SQLite busy past its timeout, or the database unreachable: the next one retries
+            except (sqlite3.Error, StoreUnavailable) as exc:
+                log.warning("cannot renew the job leases: %s", exc)
+                continue
+            with self._lock:
+                current = self._current
+            if current is not None and current.job_id not in held and not self._stop.is_set():
+                current.drop(_Why.LOST)
+
+    def _run_loop(self) -> None:
+        next_reap = 0.0
+        while not self._stop.is_set():
+            if time.monotonic() >= next_reap:
+                next_reap = time.monotonic() + self._store.lease_s / 3
+                try:
+                    self.reap_expired()
+                except (sqlite3.Error, StoreUnavailable) as exc:
+                    log.warning("cannot requeue jobs with expired leases: %s", exc)
+            try:
+                job = self._store.claim_next(run_id=self._run_id)
+            # another process held the write lock too long, or the database is unreachable
+            except (sqlite3.Error, StoreUnavailable) as exc:
+                log.warning("cannot claim a job: %s", exc)
+                job = None
+            if job is None:
+                self._wake.wait(0.5)
+                self._wake.clear()
+                continue
+            current = _Current(job.job_id)
+            with self._lock:
+                self._current = current
+            try:
+                if self._stop.is_set():  # stopped between the check and the claim
+                    self._store.release(job.job_id)
+                    continue
+                self._attempt(job, current)
+            finally:
+                with self._lock:
+                    self._current = None
+
+    def _attempt(self, job: JobRecord, current: _Current) -> None:
+        """One attempt at ``job``; an attempt dropped midway ends here, quietly."""
+        try:
+            self._run_job(job, current)
+        except (_Abandoned, RolloutAborted):
+            self._abandoned(job, current)
+        except Exception as exc:
+            if current.why is not None:  # a consequence of the drop (a deleted snapshot)
+                self._abandoned(job, current)
+                return
+            # A bug must not kill the runner thread (every later job would sit
+            # QUEUED forever), nor be blamed on the submission.
+            log.exception("job %s: unexpected error in the runner", job.job_id)
+            try:
+                self._infra_failure(
+                    job, current, f"internal evaluator error ({type(exc).__name__})"
+                )
+            except _Abandoned:
+                self._abandoned(job, current)
+            except Exception:
+                log.exception("job %s: cannot record the failure", job.job_id)
+
+    def _abandoned(self, job: JobRecord, current: _Current) -> None:
+        why = current.why or _Why.LOST
+        if why is _Why.STOPPING:
+            log.debug("job %s left RUNNING: the evaluator is stopping", job.job_id)
+            return
+        if why is _Why.CANCELLED:
+            log.info("job %s cancelled; its rollouts were stopped", job.job_id)
+        else:
+            log.warning(
+                "job %s is no longer this evaluator's (its lease expired, or another "
+                "process cancelled it); attempt %d abandoned",
+                job.job_id,
+                job.attempts,
+            )
+        now = self._store.get(job.job_id)
+        if now is not None and now.terminal:
+            shutil.rmtree(self._snapshots / job.job_id, ignore_errors=True)
+
+    def _event(
+        self, job: JobRecord, current: _Current, task: TaskSpec, kind: str, payload: dict[str, Any]
+    ) -> None:
+        """Sign one of the job's events, only while this runner still holds the job."""
+        current.check()
+        if not self._ledger.event(job.run_id, task, kind, payload, held_job=job.job_id):
+            current.drop(_Why.LOST)
+            current.check()
+
+    def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
+        assert task.contract is not None
+        folder = self._snapshots / job.job_id
+        out = []
+        for cf in task.contract.files:
+            for name, fmt in cf.names.items():
+                if name in job.files:
+                    path = folder / name
+                    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+                    if sha != job.files[name]:
+                        raise OSError(f"snapshot {name} of {job.job_id} changed on disk")
+                    out.append(SnapshotFile(cf.role, name, fmt, path, sha))
+        return out
+
+    def _run_job(self, job: JobRecord, current: _Current) -> None:
+        task = self._spec(job.task_id)
+        assert task.contract is not None
+        try:
+            files = self._snapshot_files(job, task)
+            weights = load_artifact(files, task)
+            validate_evidence_formats(files)
+        except SubmissionRejected as exc:
+            current.check()
+            self._finish(
+                job.job_id,
+                JobState.REJECTED,
+                failure_source=FailureSource.SUBMISSION,
+                failure_reason=str(exc),
+            )
+            self._ledger.rejection_event(job.run_id, task, job.job_id, exc)
+            return
+        except OSError as exc:
+            self._infra_failure(job, current, f"cannot read the snapshot: {exc}")
+            return
+        self._event(job, current, task, "validation", {"job_id": job.job_id, "passed": True})
+        seeds = self._ledger.hidden_seeds(task, job.run_id)
+        runs = episode_plan(task, seeds)
+        self._event(
+            job,
+            current,
+            task,
+            "evaluation_started",
+            {
+                "job_id": job.job_id,
+                "attempt": job.attempts,
+                "episodes": len(runs),
+                "workers": self._pool.workers,
+                "executor": self._pool.kind,
+            },
+        )
+        t0 = time.monotonic()
+        try:
+            outcomes = self._pool.run(
+                task,
+                weights,
+                [seed for _, seed in runs],
+                on_progress=lambda n: self._held(job, current, self._store.progress(job.job_id, n)),
+                deadline=t0 + self._policy.job_deadline_s,
+                on_heartbeat=lambda: self._held(job, current, self._store.heartbeat(job.job_id)),
+                indices=[index for index, _ in runs],
+                abort=current.abort,
+            )
+        except TimeoutError:
+            reason = f"evaluation exceeded the job deadline of {self._policy.job_deadline_s:.0f}s"
+            current.check()
+            self._finish(
+                job.job_id,
+                JobState.TIMED_OUT,
+                failure_source=FailureSource.INFRASTRUCTURE,
+                failure_reason=reason,
+            )
+            self._ledger.event(
+                job.run_id, task, "result", self._results.timed_out(job.job_id, reason)
+            )
+            return
+        except WorkerCrashed as exc:
+            self._infra_failure(job, current, str(exc))
+            return
+        except PolicyFault as exc:
+            self._submission_failure(job, current, task, exc.reason, exc.public_reason)
+            return
+        wall = time.monotonic() - t0
+        evidence, shapes = collect_evidence(files, weights)
+        steps = sum(o.length for o in outcomes)
+        try:
+            metrics = summarize(outcomes, (m.name for m in task.metrics))
+        except NonFiniteMetric as exc:
+            reason = (
+                f"the submission's episodes gave a non-finite {exc.name} ({exc.value}): "
+                "the submission must make every metric finite"
+            )
+            self._submission_failure(job, current, task, reason, reason)
+            return
+        self._event(
+            job,
+            current,
+            task,
+            "progress_summary",
+            {
+                "job_id": job.job_id,
+                "episodes_done": len(outcomes),
+                "episodes_total": len(runs),
+                "env_steps": steps,
+                "wall_s": round(wall, 3),
+            },
+        )
+        verdict = self._results.batch_success(
+            job,
+            task,
+            seeds=seeds,
+            outcomes=outcomes,
+            metrics=metrics,
+            evidence_files=evidence,
+            tensor_shapes=shapes,
+            wall_s=wall,
+            env_steps=steps,
+            workers=self._pool.workers,
+        )
+        self._event(job, current, task, "result", verdict.payload)
+        self._finish(
+            job.job_id,
+            JobState.SUCCEEDED,
+            result_json=verdict.result.model_dump_json(),
+            episodes_done=len(outcomes),
+        )
+
+    def _submission_failure(
+        self, job: JobRecord, current: _Current, task: TaskSpec, reason: str, public_reason: str
+    ) -> None:
+        """End the job FAILED by the submission: its policy's output broke the evaluation.
+
+        Not retried (deterministic on frozen inputs) and counted against the quota.
+        ``reason`` (which episode, which step) goes into the official result and the
+        signed ``result`` event, read only by the harness; the job status the agent
+        polls gets ``public_reason``, which does not say when a hidden episode failed.
+        """
+        log.warning("job %s failed (submission): %s", job.job_id, reason)
+        verdict = self._results.batch_failure(job, task, reason)
+        self._event(job, current, task, "result", verdict.payload)
+        self._finish(
+            job.job_id,
+            JobState.FAILED,
+            failure_source=FailureSource.SUBMISSION,
+            failure_reason=public_reason,
+            result_json=verdict.result.model_dump_json(),
+        )
+
+    def _infra_failure(self, job: JobRecord, current: _Current, reason: str) -> None:
+        """Re-run the job, or end it FAILED (infrastructure) when a retry bound is spent.
+
+        Bounds (see the module docstring): ``max_attempts`` per job and
+        ``max_infra_retries_per_run`` re-runs in all for the run, so a run cannot
+        buy unbounded evaluations by failing as infrastructure.
+        """
+        current.check()  # a dropped job's errors are the drop's, not the infrastructure's
+        cfg = self._policy
+        log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
+        used = self._store.retries_used(job.run_id)
+        if job.attempts < cfg.max_attempts and used < cfg.max_infra_retries_per_run:
+            if not self._store.requeue(
+                job.job_id, f"retrying after an infrastructure failure: {reason}"
+            ):
+                self._drop(job.job_id, _Why.LOST)
+                raise _Abandoned(_Why.LOST.value)
+            self._wake.set()
+            return
+        if job.attempts < cfg.max_attempts:
+            why = (
+                f"infrastructure failure after {job.attempts} attempts (the run has used its "
+                f"{cfg.max_infra_retries_per_run} infrastructure retries): {reason}"
+            )
+        else:
+            why = f"infrastructure failure after {job.attempts} attempts: {reason}"
+        self._finish(
+            job.job_id,
+            JobState.FAILED,
+            failure_source=FailureSource.INFRASTRUCTURE,
+            failure_reason=why,
+        )
+        self._ledger.event(
+            job.run_id,
+            self._spec(job.task_id),
+            "result",
+            self._results.infrastructure_failure(job.job_id),
+        )
+
+    def _held(self, job: JobRecord, current: _Current, still_held: bool) -> None:
+        """After a progress or heartbeat write: drop the job if the store refused it."""
+        if not still_held:
+            current.drop(_Why.LOST)

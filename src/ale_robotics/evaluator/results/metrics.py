@@ -1,0 +1,142 @@
+"""Task metrics, computed from per-episode outcomes by name.
+
+A task config declares its metrics by name (``metrics[].name``); the evaluator
+computes each declared name with the function registered in :data:`METRICS`.
+Every path that produces an ``EvalResult`` (the batch rollout, replay, an
+interactive eval session, the audit's recomputation) goes through
+:func:`compute`, so a new metric, such as a cost for a task whose returns are
+negative, is one entry here rather than a special case in each pipeline, and the
+audit recomputes it exactly as the evaluator did.
+
+The metrics every result has carried since v0.1 (:data:`ALWAYS`) are computed
+for every task, and :data:`WHEN_AVAILABLE` ones whenever every outcome carries
+what they need, so results of existing tasks are unchanged by this registry.
+A metric whose inputs are missing is left out (never invented); the score then
+says it was not measured.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from ale_robotics.model.episode import EpisodeOutcome
+
+__all__ = ["ALWAYS", "METRICS", "WHEN_AVAILABLE", "MetricFn", "NonFiniteMetric", "compute"]
+
+
+class NonFiniteMetric(ValueError):
+    """A metric came out NaN or inf (no outcomes, a NaN return).
+
+    Carries the metric's name and value. The batch runner treats it as the
+    submission's failure: the outcomes are a deterministic function of the frozen
+    submission, so a retry would give the same value (the rollouts themselves stop
+    earlier, at the non-finite action, see :func:`.batch.pipeline.check_finite`; this is
+    the backstop for every other path).
+    """
+
+    def __init__(self, name: str, value: float) -> None:
+        super().__init__(f"non-finite metric {name} ({value})")
+        self.name = name
+        self.value = value
+
+
+MetricFn = Callable[[Sequence["EpisodeOutcome"]], float | None]
+"""Outcomes -> value, or None when the outcomes lack what the metric needs."""
+
+
+def _returns(outcomes: Sequence[EpisodeOutcome]) -> np.ndarray:
+    return np.array([o.ret for o in outcomes], dtype=np.float64)
+
+
+def _mean_return(outcomes: Sequence[EpisodeOutcome]) -> float:
+    return float(_returns(outcomes).mean())
+
+
+def _std_return(outcomes: Sequence[EpisodeOutcome]) -> float:
+    return float(_returns(outcomes).std())
+
+
+def _mean_cost(outcomes: Sequence[EpisodeOutcome]) -> float:
+    """Minus the mean return: for tasks whose rewards are penalties (returns <= 0), so
+    that the paper ratio is taken on a non-negative, lower-is-better number."""
+    return -_mean_return(outcomes)
+
+
+def _mean_episode_length(outcomes: Sequence[EpisodeOutcome]) -> float:
+    return float(np.array([o.length for o in outcomes], dtype=np.float64).mean())
+
+
+def _success_rate(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    if not outcomes or any(o.success is None for o in outcomes):
+        return None
+    return sum(bool(o.success) for o in outcomes) / len(outcomes)
+
+
+def _mean_final_distance(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    distances = [o.final_distance for o in outcomes]
+    if not outcomes or any(d is None for d in distances):
+        return None
+    return float(np.mean(np.array(distances, dtype=np.float64)))
+
+
+def _collision_rate(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Planning tasks: fraction of problems whose returned path collides (a safety metric)."""
+    if not outcomes or any(o.collided is None for o in outcomes):
+        return None
+    return sum(bool(o.collided) for o in outcomes) / len(outcomes)
+
+
+def _planning_time(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Planning tasks: mean seconds per problem, unsolved problems included (with the time
+    they were given), so that giving up early cannot look fast."""
+    times = [o.planning_time_s for o in outcomes]
+    if not outcomes or any(t is None for t in times):
+        return None
+    return float(np.mean(np.array(times, dtype=np.float64)))
+
+
+METRICS: dict[str, MetricFn] = {
+    "mean_return": _mean_return,
+    "std_return": _std_return,
+    "mean_episode_length": _mean_episode_length,
+    "mean_cost": _mean_cost,
+    "success_rate": _success_rate,
+    "mean_final_distance": _mean_final_distance,
+    "collision_rate": _collision_rate,
+    "planning_time": _planning_time,
+}
+"""Every metric name a task config may declare, with how it is computed."""
+
+HOST_TIMED = frozenset({"planning_time"})
+"""Metrics measured in wall-clock time: they depend on the host and its load, so a re-run
+(an audit) reproduces them only approximately, while every other metric is exact."""
+
+ALWAYS = ("mean_return", "std_return", "mean_episode_length")
+"""Computed for every task."""
+
+WHEN_AVAILABLE = ("success_rate", "mean_final_distance")
+"""Computed for every task whose outcomes all carry their inputs."""
+
+
+def compute(outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = ()) -> dict[str, float]:
+    """The metrics of ``outcomes``: :data:`ALWAYS`, :data:`WHEN_AVAILABLE`, plus ``names``.
+
+    ``names`` are the task's declared metrics; a name :data:`METRICS` does not know
+    is skipped here (the registry tests refuse such configs). Raises
+    :class:`NonFiniteMetric` (a ``ValueError``) for a non-finite value.
+    """
+    out: dict[str, float] = {}
+    for name in dict.fromkeys([*ALWAYS, *WHEN_AVAILABLE, *names]):
+        fn = METRICS.get(name)
+        value = None if fn is None else fn(outcomes)
+        if value is not None:
+            out[name] = value
+    for name, value in out.items():
+        if not math.isfinite(value):
+            raise NonFiniteMetric(name, value)
+    return out

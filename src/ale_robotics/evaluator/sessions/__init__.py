@@ -1,0 +1,10 @@
+"""Interactive sessions: the envs an agent drives over gRPC (Reset/Step), in the evaluator.
+
+* :mod:`.manager`: opens, finds, serializes, reaps and closes sessions, within the task's
+  ``session`` limits;
+* :mod:`.vector`: one session, ``num_envs`` Gymnasium envs stepped together;
+* :mod:`.envs`: how a session's envs are built and stepped, and the null action;
+* :mod:`.rendering`: frames of a session's envs (``rgb_array``);
+* :mod:`.eval_record`: the trusted record of an eval session (its job row, signed
+  events and ``EvalResult``), stored like a batch job's.
+"""

@@ -1,0 +1,546 @@
+"""The session manager: opens, finds, serializes, reaps and closes interactive sessions.
+
+Limits come from the task config's ``session`` block and are enforced here, each
+refusal naming the limit it hit:
+
+* ``max_sessions`` concurrent sessions per run (RESOURCE_EXHAUSTED, naming the
+  run's open sessions), so that one run's agent cannot starve another's on a
+  shared evaluator; run-less practice sessions (the shared agent token's) count
+  as one more run. ``max_sessions_total`` caps all runs together, a safety net
+  for the host (``--max-sessions-total``);
+* ``max_envs_per_session`` (RESOURCE_EXHAUSTED);
+* ``idle_timeout_s``: a reaper thread closes sessions nobody called for that
+  long (an eval session is then completed with the null action and recorded);
+* a watched session (WatchSessions) whose watch stream ended, i.e. whose client
+  process died or lost its connection, is closed the same way ``orphan_grace_s``
+  later unless a new watch names it or a call uses it (:meth:`attach`,
+  :meth:`unwatch`). gRPC tells a server that a peer went away only through the
+  calls it has open, so a liveness signal needs one open call: one stream per
+  client process (not per session) keeps that to one server thread per agent;
+* ``call_deadline_s``: calls on one session run one at a time, and a call that
+  cannot get its session within the deadline (or the client's own, if
+  shorter) is DEADLINE_EXCEEDED instead of queueing without bound. The work of
+  one call is bounded by ``max_envs_per_session`` and cannot be interrupted
+  half way without desynchronizing the client, so the deadline is not applied
+  to it.
+
+A session id is 128 random bits; every call but OpenSession names one. A
+session belongs to its run: a caller bound to another run gets the NOT_FOUND of
+an id that never existed (:meth:`.runs.access.RunAccess.visible`).
+
+Closing an eval session the agent left unfinished simulates the rest of its
+budget with the null action (:meth:`Session.close`), which takes up to a few
+seconds. It runs holding only that session's own lock, after the session has
+left the table, so no other session's call waits on it: CloseSession and the
+harness's close of a run wait for it (their answer then covers the whole
+budget), and a reap hands it to a thread of its own, so an OpenSession that
+reaps on its way never waits either. :meth:`stop` lets completions in flight
+finish within ``finish_grace_s``, then aborts them, which records the run as an
+infrastructure failure: shutting down never leaves an eval job RUNNING and
+never scores a budget it did not simulate.
+
+Practice sessions of a run charge the run's training budget
+(:mod:`.runs.training_budget`); run-less ones (no run to charge) charge nothing.
+Sessions open on interactive tasks and, practice sessions only, on a batch task
+whose simulator runs only in the evaluator (``training.simulator`` "evaluator"):
+its agent cannot import the simulator, so it trains here, counted the same way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from ale_robotics.errors import (
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    ResourceExhaustedError,
+)
+from ale_robotics.evaluator.runs.access import RunAccess
+from ale_robotics.evaluator.runs.registry import TRUSTED, Scope
+from ale_robotics.evaluator.runs.training_budget import TrainingLedger
+from ale_robotics.evaluator.sessions import rendering
+from ale_robotics.evaluator.sessions.eval_record import EvalRecords
+from ale_robotics.evaluator.sessions.vector import (
+    AUTORESET_MODE,
+    AUTORESET_MODES,
+    Session,
+    SessionKind,
+    make_envs,
+)
+from ale_robotics.tasks.registry import TrainingBudget
+from ale_robotics.tasks.spec import SessionSettings, TaskSpec
+
+__all__ = [
+    "DEFAULT_MAX_SESSIONS_TOTAL",
+    "ORPHAN_GRACE_S",
+    "SessionCaps",
+    "SessionManager",
+    "Watch",
+    "settings_for",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_DEFAULT_SETTINGS = SessionSettings()
+
+DEFAULT_MAX_SESSIONS_TOTAL = 64
+"""Sessions of all runs together unless the operator says otherwise (--max-sessions-total)."""
+
+ORPHAN_GRACE_S = 2.0
+"""How long a watched session outlives its broken watch stream: time for a client that lost
+its connection (not its process) to reconnect and name it again."""
+
+_watch_ids = itertools.count(1)
+
+
+@dataclass(eq=False)
+class Watch:
+    """One WatchSessions stream: the sessions its client named on it."""
+
+    id: int = field(default_factory=lambda: next(_watch_ids))
+    sessions: set[str] = field(default_factory=set)
+
+
+class SessionCaps(Protocol):
+    """The operator's overrides of the session limits (an :class:`~.config.EvaluatorConfig`),
+    read at every open so that a change applies to the next one."""
+
+    @property
+    def max_sessions(self) -> int | None:
+        """Concurrent sessions per run (``--max-sessions``); None: the task's."""
+
+    @property
+    def max_sessions_total(self) -> int | None:
+        """Sessions of all runs together (``--max-sessions-total``); None: the default."""
+
+
+def settings_for(task: TaskSpec) -> SessionSettings:
+    """The task's session limits (defaults for a task that declares none)."""
+    return task.session if task.session is not None else _DEFAULT_SETTINGS
+
+
+class SessionManager:
+    """All open sessions of one evaluator, shared by its agent and harness listeners.
+
+    Built from what it uses: ``access`` (whose sessions a caller may see, whether a
+    run was closed), ``records`` (an eval session's trusted record), ``training``
+    and ``budget`` (a run's practice sessions charge its training budget for the
+    task) and ``caps``, the operator's overrides of the session limits.
+    """
+
+    def __init__(
+        self,
+        access: RunAccess,
+        records: EvalRecords,
+        training: TrainingLedger,
+        budget: Callable[[TaskSpec], TrainingBudget | None],
+        caps: SessionCaps,
+        *,
+        reap_interval_s: float = 1.0,
+        finish_grace_s: float = 30.0,
+        orphan_grace_s: float = ORPHAN_GRACE_S,
+    ) -> None:
+        self._access = access
+        self._records = records
+        self._training = training
+        self._budget = budget
+        self._caps = caps
+        self._sessions: dict[str, Session] = {}
+        self.orphan_grace_s = orphan_grace_s
+        """How long a watched session outlives its broken watch (see :meth:`unwatch`)."""
+        self._watcher: dict[str, int] = {}  # session id -> the Watch.id that names it
+        self._orphans: dict[str, float] = {}  # session id -> monotonic time it is closed at
+        self._opening: dict[str, int] = {}  # per run: slots reserved by opens building envs
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._reap_interval_s = reap_interval_s
+        self._thread: threading.Thread | None = None
+        self.finish_grace_s = finish_grace_s
+        """How long :meth:`stop` lets closes in flight complete abandoned episodes."""
+        self._abort = threading.Event()  # set by stop(): completions in flight give up
+        self._closing = 0  # closes in flight (detached from _sessions, not yet recorded)
+        self._closed = threading.Condition(self._lock)
+
+    # ------------------------------------------------------------ lifecycle --
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._reap_loop, name="ale-reaper", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop reaping and release every env; every eval session ends recorded.
+
+        Sessions still open were ended by the evaluator, not abandoned by their
+        agent: recorded as infrastructure failures. Closes in flight (an agent's
+        CloseSession, a reap) get ``finish_grace_s`` to complete their episodes;
+        past it they are aborted, which records an infrastructure failure too.
+        """
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with self._lock:
+            ids = list(self._sessions)
+        for sid in ids:
+            self._close(sid, "the evaluator shut down", infrastructure=True)
+        if not self.wait_closed(self.finish_grace_s):
+            log.warning("aborting the completion of abandoned episodes: the evaluator stops")
+            self._abort.set()
+            if not self.wait_closed(30.0):
+                log.error("a session close did not end after its abort; its run stays RUNNING")
+
+    def wait_closed(self, timeout: float | None = None) -> bool:
+        """Wait until no close is in flight (abandoned episodes completed and recorded)."""
+        with self._closed:
+            return self._closed.wait_for(lambda: self._closing == 0, timeout)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    def watched(self, session_id: str) -> bool:
+        """Whether a live WatchSessions stream names this open session."""
+        with self._lock:
+            return session_id in self._watcher
+
+    def count(self, run_id: str) -> int:
+        """Open sessions of one run ("" for run-less practice sessions)."""
+        with self._lock:
+            return sum(1 for s in self._sessions.values() if s.run_id == run_id)
+
+    def caps(self, task: TaskSpec) -> tuple[int, int]:
+        """The limits a run's sessions of ``task`` meet here: (per run, all runs together)."""
+        cap = self._caps.max_sessions or settings_for(task).max_sessions
+        return cap, self._caps.max_sessions_total or max(DEFAULT_MAX_SESSIONS_TOTAL, cap)
+
+    # ----------------------------------------------------------------- calls --
+
+    def open(
+        self,
+        task: TaskSpec,
+        kind: SessionKind,
+        num_envs: int,
+        run_id: str,
+        render_mode: str | None = None,
+        float64_actions: bool = False,
+        autoreset_mode: str = AUTORESET_MODE,
+    ) -> Session:
+        """A new session; ``run_id`` must already be checked (eval sessions are run-bound)."""
+        self._check_offered(task, kind)
+        limits = settings_for(task)
+        if num_envs < 1:
+            raise InvalidArgumentError(f"num_envs must be at least 1, got {num_envs}")
+        if autoreset_mode not in AUTORESET_MODES:
+            raise InvalidArgumentError(
+                f"autoreset_mode {autoreset_mode!r}: one of {list(AUTORESET_MODES)} "
+                "(Gymnasium's AutoresetMode values)"
+            )
+        if num_envs > limits.max_envs_per_session:
+            raise ResourceExhaustedError(
+                f"num_envs {num_envs} is over the limit session.max_envs_per_session = "
+                f"{limits.max_envs_per_session} of task {task.id}"
+            )
+        if render_mode is not None and render_mode not in rendering.offered_modes(task):
+            offered = rendering.offered_modes(task)
+            raise FailedPreconditionError(
+                f"task {task.id} offers render modes {offered} on this evaluator, not "
+                f"{render_mode!r}" + ("" if offered else ": open the session without render_mode")
+            )
+        if kind is SessionKind.EVAL and num_envs > task.eval.episodes:
+            raise InvalidArgumentError(
+                f"an eval session of task {task.id} runs {task.eval.episodes} episodes; "
+                f"num_envs {num_envs} would leave envs without one"
+            )
+        self.reap()
+        sid = f"sess-{secrets.token_hex(16)}"
+        with self._lock:
+            self._check_limits(task, run_id)
+            # Reserve the slot before the slow part (env creation) so that concurrent
+            # opens cannot overshoot the limit.
+            self._opening[run_id] = self._opening.get(run_id, 0) + 1
+        envs: list[Any] = []
+        try:
+            # Envs first: the eval job row (the run's one eval session) is created only
+            # once nothing else can fail.
+            envs = make_envs(task, num_envs, render_mode)
+            recorder = None
+            meter = None
+            if kind is SessionKind.EVAL:
+                recorder = self._records.open(task, run_id, sid, num_envs)
+            elif run_id:
+                meter = self._training.meter(run_id, self._budget(task))
+            session = Session(
+                sid,
+                task,
+                kind,
+                envs,
+                run_id,
+                recorder,
+                meter,
+                render_mode,
+                float64_actions,
+                autoreset_mode,
+            )
+        except BaseException:
+            for env in envs:
+                env.close()
+            with self._lock:
+                self._release(run_id)
+            raise
+        with self._lock:
+            self._release(run_id)
+            # Read under the lock: CloseRun revokes the run before it sweeps its sessions,
+            # so a session is either swept or never registered, never left behind.
+            alive = not self._access.closed(run_id)
+            if alive:
+                self._sessions[sid] = session
+        if not alive:
+            with session.lock:
+                session.close("the run was closed", infrastructure=False)
+            raise FailedPreconditionError(f"run {run_id!r} was closed (CloseRun)")
+        log.info("session %s opened: %s, %s, %d env(s)", sid, task.id, kind.value, num_envs)
+        return session
+
+    def call(
+        self,
+        session_id: str,
+        client_timeout_s: float | None,
+        fn: Callable[[Session], T],
+        scope: Scope = TRUSTED,
+    ) -> T:
+        """Run ``fn`` on the session, alone, within the per-call deadline."""
+        session = self._get(session_id, scope)
+        if session_id in self._orphans:  # its client is evidently alive: not an orphan
+            with self._lock:
+                self._orphans.pop(session_id, None)
+        deadline = settings_for(session.task).call_deadline_s
+        if client_timeout_s is not None:
+            deadline = min(deadline, max(client_timeout_s, 0.0))
+        if not session.lock.acquire(timeout=deadline):
+            raise DeadlineExceededError(
+                f"session {session_id} stayed busy with another call past the per-call deadline "
+                f"({deadline:g}s); calls on one session run one at a time"
+            )
+        try:
+            if session.closed:
+                raise NotFoundError(f"session {session_id} was closed")
+            session.last_used = time.monotonic()
+            return fn(session)
+        finally:
+            session.last_used = time.monotonic()
+            session.lock.release()
+
+    def close(self, session_id: str, scope: Scope = TRUSTED) -> int:
+        """Close one session; returns the episodes it completed (eval sessions)."""
+        self._get(session_id, scope)
+        return self._close(session_id, "closed by the client")
+
+    def close_run(self, run_id: str, why: str) -> int:
+        """Close every session of a run (the harness, once the agent has exited)."""
+        with self._lock:
+            ids = [s.id for s in self._sessions.values() if s.run_id == run_id]
+        for sid in ids:
+            self._close(sid, why)
+        return len(ids)
+
+    def reap(self) -> list[str]:
+        """Close sessions idle past their task's ``idle_timeout_s``, and orphans whose
+        grace is over (:meth:`unwatch`); returns their ids.
+
+        They leave the table at once (their ids are NOT_FOUND from now on and their
+        slots free); each is closed on a thread of its own, since an eval one
+        simulates the episodes its agent left (:meth:`wait_closed` waits for them).
+        """
+        now = time.monotonic()
+        reaped: list[tuple[Session, str]] = []
+        with self._lock:
+            for s in self._sessions.values():
+                if s.lock.locked():
+                    continue  # a call in flight: looked at again next time
+                timeout = settings_for(s.task).idle_timeout_s
+                if now - s.last_used > timeout:
+                    reaped.append((s, f"idle for over {timeout:g}s"))
+                elif self._orphans.get(s.id, now + 1) <= now:
+                    reaped.append((s, "its client went away (its watch stream ended)"))
+            for s, _ in reaped:
+                del self._sessions[s.id]
+                self._forget(s.id)
+                self._closing += 1
+        for s, why in reaped:
+            log.info("session %s %s: closing it", s.id, why)
+            threading.Thread(
+                target=self._finish,
+                args=(s, why, False),
+                name=f"ale-close-{s.id[:13]}",
+                daemon=True,
+            ).start()
+        return [s.id for s, _ in reaped]
+
+    # --------------------------------------------------------------- watches --
+
+    def attach(self, watch: Watch, session_ids: Iterable[str], scope: Scope = TRUSTED) -> list[str]:
+        """Watch these sessions on ``watch`` (taking them from any other watch); returns the
+        ids that name no open session visible to ``scope`` (those are not watched)."""
+        missing: list[str] = []
+        with self._lock:
+            for sid in session_ids:
+                session = self._sessions.get(sid)
+                if session is None or not self._access.visible(scope, session.run_id):
+                    missing.append(sid)
+                    continue
+                self._watcher[sid] = watch.id
+                self._orphans.pop(sid, None)
+                watch.sessions.add(sid)
+        return missing
+
+    def unwatch(self, watch: Watch) -> int:
+        """The watch stream ended; returns how many sessions it leaves orphaned.
+
+        Each session still watched by it is closed :attr:`orphan_grace_s` from now
+        by :meth:`reap`, unless a new watch names it or a call uses it first. Every
+        end counts: gRPC gives a server no reliable way to tell a client's
+        half-close from its death, and a client never ends a watch while it holds
+        sessions (it ends it after closing its last).
+        """
+        deadline = time.monotonic() + self.orphan_grace_s
+        orphaned = 0
+        with self._lock:
+            for sid in watch.sessions:
+                if self._watcher.get(sid) != watch.id:
+                    continue  # closed since, or named by a newer watch
+                del self._watcher[sid]
+                if sid in self._sessions:
+                    self._orphans[sid] = deadline
+                    orphaned += 1
+            watch.sessions.clear()
+        if orphaned:
+            log.info(
+                "a watch stream ended: %d session(s) close in %gs", orphaned, self.orphan_grace_s
+            )
+        return orphaned
+
+    # --------------------------------------------------------------- private --
+
+    @staticmethod
+    def _check_offered(task: TaskSpec, kind: SessionKind) -> None:
+        """Refuse a session of a kind the task does not offer (FAILED_PRECONDITION).
+
+        An interactive task offers eval sessions, and practice ones unless its config
+        forbids them. A batch task whose simulator runs only in the evaluator
+        (``training.simulator`` "evaluator") offers practice sessions, its agent's only
+        way to train, but never an eval session: it is evaluated on its submission, and
+        an eval session would be a second, unscored way to run the hidden-seed episodes.
+        """
+        if not task.offers_eval_sessions and not task.offers_practice_sessions:
+            raise FailedPreconditionError(
+                f"task {task.id} is a {task.mode.value} task, not interactive: it offers no "
+                "sessions (see GetSpec.mode and the submission contract)"
+            )
+        if kind is SessionKind.EVAL and not task.offers_eval_sessions:
+            raise FailedPreconditionError(
+                f"task {task.id} is a {task.mode.value} task, not interactive: it offers "
+                "practice sessions only (its simulator runs only in the evaluator, so its "
+                "agent trains in them), never an eval session: it is evaluated on its "
+                "submission (SubmitBatchEval)"
+            )
+        if kind is SessionKind.PRACTICE and not task.offers_practice_sessions:
+            raise FailedPreconditionError(f"task {task.id} allows no practice sessions")
+
+    def _check_limits(self, task: TaskSpec, run_id: str) -> None:
+        """Refuse a session over the run's limit or the evaluator-wide one (lock held)."""
+        limits = settings_for(task)
+        cap, total_cap = self.caps(task)
+        mine = [s for s in self._sessions.values() if s.run_id == run_id]
+        count = len(mine) + self._opening.get(run_id, 0)
+        if count >= cap:
+            where = (
+                "the evaluator's --max-sessions"
+                if self._caps.max_sessions
+                else "the limit session.max_sessions"
+            )
+            who = f"run {run_id!r}" if run_id else "no run (practice sessions of the shared token)"
+            now = time.monotonic()
+            shown = ", ".join(
+                f"{s.id} ({s.kind.value}, {s.num_envs} env(s), idle {now - s.last_used:.0f}s"
+                f"{'' if s.id in self._watcher else ', unwatched'})"
+                for s in mine[:16]
+            )
+            if len(mine) > 16:
+                shown += f", and {len(mine) - 16} more"
+            raise ResourceExhaustedError(
+                f"{count} sessions of {who} are open, {where} = {cap} per run "
+                f"(open: {shown or 'none yet, others are opening'}): close the envs you no "
+                f"longer use (env.close(), or CloseSession); sessions of a client that "
+                f"exited close within seconds if it watched them (the Python SDK does), "
+                f"others once idle for session.idle_timeout_s = {limits.idle_timeout_s:g}s"
+            )
+        total = len(self._sessions) + sum(self._opening.values())
+        if total >= total_cap:
+            # Other runs' sessions are not named: their ids are theirs.
+            raise ResourceExhaustedError(
+                f"the evaluator-wide limit --max-sessions-total = {total_cap} (all runs "
+                f"together) is reached; this run has {len(mine)} open. Retry once other "
+                "sessions close"
+            )
+
+    def _release(self, run_id: str) -> None:
+        n = self._opening.get(run_id, 0) - 1
+        if n > 0:
+            self._opening[run_id] = n
+        else:
+            self._opening.pop(run_id, None)
+
+    def _get(self, session_id: str, scope: Scope = TRUSTED) -> Session:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is not None and not self._access.visible(scope, session.run_id):
+            session = None  # another run's: answered exactly as an id that never existed
+        if session is None:
+            raise NotFoundError(
+                f"no open session {session_id!r}: it was never opened, was closed, or was "
+                "reaped after its idle timeout"
+            )
+        return session
+
+    def _close(self, session_id: str, why: str, infrastructure: bool = False) -> int:
+        with self._lock:
+            session = self._sessions.pop(session_id, None)
+            if session is None:
+                return 0
+            self._forget(session_id)
+            self._closing += 1
+        return self._finish(session, why, infrastructure)
+
+    def _forget(self, session_id: str) -> None:
+        """Drop a session's watch bookkeeping (lock held; it has left the table)."""
+        self._watcher.pop(session_id, None)
+        self._orphans.pop(session_id, None)
+
+    def _finish(self, session: Session, why: str, infrastructure: bool) -> int:
+        """Close a session already out of the table (counted in ``_closing``)."""
+        try:
+            # Wait for a call in flight (bounded: one call's work is bounded), then
+            # complete and record; only this session's lock is held meanwhile.
+            with session.lock:
+                return session.close(why, infrastructure=infrastructure, abort=self._abort)
+        finally:
+            with self._closed:
+                self._closing -= 1
+                self._closed.notify_all()
+
+    def _reap_loop(self) -> None:
+        while not self._stop.wait(self._reap_interval_s):
+            try:
+                self.reap()
+            except Exception:  # keep reaping; a failure here is logged, never silent
+                log.exception("reaping idle sessions failed")

@@ -1,0 +1,542 @@
+"""One interactive session: ``num_envs`` Gymnasium envs stepped together, as a vector env.
+
+Autoreset is one of Gymnasium 1.x's three modes, chosen at OpenSession, each
+exactly as ``SyncVectorEnv`` does it (a test checks this step for step):
+
+* ``next_step`` (the default): the Step that ends an env's episode returns its
+  last observation with ``terminated``/``truncated`` set; the *next* Step ignores
+  that env's action, resets it and returns its first observation with reward 0,
+  both flags false and the reset's info;
+* ``same_step``: the Step that ends an episode resets the env at once and returns
+  the new episode's first observation, the ended one's last observation and info
+  in the info's ``final_obs`` and ``final_info`` (what SB3's VecEnv needs);
+* ``disabled``: an ended env stays ended; Reset with a ``reset_mask`` restarts it,
+  and a Step while it has not been is FAILED_PRECONDITION.
+
+Reset takes a ``reset_mask`` in every mode (only those envs restart; the others
+keep their episode and observation, and get an empty info), and per-env seeds
+may leave an env unseeded (-1 on the wire, Gymnasium's ``None``).
+
+Eval sessions add the trusted bookkeeping: episode ``i`` of the budget runs on
+the run's ``i``-th hidden seed, client seeds are ignored, an env's
+``info["success"]`` at an episode's last step is recorded as its success, and
+once every budgeted episode has ended the result is recorded
+(:class:`EvalRecorder`). When fewer budget episodes remain than envs, the spare
+envs go idle: they return their last observation, reward 0 and no flags, and
+ignore actions.
+
+Doing less never pays (docs/architecture.md#rules-a-score-must-obey). An episode the agent does not
+finish (a Reset cuts it short, or the session closes) is played on to its end
+here with :func:`null_action`, from exactly the state the agent left it in, and
+an episode never started is played the same way from its hidden-seed reset;
+each is recorded ``abandoned`` with the steps the agent took. Stopping is then
+exactly equal to sending the null action yourself, whatever the metric: a short
+episode of a cost can no longer beat the paper, an unplayed episode can no
+longer be skipped. The evaluator pays for that simulation (at most the budget's
+episodes x ``max_episode_steps`` steps), and a close that cannot finish it (the
+evaluator shuts down, an env fails) records an infrastructure failure, never a
+score.
+
+Practice sessions of a run charge its training budget
+(:class:`~ale_robotics.evaluator.runs.training_budget.PracticeMeter`): one agent
+step per env per Step, checked before any env moves.
+
+Inputs are validated here, before anything touches an env, so a client mistake
+is always a precise :class:`~ale_robotics.errors.AleError` and never INTERNAL.
+
+A Step moves all the envs that step in one call of the session's
+:class:`~.envs.VectorStepper` (MuJoCo envs: natively, bit-exact to
+``env.step``; see :mod:`.envs`), then does the per-env bookkeeping in env
+order (autoreset, eval episodes). Abandoned episodes are played out through the
+same stepper, all the envs that need it together, so abandoning stays exactly
+playing the null action.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ale_robotics.errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    OutOfRangeError,
+)
+from ale_robotics.evaluator.sessions import rendering
+from ale_robotics.evaluator.sessions.envs import make_envs, make_stepper, null_action
+from ale_robotics.model.result import EpisodeRecord
+from ale_robotics.tasks.spec import TaskSpec
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.runs.training_budget import PracticeMeter
+    from ale_robotics.evaluator.sessions.eval_record import EvalRecorder
+
+__all__ = [
+    "AUTORESET_MODE",
+    "AUTORESET_MODES",
+    "Batch",
+    "CompletionAborted",
+    "Session",
+    "SessionKind",
+    "make_envs",
+    "null_action",
+]
+
+log = logging.getLogger(__name__)
+
+AUTORESET_MODE = "next_step"
+"""Gymnasium's ``AutoresetMode.NEXT_STEP``: the default, advertised in GetSpec."""
+
+AUTORESET_MODES = ("next_step", "same_step", "disabled")
+"""Gymnasium's ``AutoresetMode`` values, as OpenSessionRequest.autoreset_mode names them."""
+
+
+class SessionKind(StrEnum):
+    PRACTICE = "practice"
+    EVAL = "eval"
+
+
+class CompletionAborted(Exception):
+    """The evaluator is shutting down while it completes abandoned episodes."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What a Reset (rewards etc. ``None``) or a Step returns for all envs of a session."""
+
+    obs: npt.NDArray[Any]
+    infos: list[dict[str, Any]]
+    rewards: npt.NDArray[np.float64] | None = None
+    terminated: npt.NDArray[np.bool_] | None = None
+    truncated: npt.NDArray[np.bool_] | None = None
+    episodes_completed: int = 0
+    eval_complete: bool = False
+    seeds_ignored: bool = False
+
+
+class Session:
+    """State of one session. Not thread-safe: :class:`SessionManager` serializes calls."""
+
+    def __init__(
+        self,
+        session_id: str,
+        task: TaskSpec,
+        kind: SessionKind,
+        envs: list[Any],
+        run_id: str = "",
+        recorder: EvalRecorder | None = None,
+        meter: PracticeMeter | None = None,
+        render_mode: str | None = None,
+        float64_actions: bool = False,
+        autoreset_mode: str = AUTORESET_MODE,
+    ) -> None:
+        if autoreset_mode not in AUTORESET_MODES:
+            raise InvalidArgumentError(
+                f"autoreset_mode {autoreset_mode!r}: one of {list(AUTORESET_MODES)} (Gymnasium's "
+                "AutoresetMode values)"
+            )
+        if (kind is SessionKind.EVAL) != (recorder is not None):
+            raise ValueError("an eval session needs a recorder, a practice session none")
+        if kind is SessionKind.EVAL and meter is not None:
+            raise ValueError("eval sessions are not training: they charge no budget")
+        self.id = session_id
+        self.task = task
+        self.kind = kind
+        self.run_id = run_id
+        self.num_envs = len(envs)
+        self.lock = threading.Lock()
+        self.last_used = time.monotonic()
+        self.closed = False
+        self.autoreset_mode = autoreset_mode
+        self.render_mode = render_mode
+        """The envs' render mode (None: they render nothing, Render is refused)."""
+        self.render_fps = rendering.render_fps(envs[0])
+        self._envs = envs
+        self._stepper = make_stepper(task, envs)
+        self._recorder = recorder
+        self._meter = meter
+        act, obs = envs[0].action_space, envs[0].observation_space
+        self.action_dtype: np.dtype[Any] = np.dtype(act.dtype)
+        self.float64_actions = float64_actions and self.action_dtype.kind == "f"
+        """Step also takes float64 actions, passed to the envs unrounded (OpenSession's
+        ``float64_actions``: what a local env does with the float64 arrays of numpy code)."""
+        self.action_shape: tuple[int, ...] = (self.num_envs, *act.shape)
+        self._low = np.broadcast_to(np.asarray(act.low, self.action_dtype), self.action_shape)
+        self._high = np.broadcast_to(np.asarray(act.high, self.action_dtype), self.action_shape)
+        self.null_action = null_action(act.low, act.high, self.action_dtype)
+        """One env's null action (shape ``action_shape[1:]``): what abandoned episodes get."""
+        self._null_batch = np.ascontiguousarray(
+            np.broadcast_to(self.null_action, self.action_shape)
+        )
+        self._obs = np.zeros((self.num_envs, *obs.shape), dtype=obs.dtype)
+        self._started = False
+        self._pending = [False] * self.num_envs  # episode ended: autoreset on the next Step
+        self._active = [False] * self.num_envs  # running an episode (eval: False when idle)
+        self._episode: list[int] = [-1] * self.num_envs  # eval: budget index of the episode
+        self._ret = np.zeros(self.num_envs, dtype=np.float64)  # the running episodes' returns
+        self._len = np.zeros(self.num_envs, dtype=np.int64)  # ... and steps
+        # info["success"] of each env's latest step (None: the env does not report it).
+        # Once the task is known to report success, an abandoned episode counts as failed.
+        self._success: list[bool | None] = [None] * self.num_envs
+        self._reports_success = any(m.name == "success_rate" for m in task.metrics)
+        self._next_episode = 0
+        self._records: dict[int, EpisodeRecord] = {}
+        self.env_steps = 0
+        self.eval_complete = False
+
+    # ---------------------------------------------------------------- public --
+
+    @property
+    def budget(self) -> int:
+        return self.task.eval.episodes if self.kind is SessionKind.EVAL else 0
+
+    @property
+    def episodes_completed(self) -> int:
+        return len(self._records)
+
+    def reset(self, seeds: Sequence[int], mask: Sequence[bool] = ()) -> Batch:
+        """Start an episode in every env, or in those ``mask`` selects (eval: the next
+        budget episodes); the others keep theirs and get an empty info.
+
+        In an eval session a running episode is first played to its end with the
+        null action (abandoned), so a Reset cannot cut a bad episode short.
+        """
+        self._check_not_complete()
+        which = self._reset_envs(mask)
+        ignored = self.kind is SessionKind.EVAL and len(seeds) > 0
+        per_env = self._practice_seeds(seeds) if self.kind is SessionKind.PRACTICE else None
+        if self.kind is SessionKind.EVAL and self._next_episode >= self.budget:
+            raise OutOfRangeError(
+                f"all {self.budget} episodes of this eval session have started; finish the "
+                "running ones with Step (a Reset would start none)"
+            )
+        if self._meter is not None:
+            self._meter.check_reset()
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        if self.kind is SessionKind.EVAL:
+            self._play_out([i for i in which if self._active[i] and not self._pending[i]])
+        for i in which:
+            self._pending[i] = False
+            infos[i] = self._begin_episode(i, None if per_env is None else per_env[i])
+        self._started = True
+        return Batch(
+            obs=self._obs,
+            infos=infos,
+            episodes_completed=self.episodes_completed,
+            seeds_ignored=ignored,
+        )
+
+    def step(self, action: npt.NDArray[Any]) -> Batch:
+        """One step of every env with NEXT_STEP autoreset; validates the action first."""
+        if not self._started:
+            raise FailedPreconditionError(
+                f"session {self.id}: call Reset before Step (no episode is running yet)"
+            )
+        self._check_not_complete()
+        self.check_action(action)
+        if self.autoreset_mode == "disabled" and any(self._pending):
+            ended = [i for i, p in enumerate(self._pending) if p]
+            raise FailedPreconditionError(
+                f"env(s) {ended} of session {self.id} ended their episode and autoreset is "
+                "disabled: Reset them first (reset_mask), then Step"
+            )
+        if self._meter is not None:
+            self._meter.charge(self.num_envs)  # before any env moves: refused means untouched
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=np.bool_)
+        truncated = np.zeros(n, dtype=np.bool_)
+        infos: list[dict[str, Any]] = [{} for _ in range(n)]
+        # The envs move first, all together, and what is the same for each is done for all
+        # at once; what depends on the env (autoreset, eval episodes) then goes env by env,
+        # in env order (eval episodes begin in that order). Envs are independent, so this
+        # equals stepping and resetting them one by one.
+        moving = [i for i in range(n) if self._active[i] and not self._pending[i]]
+        obs_k: Sequence[Any] = ()
+        info_k: Sequence[dict[str, Any]] = ()
+        if moving:
+            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(
+                moving, action if len(moving) == n else action[moving]
+            )
+            self._obs[moving] = obs_k
+            rewards[moving] = r_k
+            terminated[moving] = term_k
+            truncated[moving] = trunc_k
+            self._ret[moving] += rewards[moving]
+            self._len[moving] += 1
+            self.env_steps += len(moving)
+        j = 0  # row of env i in the stepper's results, when it moved (moving is in env order)
+        for i in range(n):
+            if j < len(moving) and moving[j] == i:
+                info = infos[i] = info_k[j]
+                self._note_success(i, info)
+                if terminated[i] or truncated[i]:
+                    self._pending[i] = True
+                    if self.kind is SessionKind.EVAL:
+                        self._end_episode(i, terminated=bool(terminated[i]))
+                    if self.autoreset_mode == "same_step":
+                        self._pending[i] = False
+                        final = {"final_obs": np.array(obs_k[j]), "final_info": info}
+                        infos[i] = {**final, **self._begin_episode(i, None)}
+                j += 1
+            elif self._pending[i]:
+                self._pending[i] = False
+                infos[i] = self._begin_episode(i, None)
+        if self._recorder is not None:
+            self._recorder.heartbeat()
+            if self.episodes_completed == self.budget:
+                self._recorder.finish(list(self._records.values()), self.env_steps, None)
+                self.eval_complete = True
+        return Batch(
+            obs=self._obs,
+            infos=infos,
+            rewards=rewards,
+            terminated=terminated,
+            truncated=truncated,
+            episodes_completed=self.episodes_completed,
+            eval_complete=self.eval_complete,
+        )
+
+    def close(
+        self, why: str, *, infrastructure: bool = False, abort: threading.Event | None = None
+    ) -> int:
+        """Release the envs; an unfinished eval session is completed, then recorded.
+
+        Every episode the agent left (running or never started) is played to its
+        end with the null action and the result recorded as for a finished
+        session. ``infrastructure``: the evaluator, not the agent, ended the
+        session (a shutdown), so nothing is completed on the agent's behalf and
+        the run fails as the evaluator's fault. ``abort`` set while completing
+        (the evaluator is shutting down) or an env failing on the way also ends
+        the run as an infrastructure failure: a result that cannot be completed
+        is never scored.
+        """
+        if self.closed:
+            return self.episodes_completed
+        self.closed = True
+        try:
+            if self._recorder is not None and not self.eval_complete:
+                self._record_unfinished(why, infrastructure, abort)
+        finally:
+            if self._meter is not None:
+                self._meter.flush()
+            close_stepper = getattr(self._stepper, "close", None)
+            if close_stepper is not None:
+                close_stepper()  # a native stepper's helper thread
+            if self.render_mode is not None:
+                rendering.close_envs(self._envs)
+            else:
+                for env in self._envs:
+                    env.close()
+        return self.episodes_completed
+
+    def render(self) -> npt.NDArray[np.uint8]:
+        """Every env's current frame, ``[num_envs, height, width, 3]`` uint8."""
+        if self.render_mode is None:
+            raise FailedPreconditionError(
+                f"session {self.id} was opened without render_mode: open one with "
+                f"render_mode in {list(rendering.offered_modes(self.task))} to get frames"
+            )
+        return rendering.render(self.task, self._envs)
+
+    def check_action(self, action: npt.NDArray[Any]) -> None:
+        """INVALID_ARGUMENT unless ``action`` has the spec's dtype (or float64, see
+        :attr:`float64_actions`), [num_envs, *shape] and is within the bounds."""
+        wide = self.float64_actions and action.dtype == np.float64
+        if action.dtype != self.action_dtype and not wide:
+            raise InvalidArgumentError(
+                f"action dtype is {action.dtype.name}; the action spec is "
+                f"{self.action_dtype.name}: cast the action before sending it"
+            )
+        if action.shape != self.action_shape:
+            raise InvalidArgumentError(
+                f"action shape is {list(action.shape)}; this session needs "
+                f"[num_envs, *action_shape] = {list(self.action_shape)}"
+            )
+        if action.dtype.kind == "f" and not np.isfinite(action).all():
+            env = int(np.argwhere(~np.isfinite(action))[0][0])
+            raise InvalidArgumentError(f"action for env {env} is NaN or infinite")
+        out = (action < self._low) | (action > self._high)
+        if out.any():
+            where = tuple(int(k) for k in np.argwhere(out)[0])
+            raise InvalidArgumentError(
+                f"action for env {where[0]} is out of bounds: element {list(where[1:])} is "
+                f"{action[where]!r}, allowed [{self._low[where]!r}, {self._high[where]!r}]"
+            )
+
+    # --------------------------------------------------------------- private --
+
+    def _check_not_complete(self) -> None:
+        if self.eval_complete:
+            raise OutOfRangeError(
+                f"the eval budget of {self.budget} episodes is used up and the result is "
+                "recorded; close the session"
+            )
+
+    def _reset_envs(self, mask: Sequence[bool]) -> list[int]:
+        """The envs a Reset restarts: all, or those ``mask`` selects (checked)."""
+        if not mask:
+            return list(range(self.num_envs))
+        if len(mask) != self.num_envs or not any(mask):
+            raise InvalidArgumentError(
+                f"reset_mask has {len(mask)} entries ({sum(mask)} true) for {self.num_envs} "
+                "envs: send one per env, at least one true (or none to reset all)"
+            )
+        if not self._started:
+            raise FailedPreconditionError(
+                f"session {self.id}: the first Reset starts every env; reset_mask only after it"
+            )
+        return [i for i, m in enumerate(mask) if m]
+
+    def _practice_seeds(self, seeds: Sequence[int]) -> list[int | None]:
+        """Gymnasium's vector convention: one seed s gives env i seed s+i; or one per env,
+        -1 for an env left unseeded (Gymnasium's ``seed=[1, None, ...]``)."""
+        if any(s < 0 for s in seeds) and (len(seeds) != self.num_envs or min(seeds) < -1):
+            raise InvalidArgumentError(
+                "seeds must be non-negative integers (-1, in a list of one seed per env, "
+                "leaves that env unseeded)"
+            )
+        if not seeds:
+            return [None] * self.num_envs
+        if len(seeds) == self.num_envs:
+            return [None if s == -1 else s for s in seeds]
+        if len(seeds) == 1:
+            return [seeds[0] + i for i in range(self.num_envs)]
+        raise InvalidArgumentError(
+            f"{len(seeds)} seeds for {self.num_envs} envs: send none, one (env i gets "
+            "seed+i) or exactly one per env"
+        )
+
+    def _record_unfinished(
+        self, why: str, infrastructure: bool, abort: threading.Event | None
+    ) -> None:
+        assert self._recorder is not None
+        self.eval_complete = True  # one way or another, nothing more happens here
+        if infrastructure:
+            reason = (
+                f"the eval session ended ({why}) after {self.episodes_completed} of "
+                f"{self.budget} episodes; the evaluator, not the agent, ended it, so this run "
+                "cannot be scored: re-run it"
+            )
+            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
+            return
+        try:
+            self._complete_budget(abort)
+        except CompletionAborted:
+            reason = (
+                f"the evaluator shut down while completing the episodes the agent left "
+                f"({why}; {self.episodes_completed} of {self.budget} ended): this run cannot "
+                "be scored, re-run it"
+            )
+            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
+            return
+        except Exception as exc:  # an env failed under the null action: the evaluator's
+            log.exception("session %s: completing abandoned episodes failed", self.id)
+            reason = (
+                f"the evaluator could not complete the episodes the agent left ({why}): "
+                f"{type(exc).__name__} after {self.episodes_completed} of {self.budget} "
+                "episodes; this run cannot be scored, re-run it"
+            )
+            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
+            return
+        self._recorder.finish(list(self._records.values()), self.env_steps, None)
+
+    def _complete_budget(self, abort: threading.Event | None) -> None:
+        """Play every episode the agent left with the null action: running ones from
+        where they are, then the never-started ones from their hidden-seed resets, as
+        many at a time as there are envs (an episode depends on its seed only)."""
+        self._play_out(
+            [i for i in range(self.num_envs) if self._active[i] and not self._pending[i]], abort
+        )
+        while self._next_episode < self.budget:
+            wave = list(range(min(self.num_envs, self.budget - self._next_episode)))
+            for i in wave:
+                self._begin_episode(i, None)
+            self._play_out(wave, abort)
+
+    def _play_out(self, which: list[int], abort: threading.Event | None = None) -> None:
+        """Step envs ``which`` with the null action, together, until each one's episode
+        ends; record each abandoned.
+
+        The envs' TimeLimit (``max_episode_steps``) ends every episode; the bound
+        here only turns an env without one into an error instead of a hang.
+        """
+        agent_steps = {i: int(self._len[i]) for i in which}
+        running = list(which)
+        for _ in range(self.task.env.max_episode_steps + 1):
+            if not running:
+                return
+            if abort is not None and abort.is_set():
+                raise CompletionAborted
+            all_obs, all_r, all_term, all_trunc, all_info = self._stepper.step(
+                running, self._null_batch[: len(running)]
+            )
+            still = []
+            for j, i in enumerate(running):
+                self._obs[i] = all_obs[j]
+                self._ret[i] += float(all_r[j])
+                self._len[i] += 1
+                self.env_steps += 1
+                self._note_success(i, all_info[j])
+                if all_term[j] or all_trunc[j]:
+                    self._pending[i] = True
+                    self._end_episode(i, terminated=bool(all_term[j]), agent_steps=agent_steps[i])
+                else:
+                    still.append(i)
+            running = still
+        if running:
+            raise RuntimeError(
+                f"env {running[0]} of session {self.id} ran {self._len[running[0]]} steps "
+                f"without ending, past max_episode_steps = {self.task.env.max_episode_steps}"
+            )
+
+    def _note_success(self, i: int, info: dict[str, Any]) -> None:
+        if "success" in info:
+            self._reports_success = True
+            self._success[i] = bool(info["success"])
+
+    def _begin_episode(self, i: int, seed: int | None) -> dict[str, Any]:
+        """Reset env ``i`` (eval: onto the next hidden seed, or idle once the budget is out)."""
+        if self._recorder is not None:
+            if self._next_episode >= self.budget:
+                self._active[i] = False
+                return {}
+            self._episode[i] = self._next_episode
+            seed = self._recorder.seeds[self._next_episode].value
+            self._next_episode += 1
+        obs, info = self._envs[i].reset(seed=seed)
+        self._obs[i] = obs
+        self._active[i] = True
+        self._ret[i] = 0.0
+        self._len[i] = 0
+        self._success[i] = None
+        return dict(info)
+
+    def _end_episode(self, i: int, *, terminated: bool, agent_steps: int | None = None) -> None:
+        """Record env ``i``'s episode; ``agent_steps`` set: the evaluator finished it."""
+        assert self._recorder is not None
+        index = self._episode[i]
+        success = self._success[i]
+        if success is None and self._reports_success:
+            success = False  # silent at its last step: not solved then
+        record = EpisodeRecord(
+            index=index,
+            seed_commitment=self._recorder.seeds[index].commitment,
+            episode_return=float(self._ret[i]),
+            length=int(self._len[i]),
+            terminated=terminated,
+            abandoned=agent_steps is not None,
+            success=success,
+            agent_steps=int(self._len[i]) if agent_steps is None else agent_steps,
+        )
+        self._records[index] = record
+        self._active[i] = False
+        self._recorder.episode_ended(record, self.episodes_completed)
