@@ -458,15 +458,7 @@ def _check_signed_outcomes(
     where = _label(outcome)
     raw = outcome.payload.get("outcomes")
     if raw is None:
-        old = result.schema_version == 1 and result.outcomes is None
-        report.add(
-            "outcomes",
-            old,
-            f"{where} holds no per-episode outcomes (a version 1 result, written before "
-            "they were signed)"
-            if old
-            else f"{where} holds no per-episode outcomes",
-        )
+        report.add("outcomes", False, f"{where} holds no per-episode outcomes")
         return None
     try:
         signed_outcomes: BatchOutcomes = _Outcomes.validate_python(raw)

@@ -28,7 +28,8 @@ from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.evaluator.sessions.eval_record import EvalRecords
 from ale_robotics.evaluator.sessions.manager import SessionManager
 from ale_robotics.evaluator.state.ledger import RunLedger
-from ale_robotics.evaluator.store import JobState, SqliteJobStore
+from ale_robotics.evaluator.store import SqliteJobStore
+from ale_robotics.model.states import JobState
 from ale_robotics.seeds import new_secret
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.trajectory import EvaluatorSigner

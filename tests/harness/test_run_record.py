@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.options import check_label, default_label
 from ale_robotics.harness.report import (
+    SCHEMA_VERSION,
     RunReport,
-    StoppedRunReport,
     load_run_report,
     submission_sha256,
 )
@@ -62,7 +63,7 @@ def test_a_labelled_run_records_when_what_and_with_which_versions(tmp_path: Path
     after = dt.datetime.now(dt.UTC)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert doc["schema_version"] == 3
+    assert doc["schema_version"] == SCHEMA_VERSION == 4
     assert doc["label"] == "td3-shipped"
     started = dt.datetime.fromisoformat(doc["started_at"])
     ended = dt.datetime.fromisoformat(doc["ended_at"])
@@ -104,41 +105,54 @@ def test_a_label_that_cannot_be_one_is_refused_before_anything_starts(tmp_path: 
     assert not (tmp_path / "run").exists()
 
 
-def test_reports_of_schema_2_load_with_what_can_be_derived(tmp_path: Path) -> None:
-    """The report of a real run as schema 2 wrote it: without the fields schema 3 added."""
+def test_result_json_has_one_version_and_derives_what_it_leaves_out(tmp_path: Path) -> None:
+    """One ``schema_version``, at the top: neither the result nor the score carries one; the
+    fields the harness leaves to the report's one rule are derived from the result."""
     assert _run(tmp_path).returncode == 0
     doc = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert [p for p, k, _ in _walk(doc) if k == "schema_version"] == [""]
     new = RunReport.model_validate(doc)
-    for key in NEW_IN_3:
+    for key in DERIVED:
         del doc[key]
-    doc["schema_version"] = 2
-    old = RunReport.model_validate(doc)
-    assert old.label == "submit_checkpoint"  # from agent_cmd
-    assert old.started_at is None and old.ended_at is None
-    assert old.official is True
-    assert old.submission_sha256 == new.submission_sha256 is not None
-    assert old.evaluator_version == new.evaluator_version
-    assert old.simulator_versions == new.simulator_versions
+    derived = RunReport.model_validate(doc)
+    assert derived.official is True
+    assert derived.submission_sha256 == new.submission_sha256 is not None
+    assert derived.evaluator_version == new.evaluator_version
+    assert derived.simulator_versions == new.simulator_versions
     # what a report says itself wins over what is derived
     assert RunReport.model_validate({**doc, "official": False}).official is False
-    stopped = {"schema_version": 2, "state": "interrupted", "run_id": "r", "task_id": "t"}
+
+
+@pytest.mark.parametrize("version", [1, 2, 3, 5])
+def test_result_json_of_another_version_is_refused_saying_so(tmp_path: Path, version: int) -> None:
+    stopped = {"schema_version": version, "state": "interrupted", "run_id": "r", "task_id": "t"}
     stopped |= {"agent_cmd": "python x/agent_v2.py", "reason": "SIGINT", "phase": "agent"}
-    assert load_stopped(stopped).label == "agent_v2"
+    stopped |= {"wall_s": 1.0, "label": "agent_v2"}
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(stopped))
+    with pytest.raises(
+        ValidationError,
+        match=f"has schema_version {version}; this ale-robotics reads schema_version 4",
+    ):
+        load_run_report(path)
+    path.write_text(json.dumps({**stopped, "schema_version": 4}))
+    assert load_run_report(path).label == "agent_v2"
 
 
-NEW_IN_3 = (
-    "started_at",
-    "ended_at",
-    "label",
-    "submission_sha256",
-    "evaluator_version",
-    "simulator_versions",
-    "official",
-)
+DERIVED = ("submission_sha256", "evaluator_version", "simulator_versions", "official")
 
 
-def load_stopped(doc: dict[str, object]) -> StoppedRunReport:
-    return StoppedRunReport.model_validate({**doc, "wall_s": 1.0})
+def _walk(node: object, path: str = "") -> list[tuple[str, str, object]]:
+    """Every (path, key, value) of a JSON document."""
+    out: list[tuple[str, str, object]] = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.append((path, k, v))
+            out.extend(_walk(v, f"{path}.{k}" if path else k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out.extend(_walk(v, f"{path}[{i}]"))
+    return out
 
 
 def test_the_submission_digest_is_of_the_sorted_name_and_hash_lines() -> None:

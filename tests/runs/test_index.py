@@ -18,7 +18,7 @@ from runs_helpers import TASK_ID, RunsRoot
 
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
 from ale_robotics.harness.report import load_run_report, submission_sha256
-from ale_robotics.runs import INDEX_FILE, RunIndex, compare, leaderboard, load_summary
+from ale_robotics.runs import INDEX_FILE, RunIndex, compare, leaderboard
 
 
 def _dirs(index: RunIndex) -> list[str]:
@@ -171,32 +171,16 @@ def test_where_the_index_cannot_be_written_it_is_kept_in_memory(root_copy: Path)
         assert index.warnings and "kept in memory" in index.warnings[0]
 
 
-def test_reports_older_than_schema_3_are_summarized(root_copy: Path) -> None:
-    """A schema-2 result.json (no label, times, digest, versions or official flag)."""
+def test_a_report_of_another_schema_version_is_a_problem_that_says_so(root_copy: Path) -> None:
+    """result.json has one version; a file of another is listed as a problem, not read."""
     result = root_copy / "alpha-1" / "result.json"
     doc = json.loads(result.read_text())
-    for key in (
-        "started_at",
-        "ended_at",
-        "label",
-        "submission_sha256",
-        "evaluator_version",
-        "simulator_versions",
-        "official",
-    ):
-        del doc[key]
-    doc["schema_version"] = 2
+    doc["schema_version"] = 3
     result.write_text(json.dumps(doc))
-    old = load_summary(root_copy / "alpha-1")
-    new = load_summary(root_copy / "alpha-2")
-    assert old.label == "submit_checkpoint"  # the agent script's stem
-    assert old.official and old.ranked
-    assert old.submission_sha256 == new.submission_sha256
-    assert old.evaluator_version == new.evaluator_version
-    # the start is the run id's stamp (to the second) when the report has none
-    stamp = old.run_id.split("-")[1]
-    assert old.started_at.strftime("%Y%m%dT%H%M%SZ") == stamp
-    assert old.ended_at > old.started_at
+    with RunIndex(root_copy) as index:
+        assert "alpha-1" not in _dirs(index)
+        problems = {p.path.parent.name: p.reason for p in index.problems()}
+    assert "has schema_version 3; this ale-robotics reads schema_version 4" in problems["alpha-1"]
 
 
 def test_find_takes_a_run_id_a_unique_prefix_or_a_directory(root_copy: Path) -> None:
@@ -252,6 +236,7 @@ def test_a_stopped_run_is_listed_with_why_and_never_ranked(root_copy: Path) -> N
         run_id="run-20990101T000000Z-000000",
         task_id=TASK_ID,
         agent_cmd="python examples/agents/td3_train.py",
+        label="td3_train",
         reason="interrupted by SIGINT during the agent phase",
         signal="SIGINT",
         phase="agent",

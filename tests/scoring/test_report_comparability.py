@@ -23,7 +23,7 @@ def test_report_carries_statistic_derivation_and_notes() -> None:
     assert report.comparability == target.comparability
     assert report.target_derivation == target.derivation and "8745.4431" in report.target_derivation
     doc = json.loads(report.model_dump_json())
-    assert doc["schema_version"] == 2
+    assert "schema_version" not in doc  # result.json's version covers the score
     assert doc["target_statistic"] == "final_last_10_evaluations"
     assert doc["comparability"]["paper"]["env"] == "InvertedDoublePendulum-v1 (OpenAI gym)"
     assert doc["comparability"]["ours"]["env"] == "InvertedDoublePendulum-v5 (Gymnasium 1.4.0)"
@@ -53,16 +53,3 @@ def test_every_scored_task_report_has_its_notes() -> None:
         else:
             assert report.target_statistic is target.statistic and report.target_statistic.is_final
             assert report.comparability is not None and report.comparability.notes
-
-
-def test_version_1_report_still_reads() -> None:
-    reg = default_registry()
-    target = reg.target("td3-hopper-v1")
-    report = score(reg.get("td3-hopper-v1"), {"mean_return": 1.0}, target)
-    old = json.loads(report.model_dump_json())
-    for key in ("target_statistic", "target_derivation", "comparability"):
-        del old[key]
-    old["schema_version"] = 1
-    again = ScoreReport.model_validate(old)
-    assert again.schema_version == 1 and again.comparability is None
-    assert again.score == report.score

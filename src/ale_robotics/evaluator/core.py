@@ -81,12 +81,9 @@ class Evaluator:
         self.ledger = RunLedger(self.store, self.signer, secret)
         self.pool = executor if executor is not None else open_executor(config)
         # The runs opened with OpenRun and each run's practice steps live in the store
-        # (every replica sees them at once); a state dir of an older release has them in
-        # files, imported once.
+        # (every replica sees them at once).
         self.runs = RunRegistry(self.store)
-        self.runs.import_legacy(self.state.runs_path)
         self.training = TrainingLedger(self.store)
-        self.training.import_legacy(self.state.practice_steps_path)
         self.tasks = TaskCatalog(
             registry, task_id=config.task_id, smoke_episodes=config.smoke_episodes
         )

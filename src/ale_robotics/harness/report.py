@@ -1,10 +1,9 @@
-"""The run report: ``result.json`` (versioned schema) and a plot a person can look at.
+"""The run report: ``result.json`` and a plot a person can look at.
 
-Schema 3 records what comparing runs needs (:mod:`ale_robotics.runs`): when the run
-started and ended, its label, a digest of the evaluated submission, the evaluator's
-and the simulators' versions and whether the result is official. Files of schemas 1
-and 2 still load: the label is derived from the agent command and the rest from the
-``eval_result`` they hold (the times stay None).
+``result.json`` has one version, its top-level ``schema_version``: the ``eval_result``
+and ``score`` it holds carry none of their own, so that a reader checks one number and a
+change anywhere in the document bumps it. A file of another version is refused with a
+message that says so (no reader of older layouts: none was ever released).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from ale_robotics.gateway.usage import ModelUsage
-from ale_robotics.harness.options import default_label
 from ale_robotics.harness.plot import plot_episodes, plot_learning_curve, wants_learning_curve
 from ale_robotics.model.result import EvalResult, SmokeRun
 from ale_robotics.scoring import HarnessEvidence, ScoreReport
@@ -40,8 +38,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Literal[3] = 3
-"""The ``result.json`` schema written now (1 and 2 are still read)."""
+SCHEMA_VERSION: Literal[4] = 4
+"""The ``result.json`` schema, the one this release writes and reads."""
 
 
 def submission_sha256(files: Mapping[str, str]) -> str | None:
@@ -57,10 +55,16 @@ def submission_sha256(files: Mapping[str, str]) -> str | None:
     return hashlib.sha256(lines.encode("utf-8")).hexdigest()
 
 
-def _with_label(data: Any) -> Any:
-    """A report read from a file older than schema 3: its label from its agent command."""
-    if isinstance(data, dict) and "label" not in data and isinstance(data.get("agent_cmd"), str):
-        data = {**data, "label": default_label(data["agent_cmd"])}
+def _this_version(data: Any) -> Any:
+    """Refuse a ``result.json`` of another schema version, saying which, before any field
+    error about a layout this release does not read."""
+    if isinstance(data, dict) and "schema_version" in data:
+        version = data["schema_version"]
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"result.json has schema_version {version!r}; this ale-robotics reads "
+                f"schema_version {SCHEMA_VERSION} (re-run the task with this release)"
+            )
     return data
 
 
@@ -69,10 +73,8 @@ class RunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1, 2, 3] = SCHEMA_VERSION
-    """2 added ``state``; a version-1 file is a completed run. 3 added ``started_at``,
-    ``ended_at``, ``label``, ``submission_sha256``, ``evaluator_version``,
-    ``simulator_versions`` and ``official``."""
+    schema_version: Literal[4] = SCHEMA_VERSION
+    """The one version of the whole document (:data:`SCHEMA_VERSION`)."""
     state: Literal["completed"] = Field(
         default="completed",
         description="'completed': the run reached a verdict (a score, possibly 0). An "
@@ -139,8 +141,7 @@ class RunReport(BaseModel):
     harness_evidence: HarnessEvidence | None = Field(
         default=None,
         description="What the harness measured of the agent for the faithfulness gate (its "
-        "wall clock, frozen time excluded, and CPU time) against the task's budget; None in "
-        "reports written before it existed.",
+        "wall clock, frozen time excluded, and CPU time) against the task's budget.",
     )
     score: ScoreReport = Field(description="The full score report.")
     smoke_run: SmokeRun | None = Field(
@@ -159,16 +160,16 @@ class RunReport(BaseModel):
     trajectory_events: int = Field(default=0, description="Events in trajectory.jsonl then.")
     started_at: AwareDatetime | None = Field(
         default=None,
-        description="When the run started (ISO 8601, UTC); None in reports before schema 3.",
+        description="When the run started (ISO 8601, UTC).",
     )
     ended_at: AwareDatetime | None = Field(
         default=None,
-        description="When the verdict was reached (ISO 8601, UTC); None before schema 3.",
+        description="When the verdict was reached (ISO 8601, UTC).",
     )
     label: str = Field(
         default="",
         description="What groups this run with others of the same agent ('run --label'; "
-        "by default the agent script's stem). Derived from agent_cmd before schema 3.",
+        "by default the agent script's stem).",
     )
     submission_sha256: str | None = Field(
         default=None,
@@ -200,13 +201,13 @@ class RunReport(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _read_older_schemas(cls, data: Any) -> Any:
-        return _with_label(data)
+    def _check_version(cls, data: Any) -> Any:
+        return _this_version(data)
 
     @model_validator(mode="after")
     def _from_eval_result(self) -> RunReport:
-        """What the result says, where the report does not say it itself (files before
-        schema 3, and the harness, which leaves these to the one rule here)."""
+        """What the result says, where the report does not say it itself (the harness
+        leaves these to the one rule here)."""
         given = self.model_fields_set
         result = self.eval_result
         if result is None:
@@ -255,8 +256,8 @@ class StoppedRunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[2, 3] = SCHEMA_VERSION
-    """3 added ``started_at``, ``ended_at`` and ``label``."""
+    schema_version: Literal[4] = SCHEMA_VERSION
+    """The one version of the whole document (:data:`SCHEMA_VERSION`)."""
     state: Literal["interrupted", "failed"] = Field(description="How the run ended.")
     run_id: str = Field(description="Identifier the harness created for this run.")
     task_id: str = Field(description="Task the run was for.")
@@ -285,22 +286,21 @@ class StoppedRunReport(BaseModel):
     trajectory_events: int = Field(default=0, description="Events in trajectory.jsonl then.")
     started_at: AwareDatetime | None = Field(
         default=None,
-        description="When the run started (ISO 8601, UTC); None in reports before schema 3.",
+        description="When the run started (ISO 8601, UTC).",
     )
     ended_at: AwareDatetime | None = Field(
         default=None,
-        description="When the run was stopped (ISO 8601, UTC); None before schema 3.",
+        description="When the run was stopped (ISO 8601, UTC).",
     )
     label: str = Field(
         default="",
-        description="What groups this run with others of the same agent ('run --label'); "
-        "derived from agent_cmd before schema 3.",
+        description="What groups this run with others of the same agent ('run --label').",
     )
 
     @model_validator(mode="before")
     @classmethod
-    def _read_older_schemas(cls, data: Any) -> Any:
-        return _with_label(data)
+    def _check_version(cls, data: Any) -> Any:
+        return _this_version(data)
 
 
 _AnyReport = TypeAdapter(Annotated[RunReport | StoppedRunReport, Field(discriminator="state")])
@@ -313,8 +313,6 @@ def load_run_report(path: Path) -> RunReport | StoppedRunReport:
     it is not a run report.
     """
     data = json.loads(path.read_text(encoding="utf-8"))
-    if isinstance(data, dict) and "state" not in data:
-        data["state"] = "completed"  # schema 1 files
     return _AnyReport.validate_python(data)
 
 

@@ -5,18 +5,11 @@ validated by this versioned schema at both ends. It never holds a raw seed: each
 episode carries the commitment to its seed, and the secret is represented by
 its SHA-256.
 
-Schema version 2 (this one) adds :attr:`EvalResult.outcomes`, each episode's
-outcome in its backend's own terms (a planning problem's success, collision and
-planning time; a replayed instance's success and final distance), and splits
-what version 1 called ``official`` in two: :attr:`EvalResult.read_on_harness_channel`
-(where the result was read) and :attr:`EvalResult.official` (that, *and* the
-task's full protocol: never a smoke run). Version 1 results are still read,
-their ``official`` flag mapped onto the two.
-
-Fields added since within version 2 are optional with an empty default, so that
-a result stored before them still reads: :attr:`EvalResult.learning_curve` (the
-checkpoints the evaluator measured during training), :attr:`EvalResult.failed_checkpoints`
-(those it could not measure) and :attr:`EvalResult.training` on batch results.
+It carries no version of its own: the documents that hold it do. On the wire that is the
+protocol's version (``GetSpec``), in the job store the store's schema (its one migration
+list), in ``result.json`` the report's ``schema_version``. A read-on-harness-channel
+result (:attr:`EvalResult.read_on_harness_channel`) is :attr:`EvalResult.official` only
+for the task's full protocol, never a smoke run.
 """
 
 from __future__ import annotations
@@ -31,7 +24,6 @@ from pydantic import (
     Field,
     Tag,
     field_validator,
-    model_validator,
 )
 
 from ale_robotics.model.episode import EpisodeOutcome
@@ -42,7 +34,6 @@ if TYPE_CHECKING:
     from ale_robotics.model.rollout_kind import RolloutKind
 
 __all__ = [
-    "SCHEMA_VERSION",
     "BatchOutcomes",
     "CurvePoint",
     "EpisodeRecord",
@@ -62,9 +53,6 @@ __all__ = [
     "episode_outcomes",
     "outcome_entries",
 ]
-
-SCHEMA_VERSION: Literal[2] = 2
-"""The EvalResult schema written now (1 is still read, see :class:`EvalResult`)."""
 
 
 class _Model(BaseModel):
@@ -465,7 +453,6 @@ def _required(value: Any, name: str, index: int) -> Any:
 
 
 class EvalResult(_Model):
-    schema_version: Literal[1, 2] = SCHEMA_VERSION
     job_id: str
     run_id: str
     task_id: str
@@ -540,22 +527,3 @@ class EvalResult(_Model):
         "the result was built. Failed points of the learning curve, with no return: they "
         "are not in learning_curve, so they never raise a score.",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _read_version_1(cls, data: Any) -> Any:
-        """Version 1 set ``official`` on every result read over the harness channel, smoke
-        runs included: that is ``read_on_harness_channel`` now, and official only without a
-        smoke run."""
-        if (
-            isinstance(data, dict)
-            and data.get("schema_version") == 1
-            and "read_on_harness_channel" not in data
-        ):
-            read = bool(data.get("official", False))
-            data = {
-                **data,
-                "read_on_harness_channel": read,
-                "official": read and data.get("smoke_run") is None,
-            }
-        return data

@@ -62,12 +62,11 @@ class ConditionResult(_Model):
 
 
 class ScoreReport(_Model):
-    """How a task's measured metrics became (or did not become) a score."""
+    """How a task's measured metrics became (or did not become) a score.
 
-    schema_version: Literal[1, 2] = 2
-    """Version of this schema; bumped on any incompatible change to result.json readers.
-    2 added target_statistic, target_derivation and comparability (None when read from a
-    version-1 report)."""
+    It carries no version of its own: it is stored inside ``result.json``, whose top-level
+    ``schema_version`` covers it."""
+
     task_id: str
     """The task's id, e.g. 'td3-inverted-pendulum-v1'."""
     status: ScoreStatus

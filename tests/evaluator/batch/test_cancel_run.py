@@ -27,7 +27,7 @@ import pytest
 from ale_robotics.client import AleClient
 from ale_robotics.errors import UnauthenticatedError
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.evaluator.store import JobState
+from ale_robotics.model.states import JobState
 from ale_robotics.tasks import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb
 

@@ -21,8 +21,9 @@ import pytest
 from ale_robotics.evaluator.batch.pipeline import rollout_episodes
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.results.metrics import NonFiniteMetric, compute
-from ale_robotics.evaluator.store import FailureSource, JobState, SqliteJobStore
+from ale_robotics.evaluator.store import SqliteJobStore
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault, check_finite
+from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.rollouts.gymnasium.kind import _envs
 from ale_robotics.rollouts.mujoco_rollout import rollout_vectorized
 from ale_robotics.tasks import Registry, TaskSpec

@@ -31,7 +31,8 @@ from ale_robotics.evaluator.batch.snapshot import (
     reclaim_snapshots,
     staging_dir,
 )
-from ale_robotics.evaluator.store import FailureSource, JobState, SqliteJobStore, new_job_id
+from ale_robotics.evaluator.store import SqliteJobStore, new_job_id
+from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.tasks import Registry, TaskSpec
 
 __all__ = ["backend", "pg_cluster"]

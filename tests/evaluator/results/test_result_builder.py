@@ -15,9 +15,10 @@ import pytest
 
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.results.builder import ResultBuilder, Verdict, result_payload
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.evaluator.store import JobRecord
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.result import EpisodeRecord, EvalResult, TrainingUsage
+from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.seeds import derive_seeds, new_secret
 from ale_robotics.tasks import Registry, TaskSpec
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.model.episode import EpisodeOutcome
@@ -74,20 +75,15 @@ def test_a_planning_backend_must_report_its_measurements() -> None:
         )
 
 
-def test_new_results_are_schema_2_and_not_official_by_default() -> None:
+def test_new_results_are_not_official_by_default_and_carry_no_version() -> None:
+    """The documents that hold a result version it (result.json, the store, the protocol)."""
     result = EvalResult(**BASE)
-    assert result.schema_version == 2
+    assert "schema_version" not in result.model_dump()
     assert result.official is False and result.read_on_harness_channel is False
     assert result.outcomes is None
 
 
-@pytest.mark.parametrize(("smoke", "official"), [(None, True), ({"episodes": 2, "of": 10}, False)])
-def test_version_1_official_means_read_on_the_harness_channel(
-    smoke: dict[str, int] | None, official: bool
-) -> None:
-    v1 = {**BASE, "schema_version": 1, "official": True, "smoke_run": smoke}
-    result = EvalResult.model_validate(v1)
-    assert result.schema_version == 1 and result.read_on_harness_channel is True
-    assert result.official is official
-    unread = EvalResult.model_validate({**v1, "official": False})
-    assert not unread.official and not unread.read_on_harness_channel
+def test_a_result_with_a_version_of_its_own_is_refused() -> None:
+    """No reader of the unreleased layouts that had one: such a document is not ours."""
+    with pytest.raises(ValidationError, match="schema_version"):
+        EvalResult.model_validate({**BASE, "schema_version": 1, "official": True})

@@ -138,10 +138,9 @@ def test_the_learning_curve_is_the_signed_checkpoints_in_order() -> None:
     assert learning_curve([_event("checkpoint", {"index": "not a record"})]) == []
 
 
-def test_results_stored_before_the_curve_still_load() -> None:
-    """learning_curve is new in schema version 2: a stored result without it reads as empty."""
+def test_results_without_a_curve_load_with_an_empty_one() -> None:
+    """A result of a task without checkpoints leaves the curve out: it reads as empty."""
     doc = {
-        "schema_version": 2,
         "job_id": "job-0123456789abcdef",
         "run_id": "run-1",
         "task_id": "td3-inverted-pendulum-v1",
@@ -150,9 +149,8 @@ def test_results_stored_before_the_curve_still_load() -> None:
         "secret_sha256": "1" * 64,
         "evaluator_version": "0.4.0",
     }
-    for version in (1, 2):
-        old = EvalResult.model_validate_json(json.dumps({**doc, "schema_version": version}))
-        assert old.learning_curve == [] and old.training is None
+    plain = EvalResult.model_validate_json(json.dumps(doc))
+    assert plain.learning_curve == [] and plain.training is None
 
 
 # ------------------------------------------------- taken now, evaluated later --

@@ -29,7 +29,7 @@ from stores import Backend, backend
 
 from ale_robotics.errors import FailedPreconditionError
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.store import JobState
+from ale_robotics.model.states import JobState
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.trajectory import EvaluatorSigner
 from ale_robotics.trajectory.signing import SignedEvaluatorEvent

@@ -186,15 +186,6 @@ def test_replicas_on_one_store_share_a_runs_budget(make_ev: MakeEv, backend: Bac
     assert not (b.state.root / "practice_steps.json").exists()
 
 
-def test_counts_of_a_legacy_state_dir_are_imported(make_ev: MakeEv, tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    state.mkdir()
-    (state / "practice_steps.json").write_text(json.dumps({RUN: 4}), encoding="utf-8")
-    ev = make_ev(budget=5)
-    assert ev.training.used(RUN) == 4
-    assert (state / "practice_steps.json.imported").exists()
-
-
 def test_budgets_in_the_papers_unit_and_in_agent_steps() -> None:
     from ale_robotics.tasks.registry import budget_for
     from ale_robotics.tasks.spec import TrainingStepUnit

@@ -16,7 +16,8 @@ import pytest
 
 from ale_robotics import __version__
 from ale_robotics.evaluator.state.ledger import RunLedger
-from ale_robotics.evaluator.store import JobState, SqliteJobStore
+from ale_robotics.evaluator.store import SqliteJobStore
+from ale_robotics.model.states import JobState
 from ale_robotics.seeds import derive_seeds, new_secret, secret_commitment
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks import TaskSpec

@@ -33,8 +33,6 @@ from stores import Backend
 from ale_robotics.evaluator.store import (
     DEFAULT_LEASE_S,
     EventLog,
-    FailureSource,
-    JobState,
     JobStore,
     RunRecord,
     SqlJobStore,
@@ -42,6 +40,7 @@ from ale_robotics.evaluator.store import (
     new_job_id,
 )
 from ale_robotics.evaluator.store.migrations import Migration
+from ale_robotics.model.states import FailureSource, JobState
 
 SHORT = 0.3
 """A lease short enough to expire within a test."""
@@ -904,20 +903,6 @@ def test_replicas_charging_at_once_never_pass_the_budget_together(backend: Backe
     for t in threads:
         t.join()
     assert sum(passed) == limit == stores[0].practice_steps("r1")
-
-
-def test_imported_practice_steps_only_ever_raise_a_count(backend: Backend) -> None:
-    store = backend.open()
-    store.charge_practice_steps("r1", 5, limit=None)
-    store.import_practice_steps({"r1": 3, "r2": 7})
-    assert (store.practice_steps("r1"), store.practice_steps("r2")) == (5, 7)
-    store.import_practice_steps({"r1": 9, "r2": 7})  # twice: the same as once
-    assert (store.practice_steps("r1"), store.practice_steps("r2")) == (9, 7)
-    store.import_practice_steps({})
-    for bad in (-1, 1.5, True, "3"):
-        with pytest.raises(ValueError, match="r3"):
-            store.import_practice_steps({"r3": bad})  # type: ignore[dict-item]
-    assert store.practice_steps("r3") == 0
 
 
 # ------------------------------------------------------------------ schema --

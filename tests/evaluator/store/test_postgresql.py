@@ -13,8 +13,9 @@ import pytest
 from pg import PgCluster
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.evaluator.store import JobState, StoreUnavailable, open_store
+from ale_robotics.evaluator.store import StoreUnavailable, open_store
 from ale_robotics.evaluator.store.postgresql import PostgresJobStore, _pg_sql
+from ale_robotics.model.states import JobState
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import threading
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from stores import Backend
 
 from ale_robotics.errors import FailedPreconditionError, ResourceExhaustedError
-from ale_robotics.evaluator.runs.registry import RunRegistry, token_digest
+from ale_robotics.evaluator.runs.registry import RunRegistry
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TrainingStepUnit
@@ -132,57 +131,6 @@ def _legacy_runs(path: Path, **runs: dict[str, object]) -> None:
     path.write_text(json.dumps({"runs": runs}, indent=1, sort_keys=True), encoding="utf-8")
 
 
-def test_a_legacy_runs_json_is_imported_once(backend: Backend, tmp_path: Path) -> None:
-    path = tmp_path / "runs.json"
-    token = "legacy-token"
-    _legacy_runs(
-        path,
-        **{
-            "run-open": {
-                "task_id": "task-v1",
-                "token_sha256": token_digest(token),
-                "submission_dir": "/vol/run-open",
-                "opened_unix": 100.0,
-                "closed_unix": 0.0,
-            },
-            "run-closed": {
-                "task_id": "task-v1",
-                "token_sha256": token_digest("old"),
-                "submission_dir": "",
-                "opened_unix": 100.0,
-                "closed_unix": 200.0,
-            },
-        },
-    )
-    a, b = RunRegistry(backend.open(owner="a")), RunRegistry(backend.open(owner="b"))
-    assert a.import_legacy(path) == 2
-    assert not path.exists() and (tmp_path / "runs.json.imported").exists()
-    assert a.import_legacy(path) == 0  # once
-    run = b.by_token(token.encode())  # an agent of a run opened before the upgrade
-    assert (
-        run is not None and run.run_id == "run-open" and run.submission_dir == Path("/vol/run-open")
-    )
-    assert b.by_token(b"old") is None and b.known("run-closed")
-    with pytest.raises(FailedPreconditionError, match="single use"):
-        b.open("run-closed", "task-v1", None)
-    # the backup imported again (another state dir's copy, say) changes nothing
-    assert a.import_legacy(tmp_path / "runs.json.imported") == 0
-
-
-def test_a_corrupt_legacy_runs_json_stops_the_start_naming_it(
-    backend: Backend, tmp_path: Path
-) -> None:
-    path = tmp_path / "runs.json"
-    reg = RunRegistry(backend.open())
-    path.write_text("{not json", encoding="utf-8")
-    with pytest.raises(FailedPreconditionError, match=r"runs\.json"):
-        reg.import_legacy(path)
-    _legacy_runs(path, **{"run-1": {"task_id": "t", "token_sha256": "plain-token"}})
-    with pytest.raises(FailedPreconditionError, match="not one this evaluator wrote"):
-        reg.import_legacy(path)
-    assert path.exists() and not reg.known("run-1")  # left for the operator, nothing half done
-
-
 # --------------------------------------------------------- practice steps --
 
 
@@ -238,22 +186,3 @@ def test_replicas_charging_at_once_never_take_a_budget_twice(backend: Backend) -
     for t in threads:
         t.join()
     assert sum(granted) == 50 == ledgers[0].used("run-1")
-
-
-def test_a_legacy_practice_steps_json_is_imported_once(
-    backend: Backend, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "practice_steps.json"
-    path.write_text(json.dumps({"run-1": 7, "run-2": 3, "bad": -1, "odd": "x"}), encoding="utf-8")
-    a, b = TrainingLedger(backend.open(owner="a")), TrainingLedger(backend.open(owner="b"))
-    b.charge("run-2", 5, None)  # counted since: more than the file says
-    assert a.import_legacy(path) == 2
-    assert not path.exists() and (tmp_path / "practice_steps.json.imported").exists()
-    assert (b.used("run-1"), b.used("run-2"), b.used("bad")) == (7, 5, 0)
-    assert a.import_legacy(path) == 0
-    assert a.import_legacy(tmp_path / "practice_steps.json.imported") == 2  # again: no change
-    assert (b.used("run-1"), b.used("run-2")) == (7, 5)
-    path.write_text("{broken", encoding="utf-8")
-    with caplog.at_level(logging.ERROR):
-        assert a.import_legacy(path) == 0
-    assert "practice_steps.json" in caplog.text and path.exists()

@@ -44,15 +44,10 @@ from ale_robotics.evaluator.runs.registry import (
     Scope,
 )
 from ale_robotics.evaluator.state.ledger import RunLedger
-from ale_robotics.evaluator.store import (
-    JobQueue,
-    JobRecord,
-    JobState,
-    StoreUnavailable,
-    new_job_id,
-)
+from ale_robotics.evaluator.store import JobQueue, JobRecord, StoreUnavailable, new_job_id
 from ale_robotics.model.result import EvalResult
 from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.model.states import JobState
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 

@@ -74,15 +74,10 @@ from ale_robotics.evaluator.execution import Executor, RolloutAborted, WorkerCra
 from ale_robotics.evaluator.results.builder import ResultBuilder
 from ale_robotics.evaluator.results.metrics import NonFiniteMetric
 from ale_robotics.evaluator.state.ledger import RunLedger
-from ale_robotics.evaluator.store import (
-    FailureSource,
-    JobQueue,
-    JobRecord,
-    JobState,
-    StoreUnavailable,
-)
+from ale_robotics.evaluator.store import JobQueue, JobRecord, StoreUnavailable
 from ale_robotics.model.episode import PolicyFault
 from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import TaskSpec
 

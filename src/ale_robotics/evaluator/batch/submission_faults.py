@@ -19,7 +19,8 @@ from __future__ import annotations
 import threading
 import time
 
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState, new_job_id
+from ale_robotics.evaluator.store import JobRecord, new_job_id
+from ale_robotics.model.states import FailureSource, JobState
 
 __all__ = ["SubmissionFaults"]
 

@@ -43,7 +43,7 @@ from ale_robotics.evaluator.runs.checkpoints import (
     learning_curve,
 )
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.evaluator.store import JobRecord
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.result import (
     CurvePoint,
@@ -55,6 +55,7 @@ from ale_robotics.model.result import (
     TrainingUsage,
     batch_outcomes,
 )
+from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 

@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import hashlib
 import hmac
-import json
 import logging
 import os
 import secrets
@@ -33,7 +32,6 @@ from pathlib import Path
 
 from ale_robotics.errors import FailedPreconditionError, PermissionDeniedError
 from ale_robotics.evaluator.store import RunRecord, RunStore
-from ale_robotics.evaluator.store.base import check_token_sha256
 
 __all__ = ["TRUSTED", "Access", "OpenedRun", "RunClosed", "RunRegistry", "Scope", "token_digest"]
 
@@ -243,41 +241,6 @@ class RunRegistry:
         log.info("run %s closed: its agent token is revoked", run_id)
         return run
 
-    # --------------------------------------------------------------- legacy --
-
-    def import_legacy(self, path: Path) -> int:
-        """Import a ``runs.json`` a release before schema 3 kept in the state dir; returns
-        how many runs were new to the store.
-
-        Idempotent (a run id already in the store keeps the store's record) and safe
-        to race: several evaluators starting on one state dir may all import it. The
-        file is then renamed ``runs.json.imported`` (kept as a backup), so later
-        starts skip it. A file that cannot be read or parsed stops the start with
-        FAILED_PRECONDITION naming it: skipping it would forget open runs' tokens
-        and free used run ids.
-        """
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return 0
-        except OSError as exc:
-            raise FailedPreconditionError(
-                f"cannot read the run registry {path} to import it into the job store "
-                f"({exc.strerror}); fix its permissions or move it away"
-            ) from None
-        try:
-            records = _legacy_records(json.loads(text))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise FailedPreconditionError(
-                f"the run registry {path} is not one this evaluator wrote ({exc}); it cannot "
-                "be imported into the job store: fix it or move it away"
-            ) from None
-        added = sum(self._store.add_run(r) for r in records)
-        with contextlib.suppress(FileNotFoundError):  # another process renamed it first
-            os.replace(path, path.with_name(path.name + ".imported"))
-        log.info("imported %d run(s) of %s into the job store", added, path)
-        return added
-
 
 _REUSED = (
     "run {run_id!r} was opened on this evaluator before; run ids are single use (the run's "
@@ -294,27 +257,6 @@ def _opened(record: RunRecord) -> OpenedRun:
         opened_unix=record.opened_unix,
         closed_unix=record.closed_unix,
     )
-
-
-def _legacy_records(data: object) -> list[RunRecord]:
-    """The runs of a legacy ``runs.json`` (``{"runs": {run_id: {...}}}``)."""
-    if not isinstance(data, dict) or not isinstance(data.get("runs", {}), dict):
-        raise ValueError('expected {"runs": {...}}')
-    out = []
-    for run_id, r in data.get("runs", {}).items():
-        if not isinstance(r, dict):
-            raise ValueError(f"run {run_id!r} is not an object")
-        out.append(
-            RunRecord(
-                run_id=str(run_id),
-                task_id=str(r["task_id"]),
-                token_sha256=check_token_sha256(str(r["token_sha256"])),
-                submission_dir=str(r.get("submission_dir") or ""),
-                opened_unix=float(r["opened_unix"]),
-                closed_unix=float(r.get("closed_unix", 0.0)),
-            )
-        )
-    return out
 
 
 def _make_run_dir(volume: Path, run_id: str) -> Path:

@@ -25,18 +25,12 @@ not in the process: every replica sharing the store charges one counter per run,
 and each charge is checked against the budget and added in one transaction, so
 two replicas serving one run's practice sessions can never both pass the check
 and take the budget twice. The counts survive a restart, of one evaluator or of
-all (run ids are single use, so a stale entry is never reused). Releases before
-schema 3 of the store kept them in ``STATE_DIR/practice_steps.json``, imported
-once (:meth:`TrainingLedger.import_legacy`).
+all (run ids are single use, so a stale entry is never reused).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
-import os
-from pathlib import Path
 
 from ale_robotics.errors import ResourceExhaustedError
 from ale_robotics.evaluator.store import PracticeBudgets
@@ -117,36 +111,6 @@ class TrainingLedger:
     def save(self) -> None:
         """Nothing to do: every charge is stored as it is made. Kept for callers that
         flush when a session closes or the evaluator stops."""
-
-    def import_legacy(self, path: Path) -> int:
-        """Import a ``practice_steps.json`` a release before schema 3 kept in the state dir;
-        returns how many runs it had.
-
-        A count only ever raises the store's (never lowers it), so importing twice,
-        or from several evaluators starting on one state dir at once, is the same as
-        once. The file is then renamed ``practice_steps.json.imported`` (kept as a
-        backup). A file that cannot be read is left in place and said so loudly, as
-        before: refusing to start would take every run down.
-        """
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            return 0
-        except (OSError, ValueError) as exc:
-            log.error("cannot read %s (%s): its practice counts are not imported", path, exc)
-            return 0
-        if not isinstance(data, dict):
-            log.error("%s is not an object of counts: its practice counts are not imported", path)
-            return 0
-        counts = {
-            str(k): v for k, v in data.items() if isinstance(v, int) and not isinstance(v, bool)
-        }
-        counts = {k: v for k, v in counts.items() if v >= 0}
-        self._store.import_practice_steps(counts)
-        with contextlib.suppress(FileNotFoundError):  # another process renamed it first
-            os.replace(path, path.with_name(path.name + ".imported"))
-        log.info("imported the practice counts of %d run(s) from %s", len(counts), path)
-        return len(counts)
 
 
 def _refusal(run_id: str, used: int, n: int, budget: TrainingBudget) -> str:

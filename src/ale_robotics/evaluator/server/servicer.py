@@ -57,8 +57,9 @@ from ale_robotics.evaluator.sessions.vector import (
     Session,
     SessionKind,
 )
-from ale_robotics.evaluator.store import FailureSource, JobRecord, JobState
+from ale_robotics.evaluator.store import JobRecord
 from ale_robotics.infos import encode_infos
+from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.tasks.brief import render_brief
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec

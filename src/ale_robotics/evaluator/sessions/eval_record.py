@@ -40,9 +40,10 @@ from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.results.builder import ResultBuilder
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.evaluator.state.ledger import RunLedger
-from ale_robotics.evaluator.store import JobQueue, JobState
+from ale_robotics.evaluator.store import JobQueue
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.result import EpisodeRecord, TrainingUsage
+from ale_robotics.model.states import JobState
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TaskSpec
 

@@ -26,9 +26,6 @@ Layout::
                         the runs opened with OpenRun and their practice step counts
       snapshots/<job>/  frozen copies of submitted files
       snapshots/ckpt-<id>/  a run's checkpoints (SubmitCheckpoint), kept for the audit
-      runs.json, practice_steps.json
-                        before schema 3 of the store: imported into it once, then
-                        renamed ``*.imported``
 """
 
 from __future__ import annotations
@@ -124,18 +121,6 @@ class StateDir:
     @property
     def signing_key_path(self) -> Path:
         return self.root / "signing_key.pem"
-
-    @property
-    def runs_path(self) -> Path:
-        """Where releases before schema 3 kept the run registry: imported into the job
-        store once (:meth:`.runs.registry.RunRegistry.import_legacy`)."""
-        return self.root / "runs.json"
-
-    @property
-    def practice_steps_path(self) -> Path:
-        """Where releases before schema 3 kept practice step counts: imported into the
-        job store once (:meth:`.runs.training_budget.TrainingLedger.import_legacy`)."""
-        return self.root / "practice_steps.json"
 
     def secret(self) -> bytes:
         """The hidden-seed secret, created on first use (:func:`create_private`: every

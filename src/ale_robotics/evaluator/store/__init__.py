@@ -13,12 +13,9 @@ the PostgreSQL module, and with it psycopg, is imported only when one is opened.
 
 from ale_robotics.evaluator.store.base import (
     DEFAULT_LEASE_S,
-    TERMINAL_STATES,
     EventMaker,
     ExpiredLeases,
-    FailureSource,
     JobRecord,
-    JobState,
     RunRecord,
     StoreUnavailable,
     check_token_sha256,
@@ -39,14 +36,11 @@ from ale_robotics.evaluator.store.sqlite import SqliteJobStore
 
 __all__ = [
     "DEFAULT_LEASE_S",
-    "TERMINAL_STATES",
     "EventLog",
     "EventMaker",
     "ExpiredLeases",
-    "FailureSource",
     "JobQueue",
     "JobRecord",
-    "JobState",
     "JobStore",
     "PracticeBudgets",
     "RunRecord",

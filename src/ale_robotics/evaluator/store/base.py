@@ -22,16 +22,12 @@ from ale_robotics.model.states import TERMINAL_STATES, FailureSource, JobState
 __all__ = [
     "DEFAULT_LEASE_S",
     "REQUEUED_REASON",
-    "TERMINAL_STATES",
     "EventMaker",
     "ExpiredLeases",
-    "FailureSource",
     "JobRecord",
-    "JobState",
     "RunRecord",
     "StoreUnavailable",
     "check_job_id",
-    "check_step_count",
     "check_token_sha256",
     "new_job_id",
     "new_owner_id",
@@ -159,13 +155,6 @@ class RunRecord:
     @property
     def open(self) -> bool:
         return self.closed_unix == 0.0
-
-
-def check_step_count(run_id: str, n: object) -> int:
-    """``n`` if it is a practice step count (an int >= 0); ValueError naming the run otherwise."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"run {run_id!r}: a practice step count must be an integer >= 0")
-    return n
 
 
 EventMaker = Callable[[int], str]

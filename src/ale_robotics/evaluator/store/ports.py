@@ -50,18 +50,17 @@ replicas whose clocks disagree still agree on whose lease has run out.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from types import TracebackType
 from typing import ClassVar, Protocol, Self, runtime_checkable
 
 from ale_robotics.evaluator.store.base import (
     EventMaker,
     ExpiredLeases,
-    FailureSource,
     JobRecord,
-    JobState,
     RunRecord,
 )
+from ale_robotics.model.states import FailureSource, JobState
 
 __all__ = ["EventLog", "JobQueue", "JobStore", "PracticeBudgets", "RunStore"]
 
@@ -336,12 +335,6 @@ class PracticeBudgets(Protocol):
         never passes ``limit``. ``limit`` None: always charged (a budget that is only
         declared). ValueError for a negative ``n``.
         """
-        ...
-
-    def import_practice_steps(self, counts: Mapping[str, int]) -> None:
-        """Raise each run's count to at least the given one (never lowers one), in one
-        transaction: importing counts a release before the store kept them wrote to
-        a file. Importing the same counts twice is the same as once."""
         ...
 
 

@@ -30,27 +30,24 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, ClassVar
 
 from ale_robotics.evaluator.store import migrations
 from ale_robotics.evaluator.store.base import (
     REQUEUED_REASON,
-    TERMINAL_STATES,
     EventMaker,
     ExpiredLeases,
-    FailureSource,
     JobRecord,
-    JobState,
     RunRecord,
     check_job_id,
-    check_step_count,
     check_token_sha256,
     new_job_id,
     new_owner_id,
 )
 from ale_robotics.evaluator.store.dialect import Dialect, Tx
 from ale_robotics.evaluator.store.ports import JobStore
+from ale_robotics.model.states import TERMINAL_STATES, FailureSource, JobState
 
 __all__ = ["SqlJobStore"]
 
@@ -486,13 +483,3 @@ class SqlJobStore(JobStore):
         if row is None:  # refused: the count that refused it (or a later one)
             return False, self.practice_steps(run_id)
         return True, int(row[0])
-
-    def import_practice_steps(self, counts: Mapping[str, int]) -> None:
-        rows = [{"run_id": r, "n": check_step_count(r, n)} for r, n in counts.items()]
-        sql = (
-            "INSERT INTO practice_steps AS p (run_id, agent_steps) VALUES (:run_id, :n) "
-            "ON CONFLICT (run_id) DO UPDATE SET agent_steps = CASE "
-            "WHEN EXCLUDED.agent_steps > p.agent_steps THEN EXCLUDED.agent_steps "
-            "ELSE p.agent_steps END"
-        )
-        self.dialect.run(lambda tx: tx.many(sql, rows))
