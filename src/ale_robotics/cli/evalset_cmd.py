@@ -20,7 +20,14 @@ from rich.table import Table
 from ale_robotics.cli.app import absolute, app, console, emit_json, friendly, out
 
 if TYPE_CHECKING:
-    from ale_robotics.evalset import EvalSetAggregate, EvalSetSpec, Interval, RunEvent, SetOutcome
+    from ale_robotics.evalset import (
+        EvalSetAggregate,
+        EvalSetSpec,
+        Interval,
+        RunEvent,
+        RunOutcome,
+        SetOutcome,
+    )
 
 __all__: list[str] = []
 
@@ -220,14 +227,7 @@ def eval_set(
 ) -> None:
     """Run every agent on every task several times, then aggregate the scores with
     bootstrap confidence intervals (rliable: IQM, optimality gap, profiles)."""
-    from ale_robotics.evalset import (
-        EvalSetRunner,
-        aggregate,
-        collect_scored_runs,
-        default_out_dir,
-        load_spec,
-        write_aggregate,
-    )
+    from ale_robotics.evalset import EvalSetRunner, load_spec
 
     logging.basicConfig(level=logging.WARNING)
     spec = load_spec(spec_path)
@@ -252,35 +252,8 @@ def eval_set(
     if outcome.skipped:
         console.print(f"{outcome.skipped} run(s) were already completed: skipped", highlight=False)
     if outcome.stopped_by is not None:
-        done = len(outcome.completed)
-        console.print(
-            f"[yellow]interrupted ({outcome.stopped_by}):[/yellow] {done} of {total} run(s) "
-            "completed; run the same command again to resume (completed runs are kept)",
-            highlight=False,
-            soft_wrap=True,
-        )
-        code = 128 + signal.Signals[outcome.stopped_by].value
-        if as_json:
-            emit_json(
-                {
-                    "set": name,
-                    "set_dir": str(outcome.root),
-                    "stopped_by": outcome.stopped_by,
-                    "exit_code": code,
-                    "runs": _runs_json(outcome),
-                    "aggregate": None,
-                    "out": None,
-                }
-            )
-        raise typer.Exit(code)
-
-    out_dir = absolute(default_out_dir(spec, name, root))
-    assert out_dir is not None
-    try:
-        agg = aggregate(spec, name, collect_scored_runs(spec, name, root))
-        written = write_aggregate(agg, out_dir)
-    except KeyboardInterrupt:  # the runs are kept; only the aggregate is missing
-        _interrupted_early("while aggregating (every run is kept)")
+        _stopped(name, outcome, total, as_json=as_json)
+    agg, out_dir, written = _aggregate(spec, name, root)
     failed = outcome.not_completed
     agent_failed = outcome.agent_failed if strict else []
     code = 1 if failed or agent_failed else 0
@@ -305,6 +278,64 @@ def eval_set(
         markup=False,
         soft_wrap=True,
     )
+    _say_not_completed(failed, agent_failed, total)
+    raise typer.Exit(code)
+
+
+def _stopped(name: str, outcome: SetOutcome, total: int, *, as_json: bool) -> NoReturn:
+    """A set the operator stopped (Ctrl-C, SIGTERM) once its runs started: say how far it
+    got and exit 128 + the signal, without an aggregate (a rerun resumes it)."""
+    assert outcome.stopped_by is not None
+    done = len(outcome.completed)
+    console.print(
+        f"[yellow]interrupted ({outcome.stopped_by}):[/yellow] {done} of {total} run(s) "
+        "completed; run the same command again to resume (completed runs are kept)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    code = 128 + signal.Signals[outcome.stopped_by].value
+    if as_json:
+        emit_json(
+            {
+                "set": name,
+                "set_dir": str(outcome.root),
+                "stopped_by": outcome.stopped_by,
+                "exit_code": code,
+                "runs": _runs_json(outcome),
+                "aggregate": None,
+                "out": None,
+            }
+        )
+    raise typer.Exit(code)
+
+
+def _aggregate(
+    spec: EvalSetSpec, name: str, root: Path
+) -> tuple[EvalSetAggregate, Path, list[Path]]:
+    """The set's aggregate over its completed runs, written to its out dir: (aggregate,
+    out dir, files written). Ctrl-C here keeps every run and exits as interrupted."""
+    from ale_robotics.evalset import (
+        aggregate,
+        collect_scored_runs,
+        default_out_dir,
+        write_aggregate,
+    )
+
+    out_dir = absolute(default_out_dir(spec, name, root))
+    assert out_dir is not None
+    try:
+        agg = aggregate(spec, name, collect_scored_runs(spec, name, root))
+        written = write_aggregate(agg, out_dir)
+    except KeyboardInterrupt:  # the runs are kept; only the aggregate is missing
+        _interrupted_early("while aggregating (every run is kept)")
+    return agg, out_dir, written
+
+
+def _say_not_completed(
+    failed: list[RunOutcome], agent_failed: list[RunOutcome], total: int
+) -> None:
+    """The runs that make the exit code 1: those that did not complete and, with --strict,
+    those whose agent ended in error without submitting."""
     if failed:
         console.print(
             f"[red]{len(failed)} of {total} run(s) did not complete[/red] (the aggregate "
@@ -321,4 +352,3 @@ def eval_set(
             highlight=False,
             soft_wrap=True,
         )
-    raise typer.Exit(code)

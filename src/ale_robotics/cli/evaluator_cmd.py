@@ -22,7 +22,7 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,6 +30,9 @@ from ale_robotics import __version__
 from ale_robotics.cli.app import ExecutorOpt, RayAddressOpt, console, evaluator_app, friendly
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.paths import state_home
+
+if TYPE_CHECKING:
+    from ale_robotics.evaluator.server.listeners import RunningEvaluator
 
 __all__: list[str] = []
 
@@ -149,29 +152,17 @@ def evaluator_serve(
             "--allow-practice-without-run is for a shared evaluator (without --run-id): an "
             "evaluator bound to one run counts all its practice against that run"
         )
-    stop = threading.Event()
-    # Installed before the heavy imports and the start, so a signal at any point from
-    # here on is a request to stop, never a KeyboardInterrupt traceback.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop = _stop_on_signals()
 
     from ale_robotics.evaluator import EvaluatorConfig, serve
     from ale_robotics.evaluator.execution import check_executor
     from ale_robotics.evaluator.runs.access import check_run_id
     from ale_robotics.evaluator.state.directory import StateDir
-    from ale_robotics.evaluator.store import DEFAULT_LEASE_S, redacted
-    from ale_robotics.evaluator.store.factory import StoreKind, parse_store_url
+    from ale_robotics.evaluator.store import DEFAULT_LEASE_S
 
     check_executor(executor, ray_address)  # refused before anything starts, as the store
-    store_url = None
-    if store is not None:  # a mistyped URL is refused before anything starts
-        where = parse_store_url(store)
-        store_url = str(Path(where.target).absolute()) if where.kind is StoreKind.SQLITE else store
-    if submission_dir is None:
-        volume = root / "submissions"
-        volume.mkdir(exist_ok=True)
-    else:
-        volume = submission_dir.absolute()
+    store_url = _store_url(store)
+    volume = _submission_volume(root, submission_dir)
     if run_id is not None and agent_token_file is None:
         # the run's own token, never the shared agent.token (which no agent may hold)
         agent_token_file = StateDir(root).run_agent_token_file(check_run_id(run_id))
@@ -198,6 +189,65 @@ def evaluator_serve(
         agent_token_file=agent_token_file,
         harness_token_file=harness_token_file,
     )
+    _print_serving(
+        running,
+        root,
+        store_url=store_url,
+        run_id=run_id,
+        agent_token_file=agent_token_file,
+        practice_without_run=allow_practice_without_run,
+        ray_address=ray_address,
+    )
+    while not stop.wait(1.0):
+        pass
+    running.stop()
+    console.print("evaluator stopped", highlight=False)
+
+
+def _stop_on_signals() -> threading.Event:
+    """An event set by SIGINT or SIGTERM, installed before the heavy imports and the start,
+    so that a signal at any point from here on is a request to stop, never a
+    KeyboardInterrupt traceback."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    return stop
+
+
+def _store_url(store: str | None) -> str | None:
+    """``--store`` as the evaluator takes it (a SQLite path made absolute), None for the
+    state dir's own; a mistyped URL is refused here, before anything starts."""
+    from ale_robotics.evaluator.store.factory import StoreKind, parse_store_url
+
+    if store is None:
+        return None
+    where = parse_store_url(store)
+    return str(Path(where.target).absolute()) if where.kind is StoreKind.SQLITE else store
+
+
+def _submission_volume(root: Path, submission_dir: Path | None) -> Path:
+    """``--submission-dir``, else ``STATE_DIR/submissions`` (made if missing)."""
+    if submission_dir is not None:
+        return submission_dir.absolute()
+    volume = root / "submissions"
+    volume.mkdir(exist_ok=True)
+    return volume
+
+
+def _print_serving(
+    running: RunningEvaluator,
+    root: Path,
+    *,
+    store_url: str | None,
+    run_id: str | None,
+    agent_token_file: Path | None,
+    practice_without_run: bool,
+    ray_address: str | None,
+) -> None:
+    """What the operator needs once it serves: its channels, store, executor and tokens
+    (stderr: a separate step so that the command reads as the serve's steps)."""
+    from ale_robotics.evaluator.store import redacted
+
     if run_id is None:
         tokens = (
             f"  harness token: {root / 'harness.token'} (unless given)\n"
@@ -205,7 +255,7 @@ def evaluator_serve(
             f"  {root / 'agent.token'} reads GetSpec only\n"
             + (
                 f"  practice outside runs: {root / 'practice.token'} (never give it to an agent)"
-                if allow_practice_without_run
+                if practice_without_run
                 else "  practice outside runs: off (--allow-practice-without-run)"
             )
         )
@@ -224,10 +274,6 @@ def evaluator_serve(
         f"{tokens}",
         highlight=False,
     )
-    while not stop.wait(1.0):
-        pass
-    running.stop()
-    console.print("evaluator stopped", highlight=False)
 
 
 @evaluator_app.command("public-key")

@@ -270,64 +270,11 @@ def aggregate_grid(spec: SetGrid, set_name: str, runs: Sequence[ScoredRun]) -> E
     agents: list[AgentAggregate] = []
     profile_curves: list[ProfileCurve] = []
     taus = _taus(runs)
-    notes: list[str] = []
     for label in labels:
-        matrix, k, note = _agent_matrix(label, cells)
-        if matrix is None:
-            agents.append(
-                AgentAggregate(
-                    label=label,
-                    tasks=list(spec.tasks),
-                    runs_per_task=0,
-                    median=None,
-                    iqm=None,
-                    mean=None,
-                    optimality_gap=None,
-                    note=note,
-                )
-            )
-            continue
-        points, cis = rliable_api.interval_estimate(
-            matrix, rliable_api.METRICS, reps=b.reps, confidence=b.confidence, seed=b.seed
-        )
-        est = {m: _interval(points, cis, i) for i, m in enumerate(rliable_api.METRICS)}
-        agents.append(
-            AgentAggregate(
-                label=label,
-                tasks=list(spec.tasks),
-                runs_per_task=k,
-                median=est["median"],
-                iqm=est["iqm"],
-                mean=est["mean"],
-                optimality_gap=est["optimality_gap"],
-                note=note,
-            )
-        )
-        profile, pcis = rliable_api.performance_profile(
-            matrix, taus, reps=b.profile_reps, confidence=b.confidence, seed=b.seed
-        )
-        profile_curves.append(
-            ProfileCurve(
-                label=label,
-                fraction=[float(v) for v in profile],
-                low=[float(v) for v in pcis[0]],
-                high=[float(v) for v in pcis[1]],
-            )
-        )
-    if spec.episodes is not None:
-        notes.append(
-            f"smoke runs: each run evaluated only its task's first {spec.episodes} "
-            "episode(s); no run is official"
-        )
-    if any(c.unscored_reps for c in cells):
-        notes.append("some runs completed without a score (no paper target): left out")
-    unverified = [f"{c.task_id}/{c.label}/rep{k}" for c in cells for k in c.unverified_reps]
-    if unverified:
-        notes.append(
-            f"{len(unverified)} run(s) left out as UNVERIFIED, their result.json disagreeing "
-            f"with their signed events: {', '.join(unverified)} ('ale-robotics runs show "
-            "RUN_DIR' says what disagrees)"
-        )
+        agent, curve = _agent(label, spec, cells, taus)
+        agents.append(agent)
+        if curve is not None:
+            profile_curves.append(curve)
     scored = sum(c.n for c in cells)
     return EvalSetAggregate(
         set_name=set_name,
@@ -350,8 +297,74 @@ def aggregate_grid(spec: SetGrid, set_name: str, runs: Sequence[ScoredRun]) -> E
             if profile_curves
             else None
         ),
-        notes=notes,
+        notes=_set_notes(spec, cells),
     )
+
+
+def _agent(
+    label: str, spec: SetGrid, cells: Sequence[CellAggregate], taus: np.ndarray
+) -> tuple[AgentAggregate, ProfileCurve | None]:
+    """One agent across tasks: its interval estimates and its performance profile over
+    ``taus`` (None, and no estimate, when some task has no scored run of it)."""
+    b = spec.bootstrap
+    matrix, k, note = _agent_matrix(label, cells)
+    if matrix is None:
+        empty = AgentAggregate(
+            label=label,
+            tasks=list(spec.tasks),
+            runs_per_task=0,
+            median=None,
+            iqm=None,
+            mean=None,
+            optimality_gap=None,
+            note=note,
+        )
+        return empty, None
+    points, cis = rliable_api.interval_estimate(
+        matrix, rliable_api.METRICS, reps=b.reps, confidence=b.confidence, seed=b.seed
+    )
+    est = {m: _interval(points, cis, i) for i, m in enumerate(rliable_api.METRICS)}
+    agent = AgentAggregate(
+        label=label,
+        tasks=list(spec.tasks),
+        runs_per_task=k,
+        median=est["median"],
+        iqm=est["iqm"],
+        mean=est["mean"],
+        optimality_gap=est["optimality_gap"],
+        note=note,
+    )
+    profile, pcis = rliable_api.performance_profile(
+        matrix, taus, reps=b.profile_reps, confidence=b.confidence, seed=b.seed
+    )
+    curve = ProfileCurve(
+        label=label,
+        fraction=[float(v) for v in profile],
+        low=[float(v) for v in pcis[0]],
+        high=[float(v) for v in pcis[1]],
+    )
+    return agent, curve
+
+
+def _set_notes(spec: SetGrid, cells: Sequence[CellAggregate]) -> list[str]:
+    """What a reader of the set's numbers must know: smoke runs, runs left out unscored,
+    runs left out as unverified."""
+    notes: list[str] = []
+    if spec.episodes is not None:
+        notes.append(
+            f"smoke runs: each run evaluated only its task's first {spec.episodes} "
+            "episode(s); no run is official"
+        )
+    if any(c.unscored_reps for c in cells):
+        notes.append("some runs completed without a score (no paper target): left out")
+    unverified = [f"{c.task_id}/{c.label}/rep{k}" for c in cells for k in c.unverified_reps]
+    if unverified:
+        notes.append(
+            f"{len(unverified)} run(s) left out as UNVERIFIED, their result.json disagreeing "
+            f"with their signed events: {', '.join(unverified)} ('ale-robotics runs show "
+            "RUN_DIR' says what disagrees)"
+        )
+    return notes
 
 
 def _rliable_version() -> str:
