@@ -10,6 +10,7 @@ allow-list and the token budget and records every call as evidence.
 * :mod:`.protocols` what is read from and written in the OpenAI and Anthropic protocols
 * :mod:`.recorder`  ``model_calls.jsonl`` and the ``model_call`` trajectory events
 * :mod:`.server`    the HTTP gateway on a Unix socket (aiohttp), forwarding to the upstream
+* :mod:`.call`      what one request turned into, as the server fills it in for the recorder
 * :mod:`.relay`     the sandbox's loopback port relayed to that socket (standard library)
 
 The transcript's format and its check against the trajectory are in

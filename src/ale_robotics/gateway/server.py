@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
+from ale_robotics.gateway.call import GatewayCall, write_chunk
 from ale_robotics.gateway.protocols import (
     Protocol,
     SseUsage,
@@ -46,10 +47,9 @@ from ale_robotics.gateway.protocols import (
     prepare_request,
     usage_from_body,
 )
-from ale_robotics.gateway.recorder import CallFacts, TranscriptRecorder
+from ale_robotics.gateway.recorder import TranscriptRecorder
 from ale_robotics.gateway.usage import GatewayPolicy, ModelUsage, TokenLedger
 from ale_robotics.trajectory import TrajectoryWriter
-from ale_robotics.trajectory.transcript import Refusal, UsageSource
 
 __all__ = ["MAX_BODY_BYTES", "ModelGateway", "upstream_base"]
 
@@ -298,7 +298,7 @@ class ModelGateway:
         protocol = self._protocol(request)
         endpoint = request.path
         raw = await request.read()
-        call = _Call(arrived, protocol, endpoint, raw)
+        call = GatewayCall(arrived, protocol, endpoint, raw)
         response = await self._answer(request, call)
         call.latency_s = time.monotonic() - started
         if call.refused is not None:
@@ -308,12 +308,12 @@ class ModelGateway:
             await loop.run_in_executor(None, self.recorder.record, call.facts())
         except Exception:  # the call happened; a transcript that cannot be written is logged
             logger.exception("could not record model call to %s", self.transcript)
-        if call.open_stream is not None and await _write(call.open_stream, call.held):
+        if call.open_stream is not None and await write_chunk(call.open_stream, call.held):
             with contextlib.suppress(ConnectionResetError, ClientError):
                 await call.open_stream.write_eof()
         return response
 
-    async def _answer(self, request: web.Request, call: _Call) -> web.StreamResponse:
+    async def _answer(self, request: web.Request, call: GatewayCall) -> web.StreamResponse:
         protocol = call.protocol
         if not self._authorized(request):
             return call.refuse(
@@ -368,7 +368,9 @@ class ModelGateway:
             headers["authorization"] = f"Bearer {self._upstream_key}"
         return headers
 
-    async def _forward(self, request: web.Request, call: _Call, data: bytes) -> web.StreamResponse:
+    async def _forward(
+        self, request: web.Request, call: GatewayCall, data: bytes
+    ) -> web.StreamResponse:
         assert self._session is not None
         url = self.upstream + call.endpoint
         if request.query_string:
@@ -403,7 +405,7 @@ class ModelGateway:
     async def _stream(
         self,
         request: web.Request,
-        call: _Call,
+        call: GatewayCall,
         content: Any,
         headers: dict[str, str],
     ) -> web.StreamResponse:
@@ -416,7 +418,7 @@ class ModelGateway:
             # Each chunk is passed on when the next one arrives: the last one (the end of
             # the stream, which an SDK stops reading at) only once the call is recorded.
             if chunks and not client_gone:
-                client_gone = not await _write(response, chunks[-1])
+                client_gone = not await write_chunk(response, chunks[-1])
             chunks.append(chunk)
             sse.feed(chunk)
         sse.close()
@@ -427,7 +429,7 @@ class ModelGateway:
             call.held = chunks[-1] if chunks else b""
         return response
 
-    def _account(self, call: _Call) -> None:
+    def _account(self, call: GatewayCall) -> None:
         if call.refused is not None:
             return
         model = call.model or "?"
@@ -443,69 +445,4 @@ class ModelGateway:
             call.tokens.tokens_in,
             call.tokens.tokens_out,
             estimated=call.usage_source == "estimated",
-        )
-
-
-async def _write(response: web.StreamResponse, chunk: bytes) -> bool:
-    """Pass ``chunk`` on; False when the agent went away (the upstream is read to its end
-    all the same, so that the call's usage is counted)."""
-    try:
-        if chunk:
-            await response.write(chunk)
-    except (ConnectionResetError, ClientError):
-        return False
-    return True
-
-
-class _Call:
-    """What one request turned into, filled in as it goes."""
-
-    def __init__(self, time_: str, protocol: Protocol, endpoint: str, request: bytes) -> None:
-        self.time = time_
-        self.protocol: Protocol = protocol
-        self.endpoint = endpoint
-        self.request = request
-        self.response = b""
-        self.model: str | None = None
-        self.stream = False
-        self.status = 0
-        self.refused: Refusal | None = None
-        self.reason: str | None = None
-        self.count: TokenCount | None = None
-        self.tokens = TokenCount(0, 0)
-        self.usage_source: UsageSource = "none"
-        self.latency_s = 0.0
-        self.open_stream: web.StreamResponse | None = None
-        self.held = b""
-        """A stream's last chunk, sent once the call is recorded."""
-
-    def refuse(self, response: web.Response, why: Refusal) -> web.Response:
-        self.refused = why
-        self.status = response.status
-        body = response.body
-        self.response = body if isinstance(body, bytes) else b""
-        try:
-            doc = json.loads(self.response)
-            err = doc.get("error", {})
-            self.reason = str(err.get("message")) if isinstance(err, dict) else None
-        except (ValueError, AttributeError):
-            self.reason = None
-        return response
-
-    def facts(self) -> CallFacts:
-        return CallFacts(
-            time=self.time,
-            protocol=self.protocol,
-            endpoint=self.endpoint,
-            model=self.model,
-            status=self.status,
-            stream=self.stream,
-            refused=self.refused,
-            reason=self.reason,
-            tokens_in=self.tokens.tokens_in,
-            tokens_out=self.tokens.tokens_out,
-            usage_source=self.usage_source,
-            latency_s=self.latency_s,
-            request=self.request,
-            response=self.response,
         )
