@@ -317,7 +317,7 @@ DOCKER_V1 = """\
 
 
 def test_mounts_and_own_cgroups_are_parsed() -> None:
-    from ale_robotics.sandboxes.cgroups import own_cgroups, parse_mounts
+    from ale_robotics.sandboxes.cgroup_setup import own_cgroups, parse_mounts
 
     (v2,) = parse_mounts(V2_HOST)
     assert (v2.version, v2.mountpoint, v2.controllers) == (2, Path("/sys/fs/cgroup"), frozenset())
@@ -334,7 +334,8 @@ def test_mounts_and_own_cgroups_are_parsed() -> None:
 
 
 def test_no_cgroup_mount_is_unavailable_with_the_reason() -> None:
-    from ale_robotics.sandboxes.cgroups import CgroupsUnavailable, Limits, create_run_cgroup
+    from ale_robotics.sandboxes.cgroup_setup import CgroupsUnavailable, create_run_cgroup
+    from ale_robotics.sandboxes.cgroups import Limits
 
     with pytest.raises(CgroupsUnavailable, match="no cgroup hierarchy is mounted"):
         create_run_cgroup("x", Limits(), mountinfo="", proc_cgroup="")
@@ -384,7 +385,8 @@ def test_a_run_cgroup_counts_freezes_kills_and_goes(version: Literal[1, 2]) -> N
     """Both hierarchies where this host has them (a hybrid host: v1 controllers, and a v2
     hierarchy without controllers, which still counts CPU time, freezes and kills)."""
     from ale_robotics.harness.agent_io import limited_argv
-    from ale_robotics.sandboxes.cgroups import Limits, create_run_cgroup
+    from ale_robotics.sandboxes.cgroup_setup import create_run_cgroup
+    from ale_robotics.sandboxes.cgroups import Limits
 
     cg = create_run_cgroup(f"unit-{os.getpid()}", Limits(pids_max=64), version=version)
     try:

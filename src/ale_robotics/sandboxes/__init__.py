@@ -17,10 +17,11 @@ group ``ale_robotics.sandboxes``). Installed here:
 harness asks the sandbox it got. Every implementation runs the same contract tests
 (``tests/sandboxes/``).
 
-What they share: the run's cgroup (:mod:`.cgroups`), the host process's environment
-(:mod:`.process`), what a bubblewrap sandbox shows (:mod:`.mount_plan`), the running
-sandboxes (:mod:`.live`) and the directories no agent may see (:mod:`.run_dirs`), where
-a hidden module is installed (:mod:`.hidden`), and the errors (:mod:`.errors`).
+What they share: the run's cgroup (:mod:`.cgroups`, made by :mod:`.cgroup_setup`), the
+host process's environment (:mod:`.process`), what a bubblewrap sandbox shows
+(:mod:`.mount_plan`), the running sandboxes (:mod:`.live`) and the directories no agent
+may see (:mod:`.run_dirs`), where a hidden module is installed (:mod:`.hidden`), and the
+errors (:mod:`.errors`).
 """
 
 from ale_robotics.sandboxes.base import AgentCommand, AgentLaunch, Confinement, Sandbox

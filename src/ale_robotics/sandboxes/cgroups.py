@@ -20,21 +20,9 @@ the agent could not enter is reported, never silently unused. An agent with
 ``--sandbox none`` runs as the harness's user (root) and can move itself out; in
 the sandbox ``/sys`` does not exist and its cgroup namespace is rooted at its cgroup.
 
-**Where.** cgroup v1 (here: ``cpu``, ``cpuacct``, ``memory``, ``pids``, ``freezer``
-mounted under ``/sys/fs/cgroup``): in each hierarchy, a child
-``ale-robotics-<run_id>`` of the harness's own cgroup, so that whatever limits the
-host put on the harness (a container's) still hold. cgroup v2, where it is the
-hierarchy with the controllers (``/sys/fs/cgroup`` is ``cgroup2``): a child of
-the hierarchy's root, since v2 allows controllers to be enabled only below a
-cgroup without processes, and the harness's own cgroup has the harness in it.
-A v2 cgroup without the ``cpu``, ``memory`` or ``pids`` controllers still counts
-CPU time, freezes and kills; the limits it cannot apply are listed in
-:attr:`RunCgroup.missing`.
-
-**Unavailable** (not root, nothing mounted, a read-only ``/sys/fs/cgroup``):
-:func:`create_run_cgroup` raises :class:`CgroupsUnavailable` with the reason; the
-harness says so on stderr and in ``result.json`` and runs the agent uncapped, as
-``--sandbox none`` runs it unsandboxed. It never fails a run for it.
+**Made** by :func:`.cgroup_setup.create_run_cgroup` (which hierarchy, where in it, and
+what the harness does when none can be made): this module is the cgroup once it
+exists, which the sandboxes (:mod:`.process`, the docker sandbox) hold and read.
 
 **Freezing.** :meth:`RunCgroup.freeze` stops every process of the agent at once
 (v1 ``freezer``, v2 ``cgroup.freeze``; else ``SIGSTOP`` to each process of the
@@ -60,26 +48,13 @@ from pathlib import Path
 from typing import Literal
 
 __all__ = [
-    "CgroupsUnavailable",
     "Limits",
-    "Mount",
     "RunCgroup",
     "Usage",
-    "create_run_cgroup",
-    "own_cgroups",
-    "parse_mounts",
+    "read_control",
     "signal_freeze",
+    "write_control",
 ]
-
-V1_CONTROLLERS = ("cpu", "cpuacct", "memory", "pids", "freezer")
-"""The v1 hierarchies a run's cgroup is made in, where they are mounted."""
-V2_CONTROLLERS = ("cpu", "memory", "pids")
-"""The v2 controllers enabled for a run's cgroup, where the root offers them."""
-CFS_PERIOD_US = 100_000
-
-
-class CgroupsUnavailable(Exception):
-    """No cgroup can be made for the run here; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -103,73 +78,16 @@ class Usage:
     oom_kills: int | None
 
 
-@dataclass(frozen=True)
-class Mount:
-    """One cgroup hierarchy from ``/proc/self/mountinfo``."""
-
-    version: Literal[1, 2]
-    mountpoint: Path
-    root: str
-    """The mount's root inside the hierarchy (``/`` unless a container mounted a subtree)."""
-    controllers: frozenset[str]
-
-
-def parse_mounts(mountinfo: str) -> list[Mount]:
-    """The cgroup (v1) and cgroup2 mounts of a ``/proc/<pid>/mountinfo`` text."""
-    out: list[Mount] = []
-    for line in mountinfo.splitlines():
-        head, sep, tail = line.partition(" - ")
-        if not sep:
-            continue
-        fields, rest = head.split(), tail.split()
-        if len(fields) < 5 or len(rest) < 3 or rest[0] not in ("cgroup", "cgroup2"):
-            continue
-        mountpoint = Path(_unescape(fields[4]))
-        root = _unescape(fields[3])
-        if rest[0] == "cgroup2":
-            out.append(Mount(2, mountpoint, root, frozenset()))
-        else:
-            opts = frozenset(rest[2].split(","))
-            out.append(Mount(1, mountpoint, root, opts & frozenset(V1_CONTROLLERS)))
-    return out
-
-
-def own_cgroups(proc_cgroup: str) -> dict[str, str]:
-    """Controller name (``""`` for v2) -> this process's cgroup path, from ``/proc/self/cgroup``."""
-    out: dict[str, str] = {}
-    for line in proc_cgroup.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, names, path = parts
-        for name in names.split(",") if names else [""]:
-            out[name] = path
-    return out
-
-
-def _unescape(s: str) -> str:
-    """mountinfo escapes space, tab, newline and backslash as ``\\ooo``."""
-    for code in ("040", "011", "012", "134"):
-        s = s.replace("\\" + code, chr(int(code, 8)))
-    return s
-
-
-def _below(mount: Mount, path: str) -> Path:
-    """The directory of cgroup ``path`` under ``mount`` (paths are relative to the mount root)."""
-    root = mount.root.rstrip("/")
-    if root and (path == root or path.startswith(root + "/")):
-        path = path[len(root) :]
-    return mount.mountpoint / path.lstrip("/")
-
-
-def _read(path: Path) -> str | None:
+def read_control(path: Path) -> str | None:
+    """The text of a cgroup file, None when it cannot be read (no such controller here)."""
     try:
         return path.read_text()
     except OSError:
         return None
 
 
-def _write(path: Path, value: str) -> None:
+def write_control(path: Path, value: str) -> None:
+    """Write a cgroup file (a limit, a pid to move, a freeze); OSError when the kernel refuses."""
     with open(path, "w") as fh:
         fh.write(value)
 
@@ -219,13 +137,13 @@ class RunCgroup:
     def join(self, pid: int) -> None:
         """Move ``pid`` (a whole process) into every directory of the cgroup; OSError if not."""
         for procs in self.procs_files:
-            _write(procs, str(pid))
+            write_control(procs, str(pid))
 
     def pids(self) -> set[int]:
         """Every process in the cgroup now (in any of its directories)."""
         out: set[int] = set()
         for procs in self.procs_files:
-            for line in (_read(procs) or "").split():
+            for line in (read_control(procs) or "").split():
                 with contextlib.suppress(ValueError):
                     out.add(int(line))
         out.discard(os.getpid())  # never the harness itself, whatever happened
@@ -236,16 +154,16 @@ class RunCgroup:
     def cpu_s(self) -> float | None:
         """CPU-seconds (user + system) used by every process that was ever in the cgroup."""
         if self.version == 2:
-            usec = _keyed(_read(self.dirs[""] / "cpu.stat"), "usage_usec")
+            usec = _keyed(read_control(self.dirs[""] / "cpu.stat"), "usage_usec")
             return None if usec is None else usec / 1e6
         d = self._dir("cpuacct")
-        text = None if d is None else _read(d / "cpuacct.usage")
+        text = None if d is None else read_control(d / "cpuacct.usage")
         return None if text is None else int(text) / 1e9
 
     def memory_bytes(self) -> int | None:
         d = self._dir("memory")
         name = "memory.current" if self.version == 2 else "memory.usage_in_bytes"
-        text = None if d is None else _read(d / name)
+        text = None if d is None else read_control(d / name)
         return None if text is None else int(text)
 
     def sample(self) -> None:
@@ -259,7 +177,7 @@ class RunCgroup:
         if d is None:
             return None
         name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
-        text = _read(d / name)
+        text = read_control(d / name)
         if text is not None:
             return max(int(text), self._peak_sampled)
         return self._peak_sampled or None
@@ -270,8 +188,8 @@ class RunCgroup:
         if d is None:
             return None
         if self.version == 2:
-            return _keyed(_read(d / "memory.events"), "oom_kill")
-        return _keyed(_read(d / "memory.oom_control"), "oom_kill")
+            return _keyed(read_control(d / "memory.events"), "oom_kill")
+        return _keyed(read_control(d / "memory.oom_control"), "oom_kill")
 
     def usage(self) -> Usage:
         return Usage(self.cpu_s(), self.peak_memory_bytes(), self.oom_kills())
@@ -288,16 +206,16 @@ class RunCgroup:
 
     def _is_frozen(self) -> bool:
         if self.version == 2:
-            return _keyed(_read(self.dirs[""] / "cgroup.events"), "frozen") == 1
+            return _keyed(read_control(self.dirs[""] / "cgroup.events"), "frozen") == 1
         d = self._dir("freezer")
-        return d is not None and (_read(d / "freezer.state") or "").strip() == "FROZEN"
+        return d is not None and (read_control(d / "freezer.state") or "").strip() == "FROZEN"
 
     def freeze(self, timeout_s: float = 5.0) -> str:
         """Stop every process of the cgroup; returns how (``freezer``, ``SIGSTOP``)."""
         freezer = self._freezer()
         if freezer is not None:
             try:
-                _write(freezer[0], freezer[1])
+                write_control(freezer[0], freezer[1])
             except OSError:
                 pass
             else:
@@ -316,7 +234,7 @@ class RunCgroup:
             freezer = self._freezer()
             if freezer is not None:
                 with contextlib.suppress(OSError):
-                    _write(freezer[0], freezer[2])
+                    write_control(freezer[0], freezer[2])
         elif self._frozen_how == "SIGSTOP":
             for pid in self._stopped:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -338,7 +256,7 @@ class RunCgroup:
             seen |= left
             if kill_file is not None and kill_file.exists():
                 with contextlib.suppress(OSError):
-                    _write(kill_file, "1")
+                    write_control(kill_file, "1")
             else:
                 # Frozen, nothing forks between reading the list and the kills; thawed,
                 # the kills land (a frozen v1 task dies only once it is thawed).
@@ -385,123 +303,4 @@ def signal_freeze(pids: Iterable[int]) -> list[int]:
         except (ProcessLookupError, PermissionError):
             continue
         out.append(pid)
-    return out
-
-
-def create_run_cgroup(
-    run_id: str,
-    limits: Limits,
-    *,
-    version: Literal[1, 2] | None = None,
-    mountinfo: str | None = None,
-    proc_cgroup: str | None = None,
-) -> RunCgroup:
-    """Make the run's cgroup and apply ``limits``; :class:`CgroupsUnavailable` if none can be.
-
-    ``version`` picks a hierarchy (default: v1 where any of its controllers is
-    mounted, else v2). ``mountinfo`` and ``proc_cgroup`` default to this process's.
-    """
-    if mountinfo is None:
-        mountinfo = _read(Path("/proc/self/mountinfo")) or ""
-    if proc_cgroup is None:
-        proc_cgroup = _read(Path("/proc/self/cgroup")) or ""
-    mounts = parse_mounts(mountinfo)
-    own = own_cgroups(proc_cgroup)
-    name = f"ale-robotics-{run_id}"
-    v1 = [m for m in mounts if m.version == 1 and m.controllers]
-    v2 = [m for m in mounts if m.version == 2]
-    if version == 1 or (version is None and v1):
-        if not v1:
-            raise CgroupsUnavailable("no cgroup v1 controller is mounted")
-        return _create_v1(name, limits, v1, own)
-    if not v2:
-        raise CgroupsUnavailable("no cgroup hierarchy is mounted (see /proc/self/mountinfo)")
-    # The one at /sys/fs/cgroup where there are several (a hybrid host's /sys/fs/cgroup/unified).
-    v2.sort(key=lambda m: m.mountpoint != Path("/sys/fs/cgroup"))
-    return _create_v2(name, limits, v2[0])
-
-
-def _create_v1(name: str, limits: Limits, mounts: list[Mount], own: dict[str, str]) -> RunCgroup:
-    dirs: dict[str, Path] = {}
-    errors: list[str] = []
-    for mount in mounts:
-        ctrl = sorted(mount.controllers)[0]
-        d = _below(mount, own.get(ctrl, "/")) / name
-        try:
-            d.mkdir()
-        except OSError as exc:
-            errors.append(f"{d}: {exc.strerror or exc}")
-            continue
-        for c in mount.controllers:
-            dirs[c] = d
-    if not dirs:
-        raise CgroupsUnavailable("cannot create the run's cgroup (" + "; ".join(errors) + ")")
-    cg = RunCgroup(1, dirs, limits)
-    try:
-        _limit_v1(cg)
-    except OSError as exc:
-        cg.remove()
-        raise CgroupsUnavailable(f"cannot set the run's cgroup limits: {exc}") from None
-    cg.missing += _missing(limits, set(dirs), cpu_counter="cpuacct", version=1)
-    return cg
-
-
-def _limit_v1(cg: RunCgroup) -> None:
-    lim, dirs = cg.limits, cg.dirs
-    if lim.cpus is not None and "cpu" in dirs:
-        _write(dirs["cpu"] / "cpu.cfs_period_us", str(CFS_PERIOD_US))
-        _write(dirs["cpu"] / "cpu.cfs_quota_us", str(max(1000, round(lim.cpus * CFS_PERIOD_US))))
-    if lim.memory_bytes is not None and "memory" in dirs:
-        _write(dirs["memory"] / "memory.limit_in_bytes", str(lim.memory_bytes))
-        memsw = dirs["memory"] / "memory.memsw.limit_in_bytes"
-        if memsw.exists():  # swap accounted: memory + swap capped at the same total
-            _write(memsw, str(lim.memory_bytes))
-    if lim.pids_max is not None and "pids" in dirs:
-        _write(dirs["pids"] / "pids.max", str(lim.pids_max))
-
-
-def _create_v2(name: str, limits: Limits, mount: Mount) -> RunCgroup:
-    root = mount.mountpoint  # the hierarchy's root as mounted here
-    offered = set((_read(root / "cgroup.controllers") or "").split())
-    enabled = set((_read(root / "cgroup.subtree_control") or "").split())
-    for c in V2_CONTROLLERS:
-        if c in offered and c not in enabled:
-            with contextlib.suppress(OSError):  # EBUSY in a cgroup with processes
-                _write(root / "cgroup.subtree_control", f"+{c}")
-    d = root / name
-    try:
-        d.mkdir()
-    except OSError as exc:
-        raise CgroupsUnavailable(
-            f"cannot create the run's cgroup {d}: {exc.strerror or exc}"
-        ) from None
-    cg = RunCgroup(2, {"": d}, limits)
-    have = set((_read(d / "cgroup.controllers") or "").split())
-    lim = limits
-    try:
-        if lim.cpus is not None and "cpu" in have:
-            _write(d / "cpu.max", f"{max(1000, round(lim.cpus * CFS_PERIOD_US))} {CFS_PERIOD_US}")
-        if lim.memory_bytes is not None and "memory" in have:
-            _write(d / "memory.max", str(lim.memory_bytes))
-            if (d / "memory.swap.max").exists():
-                _write(d / "memory.swap.max", "0")
-        if lim.pids_max is not None and "pids" in have:
-            _write(d / "pids.max", str(lim.pids_max))
-    except OSError as exc:
-        cg.remove()
-        raise CgroupsUnavailable(f"cannot set the run's cgroup limits: {exc}") from None
-    cg.missing += _missing(limits, have | {"cpu.stat"}, cpu_counter="cpu.stat", version=2)
-    return cg
-
-
-def _missing(limits: Limits, have: set[str], *, cpu_counter: str, version: int) -> list[str]:
-    """In words, what ``limits`` asked for or the report needs that ``have`` cannot give."""
-    out: list[str] = []
-    for what, ctrl in (("cpus", "cpu"), ("memory_bytes", "memory"), ("pids_max", "pids")):
-        if getattr(limits, what) is not None and ctrl not in have:
-            out.append(f"{what} not applied (no cgroup v{version} {ctrl!r} controller)")
-    if cpu_counter not in have:
-        out.append(f"CPU time not measured (no cgroup v{version} {cpu_counter!r} controller)")
-    if "memory" not in have:
-        out.append(f"peak memory not measured (no cgroup v{version} 'memory' controller)")
     return out

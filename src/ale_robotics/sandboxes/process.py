@@ -18,13 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ale_robotics.sandboxes.base import AgentLaunch, Confinement
-from ale_robotics.sandboxes.cgroups import (
-    CgroupsUnavailable,
-    Limits,
-    RunCgroup,
-    Usage,
-    create_run_cgroup,
-)
+from ale_robotics.sandboxes.cgroup_setup import CgroupsUnavailable, create_run_cgroup
+from ale_robotics.sandboxes.cgroups import Limits, RunCgroup, Usage
 
 __all__ = [
     "ProcessConfinement",

@@ -74,7 +74,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ale_robotics.sandboxes.base import AgentWrap
-from ale_robotics.sandboxes.cgroups import Limits, RunCgroup, Usage, parse_mounts
+from ale_robotics.sandboxes.cgroup_setup import parse_mounts
+from ale_robotics.sandboxes.cgroups import Limits, RunCgroup, Usage
 from ale_robotics.sandboxes.docker.cli import (
     DEFAULT_AGENT_IMAGE,
     Reaper,
