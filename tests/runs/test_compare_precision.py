@@ -41,7 +41,8 @@ def _run(n: int, task: str, label: str, score: float | None, **kw: Any) -> RunSu
 
 def test_compare_shows_noise_below_the_shown_precision_as_the_same() -> None:
     """Issue 34: two runs 5.298e-06 apart printed 'Δ +5.298e-06', noise as a finding."""
-    from ale_robotics.cli.runs_cmd import _print_comparison, out
+    from ale_robotics.cli.app import out
+    from ale_robotics.cli.runs_tables import print_comparison
 
     a = _run(1, "t", "a", 1.0183, metrics={"mean_return": 1000.0}, episode_values=[1000.0] * 10)
     b = _run(
@@ -55,7 +56,7 @@ def test_compare_shows_noise_below_the_shown_precision_as_the_same() -> None:
     worse = _run(3, "t", "c", 1.0183 - 0.0123, metrics={"mean_return": 987.6})
     c = compare([a, b, worse])
     with out.capture() as captured:
-        _print_comparison(c)
+        print_comparison(c)
     text = captured.get()
     assert "e-0" not in text and "5.298" not in text
     score = next(r for r in c.rows if r.metric == "score")

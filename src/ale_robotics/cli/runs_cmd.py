@@ -1,9 +1,9 @@
 """``ale-robotics runs list|show|compare`` and ``ale-robotics leaderboard``: runs compared.
 
-This module parses arguments, draws tables and sets exit codes; what a run is, which
-runs rank and how two runs compare is :mod:`ale_robotics.runs`, which the HTML report
-reads too. Tables fit 80 columns and never cut a run id (what a user copies into the
-next command); ``--json`` prints one document instead.
+This module parses arguments, finds the runs named, prints ``--json`` documents and sets
+exit codes; the tables are :mod:`.runs_tables` (they fit 80 columns and never cut a run
+id). What a run is, which runs rank and how two runs compare is
+:mod:`ale_robotics.runs`, which the HTML report reads too.
 
 Every run is checked against its signed events (:mod:`ale_robotics.runs.verify`): one
 whose ``result.json`` they contradict is shown as UNVERIFIED and never ranked.
@@ -18,31 +18,24 @@ compare).
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import pydantic
 import typer
-from rich import box
-from rich.table import Table
-from rich.text import Text
 
-from ale_robotics.cli.app import AleTyper, app, console, emit_json, friendly, out
-from ale_robotics.errors import InvalidArgumentError, NotFoundError
-from ale_robotics.runs import (
-    Comparison,
-    LeaderRow,
-    RunIndex,
-    RunSummary,
-    compare,
-    leaderboard,
-    load_summary,
-    spread,
+from ale_robotics.cli.app import AleTyper, app, emit_json, friendly
+from ale_robotics.cli.runs_tables import (
+    print_comparison,
+    print_leaderboard,
+    print_run,
+    print_run_list,
+    print_unverified,
+    print_warnings,
 )
-from ale_robotics.runs.compare import SCORE_DECIMALS, diff_text, fmt_fixed
+from ale_robotics.errors import InvalidArgumentError, NotFoundError
+from ale_robotics.runs import RunIndex, RunSummary, compare, leaderboard, load_summary
 from ale_robotics.runs.verify import pin
-from ale_robotics.scoring.report import fmt_number
 
 if TYPE_CHECKING:
     from ale_robotics.evalset.layout import SetPlace
@@ -100,40 +93,6 @@ RunArg = Annotated[
 ]
 
 
-def _table(
-    title: str | None = None, caption: str | None = None, *, show_header: bool = True
-) -> Table:
-    return Table(
-        show_header=show_header,
-        title=Text(title) if title else None,
-        title_justify="left",
-        caption=Text(caption) if caption else None,
-        caption_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
-
-
-def _when(t: dt.datetime, *, date_only: bool = False, year: bool = True) -> str:
-    shown = ("%Y-%m-%d" if year else "%m-%d") + ("" if date_only else " %H:%M")
-    return t.astimezone(dt.UTC).strftime(shown)
-
-
-def _started_header(times: list[dt.datetime]) -> tuple[str, bool]:
-    """('started 2026', False) when every time is of one year (then not repeated in
-    each row: the label column keeps the room), else ('started', True)."""
-    years = {t.astimezone(dt.UTC).year for t in times}
-    return (f"started {years.pop()}", False) if len(years) == 1 else ("started", True)
-
-
-def _score(s: RunSummary) -> str:
-    if s.state != "completed":
-        return "-"
-    return "unscored" if s.score is None else f"{s.score:.{SCORE_DECIMALS}f}"
-
-
 def _keys(values: list[str] | None) -> frozenset[str]:
     """The --public-key values as raw keys (hex)."""
     from ale_robotics.trajectory import KeyFileError, load_public_key
@@ -147,36 +106,6 @@ def _keys(values: list[str] | None) -> frozenset[str]:
     return frozenset(keys)
 
 
-def _kind(s: RunSummary) -> Text:
-    return Text("UNVERIFIED", style="bold red") if s.kind == "unverified" else Text(s.kind)
-
-
-def _say_unverified(runs: list[RunSummary]) -> None:
-    bad = [s for s in runs if s.kind == "unverified"]
-    if bad:
-        n = len(bad)
-        console.print(
-            f"{n} run{'s are' if n != 1 else ' is'} UNVERIFIED: result.json disagrees with "
-            "the evaluator's signed events, so its score is a claim and never ranks "
-            "('ale-robotics runs show RUN' says what disagrees)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
-
-
-def _warn(index: RunIndex) -> None:
-    for line in index.warnings:
-        console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
-    for problem in index.problems():
-        console.print(
-            f"warning: skipped {problem.path}: {problem.reason}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
-
-
 def _check_task(task_id: str | None, found: bool) -> None:
     """An unknown task id matching no run: the registry's error (with suggestions)."""
     if task_id is None or found:
@@ -184,13 +113,6 @@ def _check_task(task_id: str | None, found: bool) -> None:
     from ale_robotics.tasks import default_registry
 
     default_registry().get(task_id)  # raises TaskNotFoundError for an unregistered id
-
-
-def _by_task(runs: list[RunSummary]) -> dict[str, list[RunSummary]]:
-    groups: dict[str, list[RunSummary]] = {}
-    for s in runs:
-        groups.setdefault(s.task_id, []).append(s)
-    return dict(sorted(groups.items()))
 
 
 # ------------------------------------------------------------------ runs list --
@@ -232,43 +154,7 @@ def runs_list(
                 }
             )
             return
-        _warn(index)
-        if not runs:
-            what = f" of {task}" if task else ""
-            console.print(
-                f"no runs{what} under {index.root} (ale-robotics run ... writes them to ./runs)",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
-            return
-        widest = max(len(s.run_id) for s in runs)
-        for task_id, group in _by_task(runs).items():
-            n = len(group)
-            table = _table(f"{task_id}: {n} run{'s' if n != 1 else ''}")
-            header, year = _started_header([s.started_at for s in group])
-            table.add_column("run", no_wrap=True, min_width=widest)
-            table.add_column("label", overflow="fold")
-            table.add_column(header, no_wrap=True)
-            table.add_column("score", justify="right", no_wrap=True)
-            table.add_column("kind", no_wrap=True)
-            for s in group:
-                table.add_row(
-                    Text(s.run_id),
-                    Text(s.label),
-                    _when(s.started_at, year=year),
-                    _score(s),
-                    _kind(s),
-                )
-            out.print(table)
-        _say_unverified(runs)
-        console.print(
-            "times are UTC; only official completed runs rank ('ale-robotics leaderboard'); "
-            "'ale-robotics runs show RUN' for one run",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        print_run_list(index, runs, task)
 
 
 # ------------------------------------------------------------------ runs show --
@@ -352,50 +238,7 @@ def runs_show(
             }
         )
         return
-    table = _table(f"{s.run_id} ({s.task_id})", show_header=False)
-    table.add_column("", no_wrap=True, style="bold")
-    table.add_column("", overflow="fold")
-    ranked = "ranked" if s.ranked else f"not ranked: {s.not_ranked_because}"
-    if s.kind == "unverified":
-        ranked = "never ranked: see below"
-    rows: list[tuple[str, str]] = [
-        ("label", s.label),
-        ("kind", f"{s.kind} ({ranked})"),
-        ("verified", _verified_text(s)),
-        ("score", s.score_line or f"none: {s.reason}"),
-        *([("eval set", f"{place.set_name}, repetition {place.rep}")] if place else []),
-        ("started", f"{_when(s.started_at)} UTC"),
-        ("wall", f"{s.wall_s:.1f} s"),
-    ]
-    if s.episode_values:
-        values = s.episode_values
-        sd = spread(values)
-        rows.append(
-            (
-                "episodes",
-                f"{len(values)} {s.primary_metric}: mean "
-                f"{fmt_number(sum(values) / len(values))}, std {fmt_number(sd or 0.0)}, "
-                f"min {fmt_number(min(values))}, max {fmt_number(max(values))}",
-            )
-        )
-    if s.submission_sha256:
-        rows.append(("sha256", s.submission_sha256))
-    if s.evaluator_version:
-        rows.append(("evaluator", s.evaluator_version))
-    if s.simulator_versions:
-        rows.append(("simulators", ", ".join(f"{k} {v}" for k, v in s.simulator_versions.items())))
-    rows += [("agent", s.agent_cmd), ("dir", str(s.run_dir))]
-    for key, value in rows:
-        table.add_row(key, Text(value, style="bold red" if value.startswith("NO:") else ""))
-    out.print(table)
-    if s.metrics:
-        metrics = _table()
-        metrics.add_column("metric", no_wrap=True)
-        metrics.add_column("value", justify="right", no_wrap=True)
-        for name, measured in s.metrics.items():
-            mark = " (primary)" if name == s.primary_metric else ""
-            metrics.add_row(Text(name + mark), fmt_number(measured))
-        out.print(metrics)
+    print_run(s, place)
 
 
 def _set_place(s: RunSummary, root: Path) -> SetPlace | None:
@@ -414,59 +257,7 @@ def _set_place(s: RunSummary, root: Path) -> SetPlace | None:
     return None
 
 
-def _verified_text(s: RunSummary) -> str:
-    v = s.verification
-    if v is None:
-        return "not checked"
-    if not v.verified:
-        return "NO: result.json disagrees with the signed events: " + "; ".join(v.problems)
-    key = (
-        "pinned evaluator key"
-        if v.key_pinned
-        else "the key the trajectory publishes (pin it with --public-key)"
-    )
-    return f"yes: {', '.join(v.checks)} check out against the signed events, with {key}"
-
-
 # --------------------------------------------------------------- runs compare --
-
-
-def _print_comparison(c: Comparison) -> None:
-    legend = _table()
-    legend.add_column("#", no_wrap=True)
-    legend.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in c.runs))
-    legend.add_column("label", overflow="fold")
-    legend.add_column("task", overflow="fold")
-    for i, r in enumerate(c.runs, 1):
-        legend.add_row(f"#{i}", Text(r.run_id), Text(r.label), Text(r.task_id))
-    out.print(legend)
-    table = _table(
-        caption="Δ: difference to #1, at the precision shown ('same': smaller than it); "
-        "≈ within the episodes' spread (|Δ| <= the larger per-episode std of the primary "
-        "metric), ≠ beyond it; --json for every digit"
-    )
-    table.add_column("metric", overflow="fold")
-    for i in range(len(c.runs)):
-        table.add_column(f"#{i + 1}", justify="right", overflow="fold")
-    table.add_row("kind", *[_kind(r) for r in c.runs])
-    for row in c.rows:
-        cells = []
-        for i in range(len(c.runs)):
-            text = fmt_fixed(row.values[i], row.decimals)
-            extra = diff_text(row.diffs[i], row.decimals, row.within_spread[i])
-            cells.append(f"{text}\nΔ {extra}" if extra else text)
-        name = f"{row.metric} (primary)" if row.primary else row.metric
-        table.add_row(Text(name), *cells)
-    table.add_row(
-        "episode std",
-        *[
-            "-" if sd is None else f"{fmt_number(sd)} (n={len(r.episode_values)})"
-            for sd, r in zip(c.spreads, c.runs, strict=True)
-        ],
-    )
-    out.print(table)
-    for note in c.notes:
-        console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
 
 
 @runs_app.command("compare")
@@ -514,7 +305,7 @@ def runs_compare(
         doc: dict[str, Any] = comparison.model_dump(mode="json")
         emit_json(doc)
         return
-    _print_comparison(comparison)
+    print_comparison(comparison)
 
 
 # ---------------------------------------------------------------- leaderboard --
@@ -575,65 +366,6 @@ def leaderboard_cmd(
                 }
             )
             return
-        _warn(index)
-        _print_leaderboard(rows, left_out, index.root)
-        _print_unverified(unverified)
-
-
-def _print_unverified(runs: list[RunSummary]) -> None:
-    """The unverified runs, apart from the ranking: what they claim, never a rank."""
-    if not runs:
-        return
-    table = _table(
-        "UNVERIFIED, not ranked: result.json disagrees with the signed events",
-        caption="'ale-robotics runs show RUN' says what disagrees",
-    )
-    table.add_column("task", overflow="fold")
-    table.add_column("label", overflow="fold")
-    table.add_column("claims", justify="right", no_wrap=True)
-    table.add_column("run", no_wrap=True, min_width=max(len(s.run_id) for s in runs))
-    for s in runs:
-        table.add_row(Text(s.task_id), Text(s.label), _score(s), Text(s.run_id))
-    out.print(table)
-
-
-def _print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: Path) -> None:
-    if not rows:
-        console.print(
-            f"nothing to rank under {root}: only official completed runs with a score rank "
-            "(a full run of the task without --episodes)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
-    groups: dict[str, list[LeaderRow]] = {}
-    for r in rows:
-        groups.setdefault(r.task_id, []).append(r)
-    widest = max((len(r.run_id) for r in rows), default=3)
-    for task_id, group in groups.items():
-        table = _table(task_id)
-        table.add_column("#", justify="right", no_wrap=True)
-        table.add_column("label", overflow="fold")
-        table.add_column("score", justify="right", no_wrap=True)
-        table.add_column("runs", justify="right", no_wrap=True)
-        table.add_column("best run", no_wrap=True, min_width=widest)
-        table.add_column("started", no_wrap=True)
-        for r in group:
-            table.add_row(
-                str(r.rank),
-                Text(r.label),
-                f"{r.score:.{SCORE_DECIMALS}f}",
-                str(r.runs),
-                Text(r.run_id),
-                _when(r.started_at, date_only=True),
-            )
-        out.print(table)
-    if left_out:
-        n = len(left_out)
-        console.print(
-            f"{n} run{'s' if n != 1 else ''} not ranked (unverified, smoke, interrupted, "
-            "failed, unofficial or unscored): 'ale-robotics runs list' shows them",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        print_warnings(index)
+        print_leaderboard(rows, left_out, index.root)
+        print_unverified(unverified)
