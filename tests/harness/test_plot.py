@@ -23,7 +23,7 @@ from matplotlib.patches import Rectangle
 from matplotlib.text import Text
 
 from ale_robotics.evaluator.results.metrics import METRICS, compute
-from ale_robotics.harness.plot import (
+from ale_robotics.harness.plots.episodes import (
     PER_EPISODE,
     EpisodePlot,
     episode_plot,

@@ -15,7 +15,7 @@ import pytest
 from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 
-from ale_robotics.harness.plot import (
+from ale_robotics.harness.plots.learning_curve import (
     curve_figure,
     curve_plot,
     plot_learning_curve,

@@ -95,7 +95,7 @@ def test_write_report_still_draws_before_it_returns(tmp_path: Path) -> None:
 def test_import_matplotlib_imports_what_the_figures_use() -> None:
     code = (
         "import sys\n"
-        "from ale_robotics.harness.plot import import_matplotlib\n"
+        "from ale_robotics.harness.plots.canvas import import_matplotlib\n"
         "assert 'matplotlib' not in sys.modules\n"
         "import_matplotlib()\n"
         "print(sorted(m for m in sys.modules if m.startswith('matplotlib')))\n"

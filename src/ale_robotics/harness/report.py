@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from ale_robotics.gateway.usage import ModelUsage
-from ale_robotics.harness.plot import plot_episodes, plot_learning_curve, wants_learning_curve
+from ale_robotics.harness.plots.episodes import plot_episodes
+from ale_robotics.harness.plots.learning_curve import plot_learning_curve, wants_learning_curve
 from ale_robotics.model.result import EvalResult, SmokeRun
 from ale_robotics.scoring import HarnessEvidence, ScoreReport
 

@@ -47,7 +47,7 @@ from ale_robotics.harness.options import (
     default_state_dir,
     new_run_id,
 )
-from ale_robotics.harness.plot import import_matplotlib
+from ale_robotics.harness.plots.canvas import import_matplotlib
 from ale_robotics.harness.preflight import check_agent_command, check_options, make_run_dir
 from ale_robotics.harness.report import (
     PlotsDrawing,
@@ -635,7 +635,7 @@ def _prefetch(task: TaskSpec, *, embedded: bool) -> threading.Thread:
     agent's first call, GetSpec, builds one for the task's spaces, and the first
     one in a process imports the simulator (MuJoCo, its OpenGL module, the env's
     module: a few tenths of a second the agent would wait for); then the imports of
-    the report's plots (:func:`.plot.import_matplotlib`). Nothing here can fail the
+    the report's plots (:func:`.plots.canvas.import_matplotlib`). Nothing here can fail the
     run: whatever fails is done again, and reported, where it is needed.
     """
 

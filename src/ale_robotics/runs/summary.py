@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from ale_robotics.harness.plot import episode_plot
+from ale_robotics.harness.plots.episodes import episode_plot
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
 from ale_robotics.runs.verify import Verification, verify_run
 
