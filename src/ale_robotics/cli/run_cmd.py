@@ -151,7 +151,8 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: boo
     """The run itself, with its progress display, ending in the score line (or an exit)."""
     from ale_robotics.cli.progress import run_progress
     from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
-    from ale_robotics.harness.run import HarnessError, RunInterruptedError, run_task
+    from ale_robotics.harness.run import HarnessError, run_task
+    from ale_robotics.harness.stopped_run import RunInterruptedError
 
     def started(run_id: str, run_dir: Path) -> None:
         console.print(

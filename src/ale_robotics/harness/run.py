@@ -5,6 +5,11 @@ connects to) the evaluator, launches the agent with only the agent channel's
 endpoint and token, enforces the wall-clock budget, then reads the official
 result on the harness channel, scores it and writes the report. The agent never
 gets the harness token, the evaluator state dir or the result.
+
+This module drives the run; its other parts are modules of their own: the context
+every step reads (:mod:`.run_context`), a separate evaluator (:mod:`.remote_evaluator`),
+the result awaited and scored (:mod:`.verdict`), and a run stopped without a score
+(:mod:`.stopped_run`).
 """
 
 from __future__ import annotations
@@ -12,32 +17,22 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-import os
 import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ale_robotics.client.sdk import AleClient, poll_interval
+from ale_robotics.client.sdk import AleClient
 from ale_robotics.envs.make import make_env
-from ale_robotics.errors import AleError, InvalidArgumentError, UnavailableError
-from ale_robotics.evaluator.batch.smoke import smoke_run
+from ale_robotics.errors import AleError, InvalidArgumentError
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 from ale_robotics.gateway import ModelUsage
-from ale_robotics.harness.agent_proc import (
-    AgentRun,
-    AgentRunContext,
-    Progress,
-    latest_job,
-    run_agent,
-)
+from ale_robotics.harness.agent_proc import AgentRun, Progress, run_agent
 from ale_robotics.harness.errors import HarnessError
-from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.model_gateway import ModelSettings, model_gateway
 from ale_robotics.harness.options import (
@@ -49,22 +44,21 @@ from ale_robotics.harness.options import (
 )
 from ale_robotics.harness.plots.canvas import import_matplotlib
 from ale_robotics.harness.preflight import check_agent_command, check_options, make_run_dir
-from ale_robotics.harness.report import (
-    PlotsDrawing,
-    RunReport,
-    StoppedRunReport,
-    start_report,
-    write_stopped,
+from ale_robotics.harness.remote_evaluator import (
+    close_remote_run,
+    close_remote_run_with,
+    connect_remote,
 )
+from ale_robotics.harness.run_context import RunContext
+from ale_robotics.harness.stopped_run import record_failure, record_interrupt
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
-from ale_robotics.model.result import EvalResult
+from ale_robotics.harness.verdict import RunOutcome, await_result, score_run
 from ale_robotics.sandboxes import resolve_sandbox
 from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
-from ale_robotics.scoring import score
 from ale_robotics.tasks.packet import build_task_packet, remove_task_packet
 from ale_robotics.tasks.registry import Registry, default_registry
-from ale_robotics.tasks.spec import TaskMode, TaskSpec
-from ale_robotics.trajectory import SignedEvaluatorEvent, TrajectoryWriter
+from ale_robotics.tasks.spec import TaskSpec
+from ale_robotics.trajectory import TrajectoryWriter
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 if TYPE_CHECKING:
@@ -73,9 +67,7 @@ if TYPE_CHECKING:
 __all__ = [
     "HarnessError",
     "Progress",
-    "RunInterruptedError",
     "RunOptions",
-    "RunOutcome",
     "default_state_dir",
     "new_run_id",
     "run_task",
@@ -85,75 +77,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class RunInterruptedError(AleError):
-    """The operator stopped the run (Ctrl-C, SIGTERM): nothing was scored.
-
-    Raised by :func:`run_task` after the clean-up: the agent stopped, the run's
-    unfinished jobs cancelled, a ``run_interrupted`` event closing the trajectory and
-    ``result.json`` written with state ``interrupted``.
-    """
-
-    def __init__(self, message: str, *, signal_name: str, run_id: str, run_dir: Path) -> None:
-        super().__init__(message)
-        self.signal_name = signal_name
-        self.run_id = run_id
-        self.run_dir = run_dir
-
-
-@dataclass
-class RunOutcome:
-    run_id: str
-    run_dir: Path
-    report: RunReport
-    score_line: str
-    agent_log_tail: list[str] = dataclasses.field(default_factory=list)
-    """The last lines of ``agent.log`` when the agent exited with an error (a crash to
-    look at), else empty."""
-
-
 Started = Callable[[str, Path], None]
 """(run_id, run_dir) -> None: called once the run directory exists, before the agent."""
-
-LOG_TAIL_LINES = 10
-
-_RESULT_POLL_S = 0.25
-"""The longest interval between two status polls while the harness waits for a result."""
-
-
-@dataclass
-class _Phase:
-    """Where the run is, for a ``run_interrupted`` event and an interrupted result.json."""
-
-    name: str = "setup"
-    agent_exit_code: int | None = None
-    cancel: Callable[[], list[str]] | None = None
-    """Cancels the run's unfinished jobs on its evaluator; set once one is connected."""
-    ahead: Callable[[], None] | None = None
-    """Starts the embedded evaluator's workers (:func:`_prestart_workers`), when there is one."""
-    plots: PlotsDrawing | None = None
-    """The report's plots being drawn, once result.json is written (see :func:`run_task`)."""
-
-    def set(self, name: str) -> None:
-        self.name = name
-
-    def wait_for_plots(self) -> None:
-        if self.plots is not None:
-            self.plots.wait()
-
-
-@dataclass(frozen=True)
-class _RunContext(AgentRunContext):
-    """One run's fixed facts and its mutable phase, passed to every step of the run."""
-
-    registry: Registry = dataclasses.field(default_factory=default_registry)
-    phase: _Phase = dataclasses.field(default_factory=lambda: _Phase())
-    label: str = ""
-    """The run's label (--label, else the agent command's default), for every report."""
-    started_at: dt.datetime | None = None
-    """When the run started (UTC), for every report: runs are compared and ordered by it."""
-    executor: LocalExecutor | None = None
-    """The embedded evaluator's executor, made and started before this run (see
-    :mod:`.prestart`); None: the evaluator makes its own."""
 
 
 def run_task(
@@ -175,8 +100,8 @@ def run_task(
     Raises :class:`~ale_robotics.errors.InvalidArgumentError` for options that cannot
     work (checked before anything is created), :class:`HarnessError` when the
     infrastructure fails (``result.json`` says ``failed``), and
-    :class:`RunInterruptedError` when ``stop`` is requested or Ctrl-C arrives
-    (``result.json`` says ``interrupted``).
+    :class:`.stopped_run.RunInterruptedError` when ``stop`` is requested or Ctrl-C
+    arrives (``result.json`` says ``interrupted``).
     """
     reg = registry or default_registry()
     stop = stop or StopRequest()
@@ -225,7 +150,7 @@ def run_task(
             **({} if opts.episodes is None else {"smoke_episodes": opts.episodes}),
         },
     )
-    ctx = _RunContext(
+    ctx = RunContext(
         opts=opts,
         task=task,
         manifest_entry=manifest_entry,
@@ -249,12 +174,12 @@ def run_task(
         return _connect_and_drive(ctx)
     except KeyboardInterrupt as exc:  # RunInterrupted, or Ctrl-C with no handler installed
         signal_name = exc.signal_name if isinstance(exc, RunInterrupted) else "SIGINT"
-        raise _record_interrupt(ctx, signal_name) from None
+        raise record_interrupt(ctx, signal_name) from None
     except HarnessError as exc:
-        _record_failure(ctx, exc.message)
+        record_failure(ctx, exc.message)
         raise
     finally:
-        # Drawn while the evaluator stopped (_report); the plots are there once the run
+        # Drawn while the evaluator stopped (score_run); the plots are there once the run
         # returns, whichever way it ends.
         ctx.phase.wait_for_plots()
 
@@ -270,7 +195,7 @@ def _private_dirs(opts: RunOptions, run_dir: Path, submission: Path) -> list[tup
     return dirs
 
 
-def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
+def _connect_and_drive(ctx: RunContext) -> RunOutcome:
     """Start (or connect to) the evaluator, run the agent, score; stop the evaluator."""
     opts, run_id, phase = ctx.opts, ctx.run_id, ctx.phase
     sock_dir: tempfile.TemporaryDirectory[str] | None = None
@@ -295,7 +220,7 @@ def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
             agent_endpoint, agent_token = container.agent_address, container.agent_token
             harness = container.harness_client(run_id)
             ev = container  # a client of its own: `harness` is closed by the time it cancels
-            phase.cancel = lambda: _close_remote_run_with(ev.harness_client(run_id), run_id)
+            phase.cancel = lambda: close_remote_run_with(ev.harness_client(run_id), run_id)
         elif opts.evaluator is None:
             sock_dir = tempfile.TemporaryDirectory(prefix="ale-")
             running = serve(
@@ -324,11 +249,11 @@ def _connect_and_drive(ctx: _RunContext) -> RunOutcome:
             harness = AleClient(running.harness_address, running.harness_token, run_id=run_id)
         else:
             agent_endpoint = opts.evaluator
-            harness, agent_token, submission = _connect_remote(
+            harness, agent_token, submission = connect_remote(
                 opts, ctx.task.id, run_id, ctx.submission
             )
             ctx = dataclasses.replace(ctx, submission=submission)
-            phase.cancel = lambda: _close_remote_run(harness, run_id)
+            phase.cancel = lambda: close_remote_run(harness, run_id)
         ctx.stop.check()
         with harness:
             return _drive(ctx, harness, agent_endpoint, agent_token)
@@ -365,177 +290,8 @@ def _prestart_workers(embedded: Evaluator, task_id: str) -> None:
         embedded.pool.prestart(embedded.tasks.spec(task_id))
 
 
-def _connect_remote(
-    opts: RunOptions, task_id: str, run_id: str, submission: Path
-) -> tuple[AleClient, str, Path]:
-    """The harness client, the agent's token and its submission dir on a separate evaluator."""
-    assert opts.evaluator is not None
-    token_file = opts.harness_token_file or _default_harness_token(opts)
-    if token_file is None:
-        raise HarnessError(
-            "--evaluator needs --harness-token-file (the evaluator writes harness.token in "
-            "its state dir; pass --state-dir if it is not the default one)"
-        )
-    from ale_robotics.sandboxes.docker.evaluator import harness_client
-
-    agent_endpoint = opts.evaluator
-    harness_addr = opts.evaluator_harness or _default_harness_address(agent_endpoint)
-    harness = harness_client(  # a docker-exec:// address: through an evaluator container
-        harness_addr, token_file.read_text().strip(), task_id=task_id, run_id=run_id
-    )
-    try:
-        shared = "open_run" in harness.get_spec().raw.capabilities
-        if shared:
-            # A shared evaluator: this run gets a token and a new, empty directory
-            # VOLUME/<run_id>/ of its own; the client closes the run (revoking the
-            # token) when it is closed. --agent-token-file is not needed: the shared
-            # agent.token reaches no run. --submission-dir, if given, is the volume
-            # root as this host mounts it.
-            grant = harness.open_run(run_id, task_id)
-            agent_token = grant.agent_token
-            if grant.submission_dir:
-                submission = (
-                    opts.submission_volume / grant.submission_subdir
-                    if opts.submission_volume is not None
-                    else Path(grant.submission_dir)
-                ).resolve()
-        elif opts.agent_token_file is None:
-            raise HarnessError(
-                "this evaluator serves one run (--run-id): --evaluator needs "
-                "--agent-token-file and --submission-dir too (its run's token, "
-                "STATE_DIR/run-tokens/RUN_ID.agent.token unless it was given one, and its "
-                "volume); a shared one (no --run-id) needs neither"
-            )
-        else:
-            agent_token = opts.agent_token_file.read_text().strip()
-    except BaseException:
-        harness.close()
-        raise
-    return harness, agent_token, submission
-
-
-def _default_harness_address(agent_endpoint: str) -> str:
-    """``evaluator serve``'s harness socket next to its agent socket's directory.
-
-    Its defaults are ``STATE_DIR/agent/agent.sock`` and ``STATE_DIR/harness.sock``;
-    anything else (a TCP address) serves both channels on the one given address
-    unless ``--evaluator-harness`` says otherwise.
-    """
-    if agent_endpoint.startswith("unix://"):
-        sock = Path(agent_endpoint.removeprefix("unix://"))
-        for candidate in (sock.parent.parent / "harness.sock", sock.parent / "harness.sock"):
-            if candidate.exists():
-                return f"unix://{candidate}"
-    return agent_endpoint
-
-
-def _default_harness_token(opts: RunOptions) -> Path | None:
-    """``harness.token`` of the evaluator's state dir: the one next to its agent socket
-    (``evaluator serve``'s default layout), else ``--state-dir``, else the default."""
-    assert opts.evaluator is not None
-    candidates = []
-    if opts.evaluator.startswith("unix://"):
-        sock = Path(opts.evaluator.removeprefix("unix://"))
-        candidates += [sock.parent.parent / "harness.token", sock.parent / "harness.token"]
-    candidates.append((opts.state_dir or default_state_dir()) / "harness.token")
-    return next((c for c in candidates if c.is_file()), None)
-
-
-def _close_remote_run_with(harness: AleClient, run_id: str) -> list[str]:
-    """:func:`_close_remote_run` on a client of its own, closed afterwards."""
-    with harness:
-        return _close_remote_run(harness, run_id)
-
-
-def _close_remote_run(harness: AleClient, run_id: str) -> list[str]:
-    """Close the run on a separate evaluator: its unfinished jobs are cancelled."""
-    job = latest_job(harness)  # a run's jobs run in order: only its newest can be unfinished
-    r = harness._call(harness.stub.CloseRun, pb.CloseRunRequest(run_id=run_id), retries=1)
-    if r.jobs_cancelled and job is not None and not job.terminal:
-        return [job.job_id]
-    return [f"(unnamed job {i + 1})" for i in range(r.jobs_cancelled)]
-
-
-def _record_interrupt(ctx: _RunContext, signal_name: str) -> RunInterruptedError:
-    """Close the trajectory and write result.json for a run the operator stopped."""
-    phase = ctx.phase
-    cancelled = phase.cancel() if phase.cancel is not None else []
-    reason = f"interrupted by {signal_name} during the {_PHASE_WORDS[phase.name]}"
-    wall = ctx.elapsed()
-    last = ctx.traj.append(
-        "harness",
-        "run_interrupted",
-        {
-            "signal": signal_name,
-            "phase": phase.name,
-            "cancelled_jobs": cancelled,
-            "agent_exit_code": phase.agent_exit_code,
-            "elapsed_s": round(wall, 3),
-        },
-    )
-    write_stopped(
-        ctx.run_dir,
-        StoppedRunReport(
-            state="interrupted",
-            run_id=ctx.run_id,
-            task_id=ctx.task.id,
-            agent_cmd=ctx.opts.agent_cmd,
-            reason=reason,
-            signal=signal_name,
-            phase=phase.name,
-            cancelled_jobs=cancelled,
-            agent_exit_code=phase.agent_exit_code,
-            wall_s=wall,
-            trajectory_head=last.hash,
-            label=ctx.label,
-            started_at=ctx.started_at,
-            ended_at=dt.datetime.now(dt.UTC),
-        ),
-        ctx.traj.path,
-    )
-    jobs = f"; {len(cancelled)} unfinished job(s) cancelled" if cancelled else ""
-    return RunInterruptedError(
-        f"run {ctx.run_id} {reason}: the agent was stopped{jobs}; nothing was scored",
-        signal_name=signal_name,
-        run_id=ctx.run_id,
-        run_dir=ctx.run_dir,
-    )
-
-
-_PHASE_WORDS = {
-    "setup": "setup (before the agent started)",
-    "agent": "agent phase",
-    "evaluating": "evaluation (the agent had finished)",
-    "scoring": "scoring",
-}
-
-
-def _record_failure(ctx: _RunContext, reason: str) -> None:
-    """Close the trajectory and write result.json for a run the infrastructure failed."""
-    phase = ctx.phase
-    last = ctx.traj.append("harness", "run_failed", {"reason": reason, "phase": phase.name})
-    write_stopped(
-        ctx.run_dir,
-        StoppedRunReport(
-            state="failed",
-            run_id=ctx.run_id,
-            task_id=ctx.task.id,
-            agent_cmd=ctx.opts.agent_cmd,
-            reason=reason,
-            phase=phase.name,
-            agent_exit_code=phase.agent_exit_code,
-            wall_s=ctx.elapsed(),
-            trajectory_head=last.hash,
-            label=ctx.label,
-            started_at=ctx.started_at,
-            ended_at=dt.datetime.now(dt.UTC),
-        ),
-        ctx.traj.path,
-    )
-
-
 def _drive(
-    ctx: _RunContext, harness: AleClient, agent_endpoint: str, agent_token: str
+    ctx: RunContext, harness: AleClient, agent_endpoint: str, agent_token: str
 ) -> RunOutcome:
     """The run once an evaluator is connected: agent phase, evaluation, score, report."""
     ctx.stop.check()
@@ -564,10 +320,10 @@ def _drive(
     submit_agent_copy(harness, ctx.task, ctx.run_id, ctx.traj)  # task_config tasks: now
     ctx.phase.name = "evaluating"
     ctx.stop.check()
-    result = _await_result(ctx, harness)
+    result = await_result(ctx, harness)
     ctx.phase.name = "scoring"
     ctx.stop.check()
-    return _report(ctx, agent, result, agent_wall_s, model_usage)
+    return score_run(ctx, agent, result, agent_wall_s, model_usage)
 
 
 TASK_PACKET_DIR = "task"
@@ -575,7 +331,7 @@ TASK_PACKET_DIR = "task"
 
 
 def _agent_phase(
-    ctx: _RunContext,
+    ctx: RunContext,
     harness: AleClient,
     agent_endpoint: str,
     agent_token: str,
@@ -652,178 +408,8 @@ def _prefetch(task: TaskSpec, *, embedded: bool) -> threading.Thread:
     return thread
 
 
-def _await_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
-    """The official result of the run's newest job once it is terminal (None: no job).
-
-    Its signed events join the run's trajectory; an infrastructure failure raises
-    :class:`HarnessError` (it is no score of the agent's): a job the evaluator failed,
-    a submission its storage could not take (the run's newest job then reads FAILED,
-    INFRASTRUCTURE), and an evaluator that cannot answer (UNAVAILABLE after retries).
-    """
-    try:
-        return _read_result(ctx, harness)
-    except UnavailableError as exc:
-        raise HarnessError(
-            f"the evaluator could not answer for the run's result ({exc.message}); this is "
-            "not the agent's score, re-run it"
-        ) from None
-
-
-def _read_result(ctx: _RunContext, harness: AleClient) -> EvalResult | None:
-    """:func:`_await_result` while the evaluator answers."""
-    job = latest_job(harness)
-    if job is None:
-        return None
-    progress = ctx.on_progress
-    start = time.monotonic()
-    while not job.terminal:
-        if progress is not None:
-            progress("evaluating", job, ctx.elapsed(), ctx.budget_s)
-        # As the SDK's wait: every 50 ms at first, then a tenth of the time waited.
-        ctx.stop.sleep(poll_interval(time.monotonic() - start, _RESULT_POLL_S))
-        job = harness.status(job.job_id)
-    if progress is not None:
-        progress("done", job, ctx.elapsed(), ctx.budget_s)
-    r = harness._call(harness.stub.GetEvalResult, pb.GetEvalResultRequest(job_id=job.job_id))
-    result = EvalResult.model_validate_json(r.eval_result_json)
-    for event in result.events:
-        ctx.traj.append_signed(SignedEvaluatorEvent.model_validate(event))
-    if result.failure_source == "infrastructure":
-        raise HarnessError(
-            f"the evaluator failed for infrastructure reasons ({result.state}): "
-            f"{result.failure_reason}; this is not the agent's score, re-run it"
-        )
-    return result
-
-
-def _report(
-    ctx: _RunContext,
-    agent: AgentRun,
-    result: EvalResult | None,
-    agent_wall_s: float,
-    model_usage: ModelUsage | None = None,
-) -> RunOutcome:
-    """Score the result, write result.json (with the trajectory head) and say the verdict.
-
-    The gate's evidence is the evaluator's (the result: frozen files, tensors, practice
-    steps, learning curve) and the harness's own measurements of the agent (its wall
-    clock and cgroup CPU time), kept in result.json so the audit can recompute the score.
-    """
-    task, opts = ctx.task, ctx.opts
-    target = ctx.registry.target(task.id)
-    usage = agent.usage
-    measured = harness_evidence(
-        agent_wall_s=agent_wall_s,
-        run_budget_s=ctx.budget_s,
-        agent_cpu_s=usage.cpu_s if usage is not None else None,
-        manifest_entry=ctx.manifest_entry,
-    )
-    if result is not None and result.state == "SUCCEEDED":
-        with tempfile.TemporaryDirectory(prefix="ale-evidence-") as tmp:
-            evidence = gate_evidence(result, Path(tmp), task=task, harness=measured)
-            report = score(task, result.metrics, target, evidence)
-        if task.mode is TaskMode.INTERACTIVE:  # unfinished episodes: played out with null actions
-            report = report.with_abandoned(
-                sum(e.abandoned for e in result.episodes), len(result.episodes)
-            )
-        if result.training is not None:
-            report = report.model_copy(
-                update={"explanation": f"{report.explanation} {result.training.summary()}."}
-            )
-    else:
-        why = _no_metric_reason(result, agent.exit_code, agent.timed_out, task.mode)
-        if result is None and not agent.timed_out and agent.exit_code:
-            why += f"; its output is in {agent.log_path}"
-        report = score(task, {}, target, no_result=why)
-    stopped = agent.stopped_reason()
-    if stopped is not None:
-        report = report.model_copy(update={"explanation": f"{stopped} {report.explanation}"})
-    smoke = None if opts.episodes is None else smoke_run(task, opts.episodes)
-    line = report.score_line()
-    if smoke is not None:
-        what = f"a smoke run of {smoke.episodes} of {smoke.of} episodes (--episodes)"
-        report = report.model_copy(
-            update={"explanation": f"This is {what}, not an official result. {report.explanation}"}
-        )
-        line += f" [smoke run: {smoke.episodes} of {smoke.of} episodes, not official]"
-    if model_usage is not None:
-        line += f" [{model_usage.summary()}]"
-    run_report = RunReport(
-        run_id=ctx.run_id,
-        task_id=task.id,
-        agent_cmd=opts.agent_cmd,
-        agent_exit_code=agent.exit_code,
-        agent_budget_exceeded=agent.timed_out,
-        agent_disk_quota_exceeded=agent.quota_exceeded is not None,
-        agent_log_truncated=agent.log_truncated,
-        budget_s=ctx.budget_s,
-        sandbox=ctx.sandbox.name,
-        agent_cgroup=agent.cgroup,
-        agent_cgroup_warning=agent.cgroup_warning,
-        agent_limits=agent.limits.as_dict(),
-        agent_cpu_s=usage.cpu_s if usage is not None else None,
-        agent_peak_memory_bytes=usage.peak_memory_bytes if usage is not None else None,
-        agent_oom_killed=agent.oom_kills > 0,
-        agent_frozen_s=round(agent.frozen_s, 3),
-        wall_s=ctx.elapsed(),
-        job_state=result.state if result else "NO_SUBMISSION",
-        eval_result=result.model_copy(update={"events": []}) if result else None,
-        harness_evidence=measured,
-        score=report,
-        smoke_run=smoke,
-        model_usage=model_usage,
-        # submission_sha256, evaluator_version, simulator_versions and official follow
-        # from eval_result and smoke_run (RunReport's one rule, also for older files)
-        label=ctx.label,
-        started_at=ctx.started_at,
-        ended_at=dt.datetime.now(dt.UTC),
-    )
-    last = ctx.traj.append(
-        "harness",
-        "score",
-        {"status": report.status, "score": report.score, "line": line},
-    )
-    # The plots are drawn while the evaluator stops; run_task waits for them (_Phase).
-    ctx.phase.plots = start_report(
-        ctx.run_dir, run_report.model_copy(update={"trajectory_head": last.hash}), ctx.traj.path
-    )
-    return RunOutcome(
-        run_id=ctx.run_id,
-        run_dir=ctx.run_dir,
-        report=run_report,
-        score_line=line,
-        agent_log_tail=_log_tail(agent.log_path) if agent.crashed else [],
-    )
-
-
-def _log_tail(log_path: Path, lines: int = LOG_TAIL_LINES) -> list[str]:
-    """The last ``lines`` lines of the agent's log (it is capped, so reading it is cheap)."""
-    try:
-        with open(log_path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode("utf-8", errors="replace")
-    except OSError:
-        return []
-    return text.splitlines()[-lines:]
-
-
 def _close_sessions(harness: AleClient, run_id: str, traj: TrajectoryWriter) -> None:
     """Close what the agent left open, so that an unfinished eval session is recorded now."""
     r = harness._call(harness.stub.CloseSession, pb.CloseSessionRequest(run_id=run_id))
     if r.sessions_closed:
         traj.append("harness", "sessions_closed", {"count": r.sessions_closed})
-
-
-def _no_metric_reason(
-    result: EvalResult | None,
-    exit_code: int | None,
-    timed_out: bool,
-    mode: TaskMode = TaskMode.BATCH,
-) -> str:
-    if result is None:
-        how = "ran past its budget" if timed_out else f"exited with code {exit_code}"
-        if mode is TaskMode.INTERACTIVE:
-            return f"no eval session: the agent {how} without opening its eval session"
-        return f"no submission: the agent {how} without calling SubmitBatchEval"
-    return f"submission {result.state.lower()}: {result.failure_reason}"
