@@ -35,7 +35,7 @@ _EPILOG = """Example SPEC (YAML):
 
   schema_version: 1
   tasks:
-    - td3-inverted-pendulum-v1
+    - td3-inverted-pendulum-v2
     - td3-halfcheetah-vec-v1
   agents:
     - {label: checkpoint, cmd: "python examples/agents/submit_checkpoint.py"}

@@ -67,52 +67,83 @@ def _state_dir(given: Path | None) -> Path:
 def evaluator_serve(
     state_dir: StateDirOpt = None,
     agent_listen: Annotated[
-        str | None, typer.Option(help="Agent listener (default unix://STATE_DIR/agent/agent.sock).")
+        str | None,
+        typer.Option(
+            rich_help_panel="Listeners",
+            metavar="ADDR",
+            help="Agent listener (default unix://STATE_DIR/agent/agent.sock).",
+        ),
     ] = None,
     harness_listen: Annotated[
-        str | None, typer.Option(help="Harness listener (default unix://STATE_DIR/harness.sock).")
+        str | None,
+        typer.Option(
+            rich_help_panel="Listeners",
+            metavar="ADDR",
+            help="Harness listener (default unix://STATE_DIR/harness.sock).",
+        ),
     ] = None,
-    agent_token_file: Annotated[Path | None, typer.Option(help="Agent token to accept.")] = None,
+    agent_token_file: Annotated[
+        Path | None,
+        typer.Option(rich_help_panel="Listeners", metavar="FILE", help="Agent token to accept."),
+    ] = None,
     harness_token_file: Annotated[
-        Path | None, typer.Option(help="Harness token to accept.")
+        Path | None,
+        typer.Option(rich_help_panel="Listeners", metavar="FILE", help="Harness token to accept."),
     ] = None,
     submission_dir: Annotated[
         Path | None,
         typer.Option(
+            rich_help_panel="Runs",
+            metavar="DIR",
             help="The shared submission volume (default: STATE_DIR/submissions; a shared "
             "evaluator gives each run SUBMISSION_DIR/<run_id>/).",
             show_default=False,
         ),
     ] = None,
-    task: Annotated[str | None, typer.Option(help="Serve only this task.")] = None,
+    task: Annotated[
+        str | None,
+        typer.Option(rich_help_panel="Runs", metavar="TASK_ID", help="Serve only this task."),
+    ] = None,
     run_id: Annotated[
         str | None,
         typer.Option(
+            rich_help_panel="Runs",
+            metavar="RUN_ID",
             help="Accept only this run, with a token of its own (--agent-token-file, else "
-            "STATE_DIR/run-tokens/RUN_ID.agent.token, made once). Without it the evaluator is "
+            "RUN_ID.agent.token in STATE_DIR/run-tokens, made once). Without it the evaluator is "
             "shared: the harness opens each run (OpenRun), which gets a token and a directory "
-            "SUBMISSION_DIR/<run_id>/ of its own."
+            "SUBMISSION_DIR/<run_id>/ of its own.",
         ),
     ] = None,
     allow_practice_without_run: Annotated[
         bool,
         typer.Option(
             "--allow-practice-without-run",
+            rich_help_panel="Runs",
             help="A shared evaluator: let STATE_DIR/practice.token (made now, a secret of the "
             "operator, never given to any run's agent) open practice sessions outside any run, "
             "which count against no run's budget. Off: no token practises outside a run.",
         ),
     ] = False,
-    workers: Annotated[int | None, typer.Option(help="Rollout worker processes.")] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(rich_help_panel="Execution", metavar="N", help="Rollout worker processes."),
+    ] = None,
     executor: ExecutorOpt = "local",
     ray_address: RayAddressOpt = None,
     max_sessions: Annotated[
         int | None,
-        typer.Option(help="Concurrent interactive sessions per run (overrides the tasks' limit)."),
+        typer.Option(
+            rich_help_panel="Execution",
+            metavar="N",
+            help="Concurrent interactive sessions per run (overrides the tasks' limit).",
+        ),
     ] = None,
     max_sessions_total: Annotated[
         int | None,
         typer.Option(
+            rich_help_panel="Execution",
+            metavar="N",
             min=1,
             help="Concurrent interactive sessions of all runs together (default: 64, and at "
             "least the per-run limit).",
@@ -121,6 +152,8 @@ def evaluator_serve(
     job_lease_s: Annotated[
         float | None,
         typer.Option(
+            rich_help_panel="Execution",
+            metavar="SECONDS",
             min=0.1,
             help="Seconds this process's hold on a running job lasts unrenewed (default 15; "
             "renewed every third of it). A job of a process that died is taken over this long "
@@ -132,9 +165,10 @@ def evaluator_serve(
         str | None,
         typer.Option(
             "--store",
+            rich_help_panel="Execution",
             metavar="URL",
             help="The job store (default: STATE_DIR/jobs.sqlite3): a SQLite file path, or "
-            "postgresql://USER@HOST/DATABASE for evaluator replicas sharing one database "
+            "postgresql://USER@HOST/DB for evaluator replicas sharing one database "
             "(start each with the same --store, state dir and submission dir).",
             show_default=False,
         ),

@@ -30,19 +30,19 @@ __all__: list[str] = []
 
 _EXAMPLE = """Examples:
 
-  ale-robotics run td3-inverted-pendulum-v1
+  ale-robotics run td3-inverted-pendulum-v2
   --agent "python examples/agents/submit_checkpoint.py"
 
-  ale-robotics run td3-inverted-pendulum-v1 --agent "python train.py"
+  ale-robotics run td3-inverted-pendulum-v2 --agent "python train.py"
   --episodes 2 --budget 600
 
-  ale-robotics run td3-inverted-pendulum-v1 --agent "python train.py"
+  ale-robotics run td3-inverted-pendulum-v2 --agent "python train.py"
   --label td3-lr3e-4
 
   ale-robotics run td3-halfcheetah-vec-v1 --agent "python train.py"
   --executor ray --ray-address HEAD_IP:6379
 
-  ale-robotics run td3-inverted-pendulum-v1 --sandbox docker
+  ale-robotics run td3-inverted-pendulum-v2 --sandbox docker
   --agent-image ale-robotics/agent --evaluator-image ale-robotics/evaluator
   --agent "python examples/agents/submit_checkpoint.py"
 

@@ -4,7 +4,7 @@ A SPEC is a small YAML file a person writes and keeps next to their agents::
 
     schema_version: 1
     name: td3-smoke                 # optional: default the file's stem
-    tasks: [td3-inverted-pendulum-v1, td3-halfcheetah-vec-v1]
+    tasks: [td3-inverted-pendulum-v2, td3-halfcheetah-vec-v1]
     agents:
       - {label: checkpoint, cmd: "python examples/agents/submit_checkpoint.py"}
       - {label: td3, cmd: "python examples/agents/td3_train.py"}

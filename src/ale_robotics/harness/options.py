@@ -475,7 +475,7 @@ class RunOptions(RunSettings, OutputOptions):
     """
 
     task_id: Annotated[str, Flag("task_id", argument=True)] = Field(
-        description="Task id, e.g. td3-inverted-pendulum-v1."
+        description="Task id, e.g. td3-inverted-pendulum-v2."
     )
     agent_cmd: Annotated[str, Flag("--agent")] = Field(description="Command that starts the agent.")
     run_id: str | None = None

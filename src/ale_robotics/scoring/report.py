@@ -68,7 +68,7 @@ class ScoreReport(_Model):
     ``schema_version`` covers it."""
 
     task_id: str
-    """The task's id, e.g. 'td3-inverted-pendulum-v1'."""
+    """The task's id, e.g. 'td3-inverted-pendulum-v2'."""
     status: ScoreStatus
     """'scored'; 'unscored' (no synced paper target, score None); or why the score is 0:
     'gate_failed', 'invalid_measurement' (a metric the score needs is missing, non-finite or
