@@ -36,7 +36,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import gymnasium as gym
 import numpy as np
 
-from ale_robotics.evaluator.server.servicer import step_response
+from ale_robotics.evaluator.server.messages import step_response
 from ale_robotics.evaluator.sessions.vector import Session, SessionKind, make_envs
 from ale_robotics.infos import decode_infos
 from ale_robotics.tasks import default_registry

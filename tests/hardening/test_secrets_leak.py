@@ -35,7 +35,7 @@ from helpers import random_weights
 from ale_robotics.client import AleClient
 from ale_robotics.errors import AleError
 from ale_robotics.evaluator import EvaluatorConfig, serve
-from ale_robotics.evaluator.server.servicer import AuthInterceptor
+from ale_robotics.evaluator.server.auth import AuthInterceptor
 from ale_robotics.harness.run import RunOptions, run_task
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb

@@ -9,7 +9,7 @@ malformed request reaches code that aborts with INVALID_ARGUMENT and the
 parser's one-line reason (which names the message type and the defect, never
 the bytes); on a stream, the messages before it are answered as usual.
 
-Install it after :class:`~ale_robotics.evaluator.server.servicer.AuthInterceptor`, so an
+Install it after :class:`~ale_robotics.evaluator.server.auth.AuthInterceptor`, so an
 unauthenticated caller still gets UNAUTHENTICATED whatever it sends.
 """
 

@@ -26,14 +26,9 @@ from ale_robotics.addresses import normalize_address
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution import Executor
 from ale_robotics.evaluator.runs.registry import Access, Scope
+from ale_robotics.evaluator.server.auth import AuthInterceptor, Role, listener_scope
 from ale_robotics.evaluator.server.guard import RequestGuardInterceptor
-from ale_robotics.evaluator.server.servicer import (
-    AuthInterceptor,
-    Backends,
-    Role,
-    listener_scope,
-    make_servicer,
-)
+from ale_robotics.evaluator.server.servicer import Backends, make_servicer
 from ale_robotics.evaluator.state.directory import StateDir, read_token
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb

@@ -5,29 +5,24 @@ sessions, runs, task lookups), never the :class:`~.core.Evaluator` that built
 them.
 
 One servicer instance per listener, constructed with that listener's role; the
-role is never read from a request. :class:`~ale_robotics.errors.AleError` becomes
-its status code here (and only here); anything else is a bug, logged with its
-traceback and answered INTERNAL without details, so nothing internal leaks.
+role is never read from a request. Every call runs through :func:`.status.rpc`, the one
+place where an :class:`~ale_robotics.errors.AleError` becomes its status code; the token
+rules are :mod:`.auth`'s, the wire forms of records :mod:`.messages`'.
 """
 
 from __future__ import annotations
 
 import functools
-import hmac
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
 
 import grpc
 import numpy as np
 
 from ale_robotics import PROTOCOL_VERSION
-from ale_robotics.envs.make import make_env
 from ale_robotics.errors import (
-    AleError,
     InvalidArgumentError,
     PermissionDeniedError,
     ResourceExhaustedError,
@@ -35,64 +30,44 @@ from ale_robotics.errors import (
 )
 from ale_robotics.evaluator.batch.jobs import JobService
 from ale_robotics.evaluator.catalog import TaskCatalog
-from ale_robotics.evaluator.config import EvaluatorConfig
 from ale_robotics.evaluator.runs.access import RunAccess
 from ale_robotics.evaluator.runs.checkpoints import CheckpointService
 from ale_robotics.evaluator.runs.registry import (
     NO_RUN_MESSAGE,
     PRACTICE_MESSAGE,
-    TRUSTED,
     Access,
     Scope,
     check_task,
 )
 from ale_robotics.evaluator.runs.service import RunService
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
+from ale_robotics.evaluator.server.auth import AuthInterceptor, Role
+from ale_robotics.evaluator.server.messages import (
+    SESSION_KINDS,
+    capabilities,
+    job_status,
+    step_response,
+    task_spaces,
+)
+from ale_robotics.evaluator.server.status import answer, rpc
 from ale_robotics.evaluator.sessions import rendering
 from ale_robotics.evaluator.sessions.manager import SessionManager, Watch, settings_for
 from ale_robotics.evaluator.sessions.vector import (
     AUTORESET_MODE,
-    AUTORESET_MODES,
-    Batch,
     Session,
     SessionKind,
 )
-from ale_robotics.evaluator.store import JobRecord
 from ale_robotics.infos import encode_infos
-from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.tasks.brief import render_brief
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
-from ale_robotics.tensors import from_tensor, numpy_dtype, proto_dtype, to_tensor
+from ale_robotics.tensors import from_tensor, numpy_dtype, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 
-__all__ = [
-    "AuthInterceptor",
-    "Backends",
-    "Role",
-    "listener_scope",
-    "make_servicer",
-    "step_response",
-]
+__all__ = ["Backends", "make_servicer"]
 
 log = logging.getLogger(__name__)
-
-Req = TypeVar("Req")
-Resp = TypeVar("Resp")
-
-if TYPE_CHECKING:  # grpc-stubs make it generic; the runtime class is not subscriptable
-    _InterceptorBase = grpc.ServerInterceptor[Any, Any]
-else:
-    _InterceptorBase = grpc.ServerInterceptor
-
-_UNAUTHENTICATED_OK = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-_PRACTICE = Scope(Access.PRACTICE)
-
-
-class Role(StrEnum):
-    AGENT = "agent"
-    HARNESS = "harness"
 
 
 @dataclass(frozen=True)
@@ -106,168 +81,6 @@ class Backends:
     runs: RunService
     training: TrainingLedger
     checkpoints: CheckpointService
-
-
-def listener_scope(config: EvaluatorConfig, role: Role) -> Scope:
-    """What the listener's own token (the state dir's ``<role>.token``) may touch."""
-    if role is Role.HARNESS:
-        return TRUSTED
-    if config.run_id is not None:
-        return Scope(Access.RUN, config.run_id)
-    return Scope(Access.NO_RUN) if config.per_run_tokens else Scope(Access.ANY_RUN)
-
-
-class AuthInterceptor(_InterceptorBase):
-    """Refuses any AleEnv call without ``authorization: Bearer <token>`` this listener accepts.
-
-    That is the listener's own token, or on the agent listener of a shared evaluator
-    an open run's token (``run_tokens``, looked up by its SHA-256) or the operator's
-    practice token (``practice_token``, :attr:`.runs.registry.Access.PRACTICE`). :meth:`scope`
-    says what a call's token may touch; the servicer asks it again for every call, so a
-    token revoked by CloseRun stops working at once (``closed``: whether the run a
-    listener token is bound to was closed, on an evaluator bound to one run).
-    """
-
-    def __init__(
-        self,
-        token: str,
-        *,
-        scope: Scope = TRUSTED,
-        run_tokens: Callable[[bytes], Scope | None] | None = None,
-        practice_token: str | None = None,
-        closed: Callable[[str], bool] | None = None,
-    ) -> None:
-        self._expected = f"Bearer {token}".encode()
-        self._scope = scope
-        self._run_tokens = run_tokens
-        self._practice = f"Bearer {practice_token}".encode() if practice_token else None
-        self._closed = closed
-
-        def deny(_: Any, context: grpc.ServicerContext) -> None:
-            context.abort(
-                grpc.StatusCode.UNAUTHENTICATED,
-                "missing or wrong token: send metadata 'authorization: Bearer <token>' with "
-                "the token of the listener you connect to (ALE_TOKEN for agents)",
-            )
-
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler[Any, Any] | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        method = handler_call_details.method or ""
-        if method.startswith(_UNAUTHENTICATED_OK):
-            return continuation(handler_call_details)
-        if self.scope(handler_call_details.invocation_metadata) is None:
-            return self._deny
-        return continuation(handler_call_details)
-
-    def scope(self, metadata: Any) -> Scope | None:
-        """The scope of a call's ``authorization`` metadata; None when no token matches."""
-        given = b""
-        for key, value in metadata or ():
-            if key == "authorization":
-                given = value.encode() if isinstance(value, str) else value
-        if hmac.compare_digest(given, self._expected):
-            if self._scope.bound and self._closed is not None and self._closed(self._scope.run_id):
-                return None  # the bound run was closed: its token died with it
-            return self._scope
-        if self._practice is not None and hmac.compare_digest(given, self._practice):
-            return _PRACTICE
-        if self._run_tokens is not None and given.startswith(b"Bearer "):
-            return self._run_tokens(given[len(b"Bearer ") :])
-        return None
-
-
-def _answer(fn: Callable[[], Resp], context: grpc.ServicerContext, name: str) -> Resp:
-    """Run one request's work; an AleError becomes its status, anything else INTERNAL."""
-    try:
-        return fn()
-    except AleError as exc:
-        context.abort(exc.code, exc.message)
-        raise  # unreachable: abort raises
-    except Exception:
-        log.exception("bug in %s", name)
-        context.abort(grpc.StatusCode.INTERNAL, "internal evaluator error (logged)")
-        raise
-
-
-def _rpc(fn: Callable[[Any, Req, grpc.ServicerContext], Resp]) -> Callable[..., Resp]:
-    @functools.wraps(fn)
-    def wrapper(self: Any, request: Req, context: grpc.ServicerContext) -> Resp:
-        return _answer(lambda: fn(self, request, context), context, fn.__name__)
-
-    return wrapper
-
-
-_JOB_STATE = {s: getattr(pb, f"JOB_STATE_{s.value}") for s in JobState}
-_FAILURE = {
-    FailureSource.NONE: pb.FAILURE_SOURCE_UNSPECIFIED,
-    FailureSource.SUBMISSION: pb.FAILURE_SOURCE_SUBMISSION,
-    FailureSource.INFRASTRUCTURE: pb.FAILURE_SOURCE_INFRASTRUCTURE,
-}
-
-
-def step_response(batch: Batch) -> pb.StepResponse:
-    """The wire form of one session Step (``benchmarks/step_breakdown.py`` times it too)."""
-    assert batch.rewards is not None
-    assert batch.terminated is not None and batch.truncated is not None
-    columns, rest = encode_infos(batch.infos)
-    return pb.StepResponse(
-        observation=to_tensor(batch.obs),
-        reward=to_tensor(batch.rewards),
-        terminated=to_tensor(batch.terminated),
-        truncated=to_tensor(batch.truncated),
-        info_json=rest,
-        info_columns=columns,
-        episodes_completed=batch.episodes_completed,
-        eval_complete=batch.eval_complete,
-    )
-
-
-_KINDS = {pb.SESSION_KIND_PRACTICE: SessionKind.PRACTICE, pb.SESSION_KIND_EVAL: SessionKind.EVAL}
-
-
-def _capabilities(task: TaskSpec, shared: bool) -> list[str]:
-    """What a client may rely on, so that it can fall back (or refuse) on older evaluators.
-
-    ``open_run``: OpenRun/CloseRun are served (a shared evaluator); ``coarse_progress``:
-    agent-channel job status carries no per-episode progress (see ``Progress``);
-    ``autoreset:MODE`` per Gymnasium autoreset mode served (the first, ``next_step``, is
-    the default); ``watch_sessions``: WatchSessions frees a dead client's sessions;
-    ``float64_actions``: OpenSession may ask for float64 actions passed unrounded;
-    ``render``: the task offers render modes (OpenSessionResponse.render_modes).
-    ``practice_sessions`` / ``eval_sessions``: OpenSession opens sessions of that kind for
-    the task; a batch task whose simulator runs only in the evaluator (training.simulator
-    "evaluator") offers practice sessions, its agent's only way to train, and never eval
-    sessions (its mode stays "batch"). ``checkpoints``: SubmitCheckpoint is offered for the
-    task (training.checkpoints).
-    """
-    runs = ["open_run", "coarse_progress"] if shared else ["coarse_progress"]
-    ckpt = ["checkpoints"] if task.training is not None and task.training.checkpoints else []
-    if not task.offers_eval_sessions and not task.offers_practice_sessions:
-        return [task.mode.value, *ckpt, *runs]
-    autoreset = [f"autoreset:{AUTORESET_MODE}"]
-    autoreset += [f"autoreset:{m}" for m in AUTORESET_MODES if m != AUTORESET_MODE]
-    caps = ["interactive" if task.mode is TaskMode.INTERACTIVE else task.mode.value]
-    if task.offers_practice_sessions:
-        caps.append("practice_sessions")
-    if task.offers_eval_sessions:
-        caps.append("eval_sessions")
-    caps += [*autoreset, "step_stream", "watch_sessions", "float64_actions"]
-    if rendering.offered_modes(task):
-        caps.append("render")
-    return [*caps, *ckpt, *runs]
-
-
-def _box_spec(name: str, space: Any) -> pb.TensorSpec:
-    spec = pb.TensorSpec(name=name, dtype=proto_dtype(space.dtype), shape=list(space.shape))
-    if hasattr(space, "low"):
-        spec.low.CopyFrom(to_tensor(np.asarray(space.low)))
-        spec.high.CopyFrom(to_tensor(np.asarray(space.high)))
-    return spec
 
 
 class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
@@ -309,22 +122,10 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
     def _spaces_for(self, task: TaskSpec) -> tuple[pb.TensorSpec, pb.TensorSpec]:
         if task.id not in self._spaces:
-            import gymnasium as gym
-
-            env = make_env(task.env, time_limit=False)
-            try:
-                obs_space = env.observation_space
-                if isinstance(obs_space, gym.spaces.Dict):  # goal envs (Fetch): flat Box view
-                    obs_space = gym.spaces.flatten_space(obs_space)
-                self._spaces[task.id] = (
-                    _box_spec("observation", obs_space),
-                    _box_spec("action", env.action_space),
-                )
-            finally:
-                env.close()
+            self._spaces[task.id] = task_spaces(task)
         return self._spaces[task.id]
 
-    @_rpc
+    @rpc
     def GetSpec(
         self, request: pb.GetSpecRequest, context: grpc.ServicerContext
     ) -> pb.GetSpecResponse:
@@ -368,7 +169,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             submission_contract_json=task.contract.model_dump_json() if task.contract else "",
             observation_spec=obs_spec,
             action_spec=act_spec,
-            capabilities=_capabilities(task, shared=self._access.bound_run is None),
+            capabilities=capabilities(task, shared=self._access.bound_run is None),
             limits=limits,
             brief=self._brief_for(task, entry),
         )
@@ -393,13 +194,13 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 f"max_message_bytes = {self._max_message_bytes}: open fewer envs"
             )
 
-    @_rpc
+    @rpc
     def OpenSession(
         self, request: pb.OpenSessionRequest, context: grpc.ServicerContext
     ) -> pb.OpenSessionResponse:
         scope = self._scope(context)
         task = self._tasks.task(check_task(scope, request.task_id))
-        kind = _KINDS.get(request.kind)
+        kind = SESSION_KINDS.get(request.kind)
         if kind is None:
             raise InvalidArgumentError(
                 "kind must be SESSION_KIND_PRACTICE (your seeds, for training) or "
@@ -445,7 +246,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             float64_actions=session.float64_actions,
         )
 
-    @_rpc
+    @rpc
     def Render(self, request: pb.RenderRequest, context: grpc.ServicerContext) -> pb.RenderResponse:
         scope = self._scope(context)
 
@@ -460,7 +261,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
         return self._sessions.call(request.session_id, context.time_remaining(), render, scope)
 
-    @_rpc
+    @rpc
     def Reset(self, request: pb.ResetRequest, context: grpc.ServicerContext) -> pb.ResetResponse:
         scope = self._scope(context)
         seeds = list(request.seeds)
@@ -479,7 +280,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
         return self._sessions.call(request.session_id, context.time_remaining(), reset, scope)
 
-    @_rpc
+    @rpc
     def Step(self, request: pb.StepRequest, context: grpc.ServicerContext) -> pb.StepResponse:
         return self._step(request, context, self._scope(context))
 
@@ -494,10 +295,10 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
                 "(limit max_step_streams): call Step instead, or close a stream",
             )
         try:
-            scope = _answer(functools.partial(self._scope, context), context, "StepStream")
+            scope = answer(functools.partial(self._scope, context), context, "StepStream")
             for request in requests:
                 step = functools.partial(self._step, request, context, scope)
-                yield _answer(step, context, "Step")
+                yield answer(step, context, "Step")
         except grpc.RpcError:
             return  # the client cancelled or went away: the stream is over, nothing to answer
         finally:
@@ -528,7 +329,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         sessions = self._sessions
         watch = Watch()
         try:
-            scope = _answer(functools.partial(self._scope, context), context, "WatchSessions")
+            scope = answer(functools.partial(self._scope, context), context, "WatchSessions")
             for request in requests:
                 missing = sessions.attach(watch, request.session_ids, scope)
                 yield pb.WatchSessionsResponse(not_found=missing, grace_s=sessions.orphan_grace_s)
@@ -547,7 +348,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
         return self._sessions.call(request.session_id, context.time_remaining(), step, scope)
 
-    @_rpc
+    @rpc
     def CloseSession(
         self, request: pb.CloseSessionRequest, context: grpc.ServicerContext
     ) -> pb.CloseSessionResponse:
@@ -565,7 +366,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         n = self._sessions.close_run(run, "the agent exited")
         return pb.CloseSessionResponse(sessions_closed=n)
 
-    @_rpc
+    @rpc
     def SubmitBatchEval(
         self, request: pb.SubmitBatchEvalRequest, context: grpc.ServicerContext
     ) -> pb.SubmitBatchEvalResponse:
@@ -586,7 +387,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         )
         return pb.SubmitBatchEvalResponse(job_id=job.job_id, deduplicated=dedup)
 
-    @_rpc
+    @rpc
     def SubmitCheckpoint(
         self, request: pb.SubmitCheckpointRequest, context: grpc.ServicerContext
     ) -> pb.SubmitCheckpointResponse:
@@ -612,46 +413,16 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             checkpoints_left=receipt.checkpoints_left,
         )
 
-    def _status(self, job: JobRecord) -> pb.GetBatchEvalStatusResponse:
-        """The job's status; coarse on the agent channel.
-
-        The moment each hidden episode ends tells how long it lasted, and for many
-        tasks an episode's length is its return (an inverted pendulum earns 1 per
-        step until it falls). So the agent channel gets no per-episode progress:
-        episodes_done is 0 until the job SUCCEEDED, no heartbeat (every progress
-        update is one), and updated_unix only for state changes (0 while RUNNING,
-        when the row changes with each episode). The harness channel keeps it all.
-        """
-        done, heartbeat, updated = job.episodes_done, job.heartbeat, job.updated
-        coarse = self._role is Role.AGENT
-        if coarse:
-            done = job.episodes_total if job.state is JobState.SUCCEEDED else 0
-            heartbeat = 0.0
-            updated = 0.0 if job.state is JobState.RUNNING else job.updated
-        return pb.GetBatchEvalStatusResponse(
-            job_id=job.job_id,
-            task_id=job.task_id,
-            state=_JOB_STATE[job.state],
-            progress=pb.Progress(
-                episodes_done=done, episodes_total=job.episodes_total, coarse=coarse
-            ),
-            # an embedded evaluator runs only its run's jobs: other runs' are not ahead
-            queue_position=self._jobs.queue_position(job),
-            failure_source=_FAILURE[job.failure_source],
-            failure_reason=job.failure_reason,
-            heartbeat_unix=heartbeat,
-            created_unix=job.created,
-            updated_unix=updated,
-        )
-
-    @_rpc
+    @rpc
     def GetBatchEvalStatus(
         self, request: pb.GetBatchEvalStatusRequest, context: grpc.ServicerContext
     ) -> pb.GetBatchEvalStatusResponse:
         job = self._jobs.job(request.job_id, request.run_id, self._scope(context))
-        return self._status(job)
+        return job_status(
+            job, coarse=self._role is Role.AGENT, queue_position=self._jobs.queue_position(job)
+        )
 
-    @_rpc
+    @rpc
     def GetEvalResult(
         self, request: pb.GetEvalResultRequest, context: grpc.ServicerContext
     ) -> pb.GetEvalResultResponse:
@@ -670,7 +441,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
 
     # ----------------------------------------------------------------- runs --
 
-    @_rpc
+    @rpc
     def OpenRun(
         self, request: pb.OpenRunRequest, context: grpc.ServicerContext
     ) -> pb.OpenRunResponse:
@@ -686,7 +457,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
             submission_subdir=sub.name if sub is not None else "",
         )
 
-    @_rpc
+    @rpc
     def CloseRun(
         self, request: pb.CloseRunRequest, context: grpc.ServicerContext
     ) -> pb.CloseRunResponse:
