@@ -1,4 +1,8 @@
-"""Taking back the jobs of an evaluator that died: their leases ran out unrenewed.
+"""Job leases: renewing this process's, and taking back those of an evaluator that died.
+
+:func:`renew_leases` is the runner's lease thread: every third of the lease, however long
+a shard runs, so that a live process never loses a job it is running. What follows is
+the other side, the leases that ran out unrenewed.
 
 A batch job goes back in the queue (its snapshot is frozen, so a re-run gives
 the same result); an eval session's job cannot be re-run (its envs died with
@@ -11,11 +15,15 @@ a live process's.
 from __future__ import annotations
 
 import logging
+import sqlite3
+import threading
+from collections.abc import Callable
 
+from ale_robotics.evaluator.batch.attempt import CurrentJob, Why
 from ale_robotics.evaluator.sessions.eval_record import EVAL_SESSION_TOKEN, EvalRecords
-from ale_robotics.evaluator.store import JobQueue
+from ale_robotics.evaluator.store import JobQueue, StoreUnavailable
 
-__all__ = ["LeaseReaper"]
+__all__ = ["LeaseReaper", "renew_leases"]
 
 log = logging.getLogger(__name__)
 
@@ -45,3 +53,21 @@ class LeaseReaper:
             )
         self._records.fail_interrupted(expired.failed)
         return expired.requeued
+
+
+def renew_leases(
+    store: JobQueue, stop: threading.Event, current: Callable[[], CurrentJob | None]
+) -> None:
+    """Renew this process's leases every third of the lease until ``stop``; the attempt
+    under way (``current()``) is dropped as lost when its job is no longer held."""
+    every = store.lease_s / 3
+    while not stop.wait(every):
+        try:
+            held = store.renew()
+        # SQLite busy past its timeout, or the database unreachable: the next one retries
+        except (sqlite3.Error, StoreUnavailable) as exc:
+            log.warning("cannot renew the job leases: %s", exc)
+            continue
+        attempt = current()
+        if attempt is not None and attempt.job_id not in held and not stop.is_set():
+            attempt.drop(Why.LOST)

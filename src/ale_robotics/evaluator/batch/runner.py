@@ -5,27 +5,7 @@ without running agent code, run the native pipeline on the hidden seeds on the
 executor (:mod:`.execution`: local worker processes or Ray), then store the
 ``EvalResult`` and the signed events.
 
-Whose failure, and what it costs:
-
-* A rule broken by the files ends the job ``REJECTED`` (before any episode).
-* A policy that outputs a NaN or inf action (or drives a reward or a metric
-  non-finite) ends it ``FAILED`` with failure source ``submission`` and the
-  episode and step in the official result (:class:`.pipeline.PolicyFault`). Never
-  retried: the inputs are frozen and the rollout deterministic, so a retry fails
-  the same way; and scored 0 by the harness, like a rejection. It counts against
-  the quota like any evaluated submission.
-* A crashed worker or an unexpected error is an infrastructure failure. The job
-  is re-run from its snapshot while both bounds allow: at most ``max_attempts``
-  attempts per job and at most ``max_infra_retries_per_run`` re-runs in all for
-  the run's jobs (default 3, counted from the stored attempt numbers, so a
-  restart does not reset it). Past either, the job ends ``FAILED``
-  (infrastructure) and the harness voids the run. A job past its deadline ends
-  ``TIMED_OUT`` (infrastructure), not retried.
-* Infrastructure-failed jobs are free against ``max_submissions`` only up to
-  ``free_infra_failures_per_run`` (default 1) per run; beyond, each counts
-  (:meth:`.store.JobQueue.quota_used`). Together: a run gets at most
-  ``max_submissions`` verdicts however its jobs fail, so a failure cannot be
-  turned into a free re-draw.
+Whose failure a job's end is, and what it costs the run, is :mod:`.attempt`'s docstring.
 
 A job's snapshot (``STATE_DIR/snapshots/<job>/``) is deleted once the job is
 terminal; only queued and running jobs need theirs (a restart re-runs them from
@@ -54,85 +34,37 @@ rollouts at once (:class:`.execution.RolloutAborted`), quietly, recording nothin
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+from ale_robotics.evaluator.batch.attempt import Abandoned, CurrentJob, RetryPolicy, Why
 from ale_robotics.evaluator.batch.evidence import collect_evidence, validate_evidence_formats
+from ale_robotics.evaluator.batch.leases import renew_leases
 from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.evaluator.batch.plan import episode_plan, load_artifact
-from ale_robotics.evaluator.batch.snapshot import reclaim_snapshots
+from ale_robotics.evaluator.batch.snapshot import reclaim_snapshots, snapshot_files
 from ale_robotics.evaluator.execution import Executor, RolloutAborted, WorkerCrashed
 from ale_robotics.evaluator.results.builder import ResultBuilder
 from ale_robotics.evaluator.results.metrics import NonFiniteMetric
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobQueue, JobRecord, StoreUnavailable
-from ale_robotics.model.episode import PolicyFault
+from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
+from ale_robotics.model.rollout_kind import Artifact
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.model.states import FailureSource, JobState
+from ale_robotics.seeds import HiddenSeed
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["JobRunner", "RetryPolicy"]
 
 log = logging.getLogger(__name__)
-
-
-class _Why(StrEnum):
-    """Why the runner stopped working on a job before it ended."""
-
-    CANCELLED = "cancelled"
-    LOST = "lost"
-    STOPPING = "stopping"
-
-
-class _Abandoned(Exception):
-    """Raised inside a job's attempt once the job is no longer this runner's to record."""
-
-
-@dataclass
-class _Current:
-    """The job the runner is working on, and whether (why) to drop it."""
-
-    job_id: str
-    abort: threading.Event = field(default_factory=threading.Event)
-    why: _Why | None = None
-
-    def drop(self, why: _Why) -> None:
-        """Stop the attempt (the first reason given stands)."""
-        if self.why is None:
-            self.why = why
-        self.abort.set()
-
-    def check(self) -> None:
-        if self.why is not None:
-            raise _Abandoned(self.why.value)
-
-
-class RetryPolicy(Protocol):
-    """The operator's bounds on a job's run (see the module docstring): an
-    :class:`~.config.EvaluatorConfig`, read at each use, so a change applies to the
-    next job."""
-
-    @property
-    def job_deadline_s(self) -> float:
-        """A job's rollouts past this many seconds end it TIMED_OUT."""
-
-    @property
-    def max_attempts(self) -> int:
-        """Attempts per job (its first, then re-runs after infrastructure failures)."""
-
-    @property
-    def max_infra_retries_per_run(self) -> int:
-        """Re-runs after infrastructure failures for all of a run's jobs together."""
 
 
 class JobRunner:
@@ -172,7 +104,7 @@ class JobRunner:
         self._thread: threading.Thread | None = None
         self._lease_thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._current: _Current | None = None
+        self._current: CurrentJob | None = None
         self.reclaim_snapshots()
 
     def reclaim_snapshots(self) -> list[str]:
@@ -193,16 +125,19 @@ class JobRunner:
         live job without its snapshot).
 
         Only while this runner still holds the job: when it does not, nothing
-        changes and the attempt is abandoned (:class:`_Abandoned`)."""
+        changes and the attempt is abandoned (:class:`Abandoned`)."""
         if not self._store.finish(job_id, state, owned=True, **fields):
-            self._drop(job_id, _Why.LOST)
-            raise _Abandoned(_Why.LOST.value)
+            self._drop(job_id, Why.LOST)
+            raise Abandoned(Why.LOST.value)
         shutil.rmtree(self._snapshots / job_id, ignore_errors=True)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run_loop, name="ale-job-runner", daemon=True)
         self._lease_thread = threading.Thread(
-            target=self._lease_loop, name="ale-job-leases", daemon=True
+            target=renew_leases,
+            args=(self._store, self._stop, self._current_attempt),
+            name="ale-job-leases",
+            daemon=True,
         )
         self._thread.start()
         self._lease_thread.start()
@@ -212,10 +147,14 @@ class JobRunner:
         is left RUNNING with its lease to run out (see the module docstring)."""
         self._stop.set()
         self._wake.set()
-        self._drop(None, _Why.STOPPING)
+        self._drop(None, Why.STOPPING)
         for thread in (self._thread, self._lease_thread):
             if thread is not None:
                 thread.join(timeout=10)
+
+    def _current_attempt(self) -> CurrentJob | None:
+        with self._lock:
+            return self._current
 
     def current_job(self) -> str | None:
         """The job an attempt is under way for in this process, if any."""
@@ -242,30 +181,15 @@ class JobRunner:
             current = self._current
         if current is None or current.job_id not in job_ids:
             return False
-        current.drop(_Why.CANCELLED)
+        current.drop(Why.CANCELLED)
         return True
 
-    def _drop(self, job_id: str | None, why: _Why) -> None:
+    def _drop(self, job_id: str | None, why: Why) -> None:
         """Drop the current attempt (when it is ``job_id``'s; None: whichever runs)."""
         with self._lock:
             current = self._current
         if current is not None and job_id in (None, current.job_id):
             current.drop(why)
-
-    def _lease_loop(self) -> None:
-        """Renew this process's leases every third of the lease, until stopped."""
-        every = self._store.lease_s / 3
-        while not self._stop.wait(every):
-            try:
-                held = self._store.renew()
-            # SQLite busy past its timeout, or the database unreachable: the next one retries
-            except (sqlite3.Error, StoreUnavailable) as exc:
-                log.warning("cannot renew the job leases: %s", exc)
-                continue
-            with self._lock:
-                current = self._current
-            if current is not None and current.job_id not in held and not self._stop.is_set():
-                current.drop(_Why.LOST)
 
     def _run_loop(self) -> None:
         next_reap = 0.0
@@ -286,7 +210,7 @@ class JobRunner:
                 self._wake.wait(0.5)
                 self._wake.clear()
                 continue
-            current = _Current(job.job_id)
+            current = CurrentJob(job.job_id)
             with self._lock:
                 self._current = current
             try:
@@ -298,11 +222,11 @@ class JobRunner:
                 with self._lock:
                     self._current = None
 
-    def _attempt(self, job: JobRecord, current: _Current) -> None:
+    def _attempt(self, job: JobRecord, current: CurrentJob) -> None:
         """One attempt at ``job``; an attempt dropped midway ends here, quietly."""
         try:
             self._run_job(job, current)
-        except (_Abandoned, RolloutAborted):
+        except (Abandoned, RolloutAborted):
             self._abandoned(job, current)
         except Exception as exc:
             if current.why is not None:  # a consequence of the drop (a deleted snapshot)
@@ -315,17 +239,17 @@ class JobRunner:
                 self._infra_failure(
                     job, current, f"internal evaluator error ({type(exc).__name__})"
                 )
-            except _Abandoned:
+            except Abandoned:
                 self._abandoned(job, current)
             except Exception:
                 log.exception("job %s: cannot record the failure", job.job_id)
 
-    def _abandoned(self, job: JobRecord, current: _Current) -> None:
-        why = current.why or _Why.LOST
-        if why is _Why.STOPPING:
+    def _abandoned(self, job: JobRecord, current: CurrentJob) -> None:
+        why = current.why or Why.LOST
+        if why is Why.STOPPING:
             log.debug("job %s left RUNNING: the evaluator is stopping", job.job_id)
             return
-        if why is _Why.CANCELLED:
+        if why is Why.CANCELLED:
             log.info("job %s cancelled; its rollouts were stopped", job.job_id)
         else:
             log.warning(
@@ -339,49 +263,28 @@ class JobRunner:
             shutil.rmtree(self._snapshots / job.job_id, ignore_errors=True)
 
     def _event(
-        self, job: JobRecord, current: _Current, task: TaskSpec, kind: str, payload: dict[str, Any]
+        self,
+        job: JobRecord,
+        current: CurrentJob,
+        task: TaskSpec,
+        kind: str,
+        payload: dict[str, Any],
     ) -> None:
         """Sign one of the job's events, only while this runner still holds the job."""
         current.check()
         if not self._ledger.event(job.run_id, task, kind, payload, held_job=job.job_id):
-            current.drop(_Why.LOST)
+            current.drop(Why.LOST)
             current.check()
 
-    def _snapshot_files(self, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
-        assert task.contract is not None
-        folder = self._snapshots / job.job_id
-        out = []
-        for cf in task.contract.files:
-            for name, fmt in cf.names.items():
-                if name in job.files:
-                    path = folder / name
-                    sha = hashlib.sha256(path.read_bytes()).hexdigest()
-                    if sha != job.files[name]:
-                        raise OSError(f"snapshot {name} of {job.job_id} changed on disk")
-                    out.append(SnapshotFile(cf.role, name, fmt, path, sha))
-        return out
-
-    def _run_job(self, job: JobRecord, current: _Current) -> None:
+    def _run_job(self, job: JobRecord, current: CurrentJob) -> None:
+        """One attempt, step by step: validate the snapshot, roll out the hidden
+        episodes, record the result; each step ends the job itself when it fails."""
         task = self._spec(job.task_id)
         assert task.contract is not None
-        try:
-            files = self._snapshot_files(job, task)
-            weights = load_artifact(files, task)
-            validate_evidence_formats(files)
-        except SubmissionRejected as exc:
-            current.check()
-            self._finish(
-                job.job_id,
-                JobState.REJECTED,
-                failure_source=FailureSource.SUBMISSION,
-                failure_reason=str(exc),
-            )
-            self._ledger.rejection_event(job.run_id, task, job.job_id, exc)
+        loaded = self._validate(job, current, task)
+        if loaded is None:
             return
-        except OSError as exc:
-            self._infra_failure(job, current, f"cannot read the snapshot: {exc}")
-            return
-        self._event(job, current, task, "validation", {"job_id": job.job_id, "passed": True})
+        files, weights = loaded
         seeds = self._ledger.hidden_seeds(task, job.run_id)
         runs = episode_plan(task, seeds)
         self._event(
@@ -398,8 +301,50 @@ class JobRunner:
             },
         )
         t0 = time.monotonic()
+        outcomes = self._roll_out(job, current, task, weights, runs, t0)
+        if outcomes is None:
+            return
+        wall = time.monotonic() - t0
+        self._record_success(job, current, task, files, weights, seeds, len(runs), outcomes, wall)
+
+    def _validate(
+        self, job: JobRecord, current: CurrentJob, task: TaskSpec
+    ) -> tuple[list[SnapshotFile], Artifact] | None:
+        """The snapshot re-read (its SHA-256 checked) and the artifact loaded from it; None
+        when the job ended here (REJECTED, or an infrastructure failure)."""
         try:
-            outcomes = self._pool.run(
+            files = snapshot_files(self._snapshots / job.job_id, job, task)
+            weights = load_artifact(files, task)
+            validate_evidence_formats(files)
+        except SubmissionRejected as exc:
+            current.check()
+            self._finish(
+                job.job_id,
+                JobState.REJECTED,
+                failure_source=FailureSource.SUBMISSION,
+                failure_reason=str(exc),
+            )
+            self._ledger.rejection_event(job.run_id, task, job.job_id, exc)
+            return None
+        except OSError as exc:
+            self._infra_failure(job, current, f"cannot read the snapshot: {exc}")
+            return None
+        self._event(job, current, task, "validation", {"job_id": job.job_id, "passed": True})
+        return files, weights
+
+    def _roll_out(
+        self,
+        job: JobRecord,
+        current: CurrentJob,
+        task: TaskSpec,
+        weights: Artifact,
+        runs: list[tuple[int, int]],
+        t0: float,
+    ) -> list[EpisodeOutcome] | None:
+        """The hidden episodes on the executor, within the job deadline; None when the
+        job ended here (TIMED_OUT, a worker crash, or the policy's own fault)."""
+        try:
+            return self._pool.run(
                 task,
                 weights,
                 [seed for _, seed in runs],
@@ -421,14 +366,26 @@ class JobRunner:
             self._ledger.event(
                 job.run_id, task, "result", self._results.timed_out(job.job_id, reason)
             )
-            return
         except WorkerCrashed as exc:
             self._infra_failure(job, current, str(exc))
-            return
         except PolicyFault as exc:
             self._submission_failure(job, current, task, exc.reason, exc.public_reason)
-            return
-        wall = time.monotonic() - t0
+        return None
+
+    def _record_success(
+        self,
+        job: JobRecord,
+        current: CurrentJob,
+        task: TaskSpec,
+        files: list[SnapshotFile],
+        weights: Artifact,
+        seeds: list[HiddenSeed],
+        episodes_total: int,
+        outcomes: list[EpisodeOutcome],
+        wall: float,
+    ) -> None:
+        """The metrics of the episodes, signed and stored: the job SUCCEEDED (or FAILED by
+        the submission when a metric came out non-finite)."""
         evidence, shapes = collect_evidence(files, weights)
         steps = sum(o.length for o in outcomes)
         try:
@@ -448,7 +405,7 @@ class JobRunner:
             {
                 "job_id": job.job_id,
                 "episodes_done": len(outcomes),
-                "episodes_total": len(runs),
+                "episodes_total": episodes_total,
                 "env_steps": steps,
                 "wall_s": round(wall, 3),
             },
@@ -474,7 +431,7 @@ class JobRunner:
         )
 
     def _submission_failure(
-        self, job: JobRecord, current: _Current, task: TaskSpec, reason: str, public_reason: str
+        self, job: JobRecord, current: CurrentJob, task: TaskSpec, reason: str, public_reason: str
     ) -> None:
         """End the job FAILED by the submission: its policy's output broke the evaluation.
 
@@ -494,7 +451,7 @@ class JobRunner:
             result_json=verdict.result.model_dump_json(),
         )
 
-    def _infra_failure(self, job: JobRecord, current: _Current, reason: str) -> None:
+    def _infra_failure(self, job: JobRecord, current: CurrentJob, reason: str) -> None:
         """Re-run the job, or end it FAILED (infrastructure) when a retry bound is spent.
 
         Bounds (see the module docstring): ``max_attempts`` per job and
@@ -509,8 +466,8 @@ class JobRunner:
             if not self._store.requeue(
                 job.job_id, f"retrying after an infrastructure failure: {reason}"
             ):
-                self._drop(job.job_id, _Why.LOST)
-                raise _Abandoned(_Why.LOST.value)
+                self._drop(job.job_id, Why.LOST)
+                raise Abandoned(Why.LOST.value)
             self._wake.set()
             return
         if job.attempts < cfg.max_attempts:
@@ -533,7 +490,7 @@ class JobRunner:
             self._results.infrastructure_failure(job.job_id),
         )
 
-    def _held(self, job: JobRecord, current: _Current, still_held: bool) -> None:
+    def _held(self, job: JobRecord, current: CurrentJob, still_held: bool) -> None:
         """After a progress or heartbeat write: drop the job if the store refused it."""
         if not still_held:
-            current.drop(_Why.LOST)
+            current.drop(Why.LOST)

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING
 
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.tasks.spec import SubmissionContract
+from ale_robotics.tasks.spec import SubmissionContract, TaskSpec
 
 if TYPE_CHECKING:
-    from ale_robotics.evaluator.store import JobQueue
+    from ale_robotics.evaluator.store import JobQueue, JobRecord
 
 __all__ = [
     "CHECKPOINT_PREFIX",
@@ -41,6 +41,7 @@ __all__ = [
     "RECLAIM_MIN_AGE_S",
     "STAGING_PREFIX",
     "reclaim_snapshots",
+    "snapshot_files",
     "snapshot_submission",
     "staging_dir",
 ]
@@ -308,3 +309,19 @@ def reclaim_snapshots(
     if removed:
         log.info("removed %d snapshot dir(s) no job needs", len(removed))
     return removed
+
+
+def snapshot_files(folder: Path, job: JobRecord, task: TaskSpec) -> list[SnapshotFile]:
+    """The job's frozen files in ``folder``, in contract order, each re-hashed: OSError
+    when one changed on disk since it was frozen (the job's stored SHA-256 is the truth)."""
+    assert task.contract is not None
+    out = []
+    for cf in task.contract.files:
+        for name, fmt in cf.names.items():
+            if name in job.files:
+                path = folder / name
+                sha = hashlib.sha256(path.read_bytes()).hexdigest()
+                if sha != job.files[name]:
+                    raise OSError(f"snapshot {name} of {job.job_id} changed on disk")
+                out.append(SnapshotFile(cf.role, name, fmt, path, sha))
+    return out
