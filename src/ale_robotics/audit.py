@@ -110,16 +110,13 @@ from ale_robotics.evaluator.runs.checkpoints import (
 )
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
 from ale_robotics.model.episode import EpisodeOutcome
-from ale_robotics.model.result import (
+from ale_robotics.model.outcomes import (
     BatchOutcomes,
-    CurvePoint,
-    EpisodeRecord,
-    EvalResult,
-    SmokeRun,
     batch_outcomes,
     episode_outcomes,
     outcome_entries,
 )
+from ale_robotics.model.result import CurvePoint, EpisodeRecord, EvalResult, SmokeRun
 from ale_robotics.seeds import HiddenSeed, derive_seeds
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.registry import Registry, default_registry

@@ -31,7 +31,8 @@ from ale_robotics.harness.plots.episodes import (
     plot_episodes,
 )
 from ale_robotics.model.episode import EpisodeOutcome
-from ale_robotics.model.result import EpisodeRecord, EvalResult, SmokeRun, episode_outcomes
+from ale_robotics.model.outcomes import episode_outcomes
+from ale_robotics.model.result import EpisodeRecord, EvalResult, SmokeRun
 from ale_robotics.tasks import Direction, MetricSpec, default_registry
 
 DATA = Path(__file__).parent / "data" / "plot_results.json"

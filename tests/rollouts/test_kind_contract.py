@@ -17,7 +17,8 @@ import pytest
 
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.kind_registry import get_kind, kind_names
-from ale_robotics.model.result import BatchOutcomes, EvalResult, episode_outcomes
+from ale_robotics.model.outcomes import BatchOutcomes, episode_outcomes
+from ale_robotics.model.result import EvalResult
 from ale_robotics.model.rollout_kind import RolloutKind
 from ale_robotics.rollouts.policy import PolicyRolloutKind
 from ale_robotics.seeds import derive_seeds

@@ -27,7 +27,7 @@ from ale_robotics.evaluator.batch.plan import episode_plan
 from ale_robotics.evaluator.batch.smoke import smoke_task
 from ale_robotics.model import kind_registry as registry
 from ale_robotics.model.kind_registry import get_kind, kind_names
-from ale_robotics.model.result import (
+from ale_robotics.model.outcomes import (
     BatchOutcomes,
     RolloutOutcomes,
     batch_outcomes,

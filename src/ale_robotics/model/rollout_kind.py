@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ale_robotics.model.episode import EpisodeOutcome
-    from ale_robotics.model.result import BatchOutcomes
+    from ale_robotics.model.outcomes import BatchOutcomes
     from ale_robotics.model.snapshot import SnapshotFile
     from ale_robotics.seeds import HiddenSeed
     from ale_robotics.tasks.spec import EvalProtocol, TaskSpec

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ale_robotics.model.episode import EpisodeOutcome
-    from ale_robotics.model.result import BatchOutcomes
+    from ale_robotics.model.outcomes import BatchOutcomes
     from ale_robotics.model.snapshot import SnapshotFile
     from ale_robotics.rollouts.mlp import MLPPolicy
 
@@ -70,6 +70,6 @@ class PolicyRolloutKind(RolloutKind):
     def outcome_record(
         self, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]
     ) -> BatchOutcomes:
-        from ale_robotics.model.result import RolloutOutcomes
+        from ale_robotics.model.outcomes import RolloutOutcomes
 
         return RolloutOutcomes.from_episodes(self.name, outcomes)

@@ -10,14 +10,14 @@ from pydantic import ValidationError
 
 from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.model.episode import EpisodeOutcome
-from ale_robotics.model.result import (
-    EvalResult,
+from ale_robotics.model.outcomes import (
     PlanningOutcomes,
     ReplayOutcomes,
     RolloutOutcomes,
     batch_outcomes,
     episode_outcomes,
 )
+from ale_robotics.model.result import EvalResult
 
 BASE: dict[str, Any] = {
     "job_id": "j",

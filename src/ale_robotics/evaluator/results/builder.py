@@ -45,6 +45,7 @@ from ale_robotics.evaluator.runs.checkpoints import (
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.evaluator.store import JobRecord
 from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.outcomes import batch_outcomes
 from ale_robotics.model.result import (
     CurvePoint,
     EpisodeRecord,
@@ -53,7 +54,6 @@ from ale_robotics.model.result import (
     HostInfo,
     Timings,
     TrainingUsage,
-    batch_outcomes,
 )
 from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.seeds import HiddenSeed

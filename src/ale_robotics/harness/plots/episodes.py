@@ -27,12 +27,8 @@ from typing import TYPE_CHECKING
 
 from ale_robotics.harness.plots.canvas import COLOR, builtin_defaults, task_for
 from ale_robotics.model.episode import EpisodeOutcome
-from ale_robotics.model.result import (
-    EvalResult,
-    PlanningOutcomes,
-    ReplayOutcomes,
-    episode_outcomes,
-)
+from ale_robotics.model.outcomes import PlanningOutcomes, ReplayOutcomes, episode_outcomes
+from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks.spec import Direction, MetricSpec, TaskSpec
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from ale_robotics.model.episode import EpisodeOutcome
-from ale_robotics.model.result import BatchOutcomes, PlanningOutcomes
+from ale_robotics.model.outcomes import BatchOutcomes, PlanningOutcomes
 from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, RolloutKind, Shard
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.planning.edmp_config import FILE_NAME as EDMP_FILE

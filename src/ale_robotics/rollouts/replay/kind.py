@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ale_robotics.model.episode import EpisodeOutcome
-from ale_robotics.model.result import BatchOutcomes, ReplayOutcomes
+from ale_robotics.model.outcomes import BatchOutcomes, ReplayOutcomes
 from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, RolloutKind, Shard
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.rollouts.replay.trajectories import (
