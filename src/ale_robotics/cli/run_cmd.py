@@ -151,8 +151,9 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: boo
     """The run itself, with its progress display, ending in the score line (or an exit)."""
     from ale_robotics.cli.progress import run_progress
     from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
-    from ale_robotics.harness.run import HarnessError, run_task
+    from ale_robotics.harness.run import run_task
     from ale_robotics.harness.stopped_run import RunInterruptedError
+    from ale_robotics.sandboxes.errors import HarnessError
 
     def started(run_id: str, run_dir: Path) -> None:
         console.print(

@@ -27,13 +27,13 @@ from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.results.metrics import HOST_TIMED
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
-from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.hidden_modules import hidden_module_names
 from ale_robotics.harness.interrupt import StopRequest
 from ale_robotics.harness.model_gateway import ModelAccess
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.sandboxes import AgentLaunch, Confinement, Sandbox
 from ale_robotics.sandboxes.cgroups import Limits, Usage
+from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.tasks.manifest import ManifestEntry
 from ale_robotics.tasks.spec import TaskSpec
 from ale_robotics.trajectory import TrajectoryWriter

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ale_robotics.client.sdk import AleClient
 from ale_robotics.harness.agent_proc import latest_job
-from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.options import RunOptions, default_state_dir
+from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 __all__ = ["close_remote_run", "close_remote_run_with", "connect_remote"]

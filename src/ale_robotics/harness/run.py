@@ -32,7 +32,6 @@ from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 from ale_robotics.gateway import ModelUsage
 from ale_robotics.harness.agent_proc import AgentRun, Progress, run_agent
-from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.model_gateway import ModelSettings, model_gateway
 from ale_robotics.harness.options import (
@@ -54,6 +53,7 @@ from ale_robotics.harness.stopped_run import record_failure, record_interrupt
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.harness.verdict import RunOutcome, await_result, score_run
 from ale_robotics.sandboxes import resolve_sandbox
+from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
 from ale_robotics.tasks.packet import build_task_packet, remove_task_packet
 from ale_robotics.tasks.registry import Registry, default_registry

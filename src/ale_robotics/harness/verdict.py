@@ -23,11 +23,11 @@ from ale_robotics.errors import UnavailableError
 from ale_robotics.evaluator.batch.smoke import smoke_run
 from ale_robotics.gateway import ModelUsage
 from ale_robotics.harness.agent_proc import AgentRun, latest_job
-from ale_robotics.harness.errors import HarnessError
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.report import RunReport, start_report
 from ale_robotics.harness.run_context import RunContext
 from ale_robotics.model.result import EvalResult, SmokeRun
+from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.scoring import HarnessEvidence, ScoreReport, score
 from ale_robotics.tasks.spec import TaskMode
 from ale_robotics.trajectory import SignedEvaluatorEvent

@@ -11,8 +11,8 @@
                                 agent's score (a sandbox that did not start the agent, a
                                 container command that failed)
 
-``HarnessError`` is the harness's failure (:mod:`ale_robotics.harness.errors` exports it);
-it is defined here, below the harness, because the sandboxes raise it too.
+``HarnessError`` is the harness's failure; it is defined here, below the harness, because
+the sandboxes raise it too, and imported from here by everyone.
 """
 
 from __future__ import annotations

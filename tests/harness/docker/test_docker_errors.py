@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from docker_support import AGENT_IMAGE, need_docker
 
-from ale_robotics.harness.errors import HarnessError
 from ale_robotics.sandboxes.docker.evaluator import parse_loopback_address
+from ale_robotics.sandboxes.errors import HarnessError
 
 CLI = [sys.executable, "-m", "ale_robotics"]
 TASK = "td3-inverted-pendulum-v1"

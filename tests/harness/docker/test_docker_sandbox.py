@@ -31,11 +31,11 @@ from docker_support import (
     wait_until_gone,
 )
 
-from ale_robotics.harness.errors import HarnessError
 from ale_robotics.sandboxes.cgroups import Limits
 from ale_robotics.sandboxes.docker.cli import sweep_orphans
 from ale_robotics.sandboxes.docker.container import AgentContainer
 from ale_robotics.sandboxes.docker.images import require_image
+from ale_robotics.sandboxes.errors import HarnessError
 
 CLI = [sys.executable, "-m", "ale_robotics"]
 TASK = "td3-inverted-pendulum-v1"
