@@ -7,21 +7,9 @@ imports nothing from it: the scoring settings a task config carries live in
 
 from __future__ import annotations
 
-from ale_robotics.scoring.config import (
-    AlgorithmAllowlistCheck,
-    ArchitectureCheck,
-    BudgetCheck,
-    Condition,
-    ExpectedTensor,
-    FaithfulnessGate,
-    GateCheck,
-    LearningCurveCheck,
-    SafetyPenalty,
-    ScoringConfig,
-)
+from ale_robotics.tasks.scoring_config import AlgorithmAllowlistCheck, ArchitectureCheck, BudgetCheck, Condition, ExpectedTensor, FaithfulnessGate, GateCheck, LearningCurveCheck, SafetyPenalty, ScoringConfig
 from ale_robotics.scoring.gate import (
     EVIDENCE_WORDS,
-    MAX_EVIDENCE_BYTES,
     CheckResult,
     CurveEvidence,
     EvaluatorEvidence,
@@ -31,6 +19,7 @@ from ale_robotics.scoring.gate import (
     HarnessEvidence,
     run_gate,
 )
+from ale_robotics.scoring.gate_checks import MAX_EVIDENCE_BYTES
 from ale_robotics.scoring.report import (
     ConditionResult,
     PenaltyResult,

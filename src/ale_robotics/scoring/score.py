@@ -33,7 +33,7 @@ import math
 import numbers
 from collections.abc import Mapping
 
-from ale_robotics.scoring.config import SafetyPenalty
+from ale_robotics.tasks.scoring_config import SafetyPenalty
 from ale_robotics.scoring.gate import GateEvidence, GateOutcome, run_gate
 from ale_robotics.scoring.report import (
     ConditionResult,

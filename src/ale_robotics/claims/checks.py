@@ -1,51 +1,30 @@
-"""result.json's claims against the evaluator's signed events: the checks that need
-neither the secret nor a re-run.
-
-``result.json`` is written by the harness into a directory that whoever handles the run
-afterwards can edit, so everything that trusts a run's score checks it against the
-evaluator's signed events in ``trajectory.jsonl`` first. Two callers, one set of checks:
-
-- :func:`ale_robotics.audit.audit_run` runs these checks, then the ones that need the
-  revealed secret (seeds, commitments) and a re-run (the measurement, the checkpoints);
-- :func:`check_claims` runs these checks alone. It is what every listing trusts
-  (``runs list``, ``leaderboard``, ``runs show/compare``, the HTML report and eval-set
-  aggregates, through :mod:`ale_robotics.runs.verify`): quick (no rollout, no secret),
-  so that a run whose ``result.json`` was rewritten is shown as *unverified* and never
-  ranked, without waiting for an audit.
-
-:func:`check_claims` checks, each naming the signed event it compares with:
-
-* the trajectory: chain, every signature (with the evaluator's key when the caller
-  pins it), the run id, and that it ends where ``result.json`` says;
-* the job ``result.json`` names is one the evaluator signed events for, of the same
-  task, and its ``submission_files`` are the signed ``submission_received`` hashes;
-* the outcome: state, failure, metrics, per-episode returns and outcomes, smoke run and
-  ``official`` against the signed ``result`` event (a rejection against the signed failed
-  ``validation``); the report's own ``official``, ``job_state`` and ``submission_sha256``
-  (what listings read) against the result they summarize;
-* the training count against the signed ``result`` event;
-* the score: recomputed as the harness does, from the *signed* metrics, the registry's
-  target and the gate evidence ``result.json`` carries (its files only where they hash to
-  the signed submission; the training count the evaluator signed), and compared with
-  ``result.json``'s score report.
-
-What it cannot see (``ale-robotics audit`` does): whether the signed metrics are what the
-hidden seeds give (a re-run), the learning curve against the signed checkpoints (their
-re-evaluation), the submission files on disk, and the harness's own measurements
-(wall clock, CPU), which only the harness witnessed.
-"""
+"""The checks of result.json's claims against the signed events: job, outcome, training,
+score, and :func:`check_claims`, which runs them all (see :mod:`ale_robotics.claims`)."""
 
 from __future__ import annotations
 
-import math
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pydantic
 
+from ale_robotics.claims.report import AuditReport
+from ale_robotics.claims.signed import (
+    SignedEvents,
+    event_label,
+    files_text,
+    first_diff,
+    list_diff,
+    load_signed,
+    metric_diffs,
+    outcome_state,
+    payload_dict,
+    payload_list,
+    same,
+)
 from ale_robotics.errors import AleError
 from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.report import RunReport, StoppedRunReport, submission_sha256
@@ -53,186 +32,17 @@ from ale_robotics.model.result import CurvePoint, EvalResult, TrainingUsage
 from ale_robotics.scoring import ScoreReport, score
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
-from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event, VerifyReport, verified_events
+from ale_robotics.trajectory import COMMITMENT_EVENT_KIND, Event
 
 __all__ = [
-    "AuditCheck",
-    "AuditReport",
     "ScoreEvidence",
-    "SignedEvents",
     "check_claims",
     "check_job",
     "check_outcome",
     "check_score",
     "check_training",
-    "event_label",
-    "first_diff",
-    "list_diff",
-    "load_signed",
-    "metric_diffs",
-    "outcome_state",
-    "payload_dict",
-    "payload_list",
-    "same",
     "score_digest",
 ]
-
-
-@dataclass
-class AuditCheck:
-    name: str
-    ok: bool
-    detail: str
-
-
-@dataclass
-class AuditReport:
-    run_id: str
-    checks: list[AuditCheck] = field(default_factory=list)
-    fatal: str | None = None
-    """Why the audit could not start at all (no readable result.json, a stopped run);
-    None otherwise."""
-    stopped: StoppedRunReport | None = None
-    """The record of an interrupted or failed run: nothing was scored, nothing audited."""
-    public_key: str | None = None
-    """The evaluator key the trajectory verified with (hex); None when it did not verify.
-    Set by :func:`check_claims` (a listing shows whether it was pinned)."""
-
-    @property
-    def ok(self) -> bool:
-        return self.fatal is None and bool(self.checks) and all(c.ok for c in self.checks)
-
-    def add(self, name: str, ok: bool, detail: str) -> bool:
-        self.checks.append(AuditCheck(name, ok, detail))
-        return ok
-
-
-def event_label(event: Event) -> str:
-    """How a check names a signed event: its kind, file position and evaluator counter."""
-    eval_seq = f" (eval_seq {event.sig.eval_seq})" if event.sig is not None else ""
-    return f"the signed `{event.kind}` event #{event.seq}{eval_seq}"
-
-
-@dataclass
-class SignedEvents:
-    """The verified evaluator events of a run, and those of the job result.json names."""
-
-    events: list[Event]
-    job_id: str
-
-    def __post_init__(self) -> None:
-        self.job = [e for e in self.events if e.payload.get("job_id") == self.job_id]
-
-    def first(self, kind: str) -> Event | None:
-        return next((e for e in self.events if e.kind == kind), None)
-
-    def last_of_job(self, kind: str) -> Event | None:
-        """The job's latest event of ``kind``: a job re-run after a crash signs it again."""
-        found = [e for e in self.job if e.kind == kind]
-        return found[-1] if found else None
-
-    def outcome(self) -> Event | None:
-        """The event that signs the job's terminal state: ``result``, or a failed validation."""
-        result = self.last_of_job("result")
-        if result is not None:
-            return result
-        failed = [
-            e for e in self.job if e.kind == "validation" and e.payload.get("passed") is False
-        ]
-        return failed[-1] if failed else None
-
-
-def outcome_state(event: Event) -> str:
-    """The terminal state an outcome event signs (a failed validation is a rejection)."""
-    if event.kind == "validation":
-        return "REJECTED"
-    return str(event.payload.get("state"))
-
-
-def load_signed(
-    path: Path, public_key: str | None, run_id: str, head: str | None, n_events: int | None
-) -> tuple[VerifyReport, list[Event] | None]:
-    """The verification report, and the signed (``trusted_evaluator``) events when (and
-    only when) the whole file verified, parsed from the very bytes that verified."""
-    verified, events = verified_events(
-        path,
-        public_key,
-        expected_run_id=run_id,
-        expected_head=head,
-        expected_events=n_events,
-    )
-    if events is None:
-        return verified, None
-    return verified, [e for e in events if e.level == "trusted_evaluator"]
-
-
-def payload_list(payload: Mapping[str, Any], key: str) -> list[Any]:
-    value = payload.get(key)
-    return list(value) if isinstance(value, list) else []
-
-
-def payload_dict(payload: Mapping[str, Any], key: str) -> dict[str, Any]:
-    value = payload.get(key)
-    return dict(value) if isinstance(value, dict) else {}
-
-
-def same(a: object, b: object) -> bool:
-    """Equality where NaN equals NaN (a NaN measurement is evidence, kept as such)."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return a == b
-
-
-def metric_diffs(
-    claimed: Mapping[str, Any], signed: Mapping[str, Any]
-) -> list[tuple[str, str, str]]:
-    """``(name, claimed, signed)`` as text for every metric that differs or is on one side only."""
-
-    def shown(v: object) -> str:
-        return "missing" if v is None else repr(v)
-
-    return [
-        (k, shown(claimed.get(k)), shown(signed.get(k)))
-        for k in sorted(set(claimed) | set(signed))
-        if not same(claimed.get(k), signed.get(k))
-    ]
-
-
-def first_diff(a: object, b: object, where: str = "") -> str | None:
-    """Where two JSON values first differ (``problems[2].collided: True vs False``), or None."""
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        for k in sorted(set(a) | set(b), key=str):
-            if k not in a or k not in b:
-                return f"{where}.{k}: {'missing' if k not in a else 'present'} vs " + (
-                    "missing" if k not in b else "present"
-                )
-            found = first_diff(a[k], b[k], f"{where}.{k}")
-            if found is not None:
-                return found
-        return None
-    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        if len(a) != len(b):
-            return f"{where or '(top level)'}: {len(a)} entries vs {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            found = first_diff(x, y, f"{where}[{i}]")
-            if found is not None:
-                return found
-        return None
-    return None if same(a, b) else f"{where.lstrip('.') or '(top level)'}: {a!r} vs {b!r}"
-
-
-def list_diff(claimed: Sequence[Any], signed: Sequence[Any]) -> str | None:
-    """Where two per-episode lists first differ, in words; None when they are the same."""
-    if len(claimed) != len(signed):
-        return f"{len(claimed)} values vs {len(signed)}"
-    for i, (a, b) in enumerate(zip(claimed, signed, strict=True)):
-        if not same(a, b):
-            return f"episode {i}: {a!r} vs {b!r}"
-    return None
 
 
 def check_job(
@@ -283,10 +93,6 @@ def check_job(
     )
 
 
-def files_text(files: Mapping[str, Any]) -> str:
-    return "{" + ", ".join(f"{k}: {str(v)[:12]}..." for k, v in sorted(files.items())) + "}"
-
-
 def check_outcome(
     report: AuditReport, doc: RunReport, result: EvalResult, signed: SignedEvents | None
 ) -> Event | None:
@@ -314,46 +120,7 @@ def check_outcome(
         if "reason" in p and result.failure_reason != p["reason"]:
             problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
     else:
-        if "failure_source" in p and result.failure_source != p["failure_source"]:
-            problems.append(
-                f"result.json failure_source {str(result.failure_source)!r} differs from {where}: "
-                f"{p['failure_source']!r}"
-            )
-        if "reason" in p and result.failure_reason != p["reason"]:
-            problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
-        signed_metrics = payload_dict(p, "metrics")
-        for name, claimed_v, signed_v in metric_diffs(result.metrics, signed_metrics):
-            problems.append(
-                f"result.json metrics {name} {claimed_v} differs from {where}: {signed_v}"
-            )
-        if "episode_returns" in p or state == "SUCCEEDED":
-            returns = [e.episode_return for e in result.episodes]
-            diff = list_diff(returns, payload_list(p, "episode_returns"))
-            if diff is not None:
-                problems.append(
-                    f"result.json episode returns differ from {where}'s episode_returns: {diff}"
-                )
-        claimed_outcomes = (
-            None if result.outcomes is None else result.outcomes.model_dump(mode="json")
-        )
-        diff = first_diff(claimed_outcomes, p.get("outcomes"))
-        if diff is not None:
-            problems.append(
-                f"result.json eval_result.outcomes differ from {where}'s outcomes "
-                f"(result.json vs signed): {diff.lstrip('.')}"
-            )
-        signed_smoke = p.get("smoke_run")
-        claimed_smoke = None if result.smoke_run is None else result.smoke_run.model_dump()
-        if not same(claimed_smoke, signed_smoke):
-            problems.append(
-                f"result.json eval_result.smoke_run {claimed_smoke} differs from {where}: "
-                f"{signed_smoke}"
-            )
-        if result.official and signed_smoke is not None:
-            problems.append(
-                f"result.json eval_result.official is true, but {where} signs a smoke run "
-                f"({signed_smoke}): a smoke run is never official"
-            )
+        problems += _result_event_problems(result, p, where, state)
     if result.official and (result.smoke_run is not None or not result.read_on_harness_channel):
         problems.append(
             "result.json eval_result.official is true for a result that is a smoke run or was "
@@ -374,6 +141,51 @@ def check_outcome(
         ),
     )
     return outcome
+
+
+def _result_event_problems(
+    result: EvalResult, p: Mapping[str, Any], where: str, state: str
+) -> list[str]:
+    """Where result.json's result differs from the signed ``result`` event's payload ``p``:
+    failure, metrics, episode returns, per-episode outcomes, smoke run, officialness."""
+    problems: list[str] = []
+    if "failure_source" in p and result.failure_source != p["failure_source"]:
+        problems.append(
+            f"result.json failure_source {str(result.failure_source)!r} differs from {where}: "
+            f"{p['failure_source']!r}"
+        )
+    if "reason" in p and result.failure_reason != p["reason"]:
+        problems.append(f"result.json failure_reason differs from {where}: {p['reason']!r}")
+    signed_metrics = payload_dict(p, "metrics")
+    for name, claimed_v, signed_v in metric_diffs(result.metrics, signed_metrics):
+        problems.append(f"result.json metrics {name} {claimed_v} differs from {where}: {signed_v}")
+    if "episode_returns" in p or state == "SUCCEEDED":
+        returns = [e.episode_return for e in result.episodes]
+        diff = list_diff(returns, payload_list(p, "episode_returns"))
+        if diff is not None:
+            problems.append(
+                f"result.json episode returns differ from {where}'s episode_returns: {diff}"
+            )
+    claimed_outcomes = None if result.outcomes is None else result.outcomes.model_dump(mode="json")
+    diff = first_diff(claimed_outcomes, p.get("outcomes"))
+    if diff is not None:
+        problems.append(
+            f"result.json eval_result.outcomes differ from {where}'s outcomes "
+            f"(result.json vs signed): {diff.lstrip('.')}"
+        )
+    signed_smoke = p.get("smoke_run")
+    claimed_smoke = None if result.smoke_run is None else result.smoke_run.model_dump()
+    if not same(claimed_smoke, signed_smoke):
+        problems.append(
+            f"result.json eval_result.smoke_run {claimed_smoke} differs from {where}: "
+            f"{signed_smoke}"
+        )
+    if result.official and signed_smoke is not None:
+        problems.append(
+            f"result.json eval_result.official is true, but {where} signs a smoke run "
+            f"({signed_smoke}): a smoke run is never official"
+        )
+    return problems
 
 
 @dataclass
@@ -460,7 +272,7 @@ def check_score(
     reg: Registry,
     evidence: ScoreEvidence,
 ) -> None:
-    """Recompute the score as the harness does (harness/run.py), from the signed outcome."""
+    """Recompute the score as the harness does (harness/verdict.py), from the signed outcome."""
     if outcome is None:
         why = "the trajectory does not verify" if signed is None else "no signed outcome"
         report.add("score", False, f"not recomputed: {why} of job {result.job_id!r}")
