@@ -17,15 +17,15 @@ from hypothesis import strategies as st
 from ale_robotics.scoring import (
     CurveEvidence,
     EvaluatorEvidence,
-    FaithfulnessGate,
     GateEvidence,
     GateOutcome,
     HarnessEvidence,
     run_gate,
 )
 from ale_robotics.scoring import gate as gate_module
-from ale_robotics.scoring.config import AlgorithmAllowlistCheck
+from ale_robotics.scoring import gate_checks as gate_checks_module
 from ale_robotics.tasks import TaskSpec
+from ale_robotics.tasks.scoring_config import AlgorithmAllowlistCheck, FaithfulnessGate
 
 Evidence = Callable[..., GateEvidence]
 
@@ -211,7 +211,7 @@ def test_exception_inside_a_check_fails_that_check(
     def boom(*_: object) -> str:
         raise RuntimeError("disk on fire\nsecond line")
 
-    monkeypatch.setattr(gate_module, "_budget", boom)
+    monkeypatch.setattr(gate_module, "budget_check", boom)
     outcome = _run(repro_task, make_evidence())
     budget = next(c for c in outcome.checks if c.name == "budget")
     assert not outcome.passed
@@ -237,7 +237,7 @@ def test_long_reasons_are_one_bounded_line(
     def boom(*_: object) -> str:
         raise RuntimeError("x\n" * 1000)
 
-    monkeypatch.setattr(gate_module, "_algorithm", boom)
+    monkeypatch.setattr(gate_module, "algorithm_check", boom)
     reason = _run(repro_task, make_evidence()).checks[1].reason
     assert "\n" not in reason
     assert len(reason) <= 400
@@ -378,7 +378,7 @@ def test_unreadable_paths_fail(tmp_path: Path) -> None:
 
 
 def test_oversized_evidence_fails(make_evidence: Evidence, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gate_module, "MAX_EVIDENCE_BYTES", 10)
+    monkeypatch.setattr(gate_checks_module, "MAX_EVIDENCE_BYTES", 10)
     assert _failure(run_gate(_algo_gate(), make_evidence(shapes=_W))) == (
         "algorithm_allowlist: meta.json is larger than 10 bytes"
     )

@@ -23,13 +23,11 @@ from ale_robotics.errors import ConfigError
 from ale_robotics.scoring import (
     CurveEvidence,
     EvaluatorEvidence,
-    FaithfulnessGate,
     GateEvidence,
     GateOutcome,
     check_scorable,
     run_gate,
 )
-from ale_robotics.scoring.config import LearningCurveCheck
 from ale_robotics.scoring.curve_noise import (
     CurveNoiseError,
     MeasuredPoint,
@@ -37,6 +35,7 @@ from ale_robotics.scoring.curve_noise import (
     pooled_spread,
 )
 from ale_robotics.tasks import TaskSpec, default_registry
+from ale_robotics.tasks.scoring_config import FaithfulnessGate, LearningCurveCheck
 
 Evidence = Callable[..., GateEvidence]
 

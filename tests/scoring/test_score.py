@@ -11,15 +11,9 @@ from gate_helpers import FORGED_EVALUATOR
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ale_robotics.scoring import (
-    UNSCORED_PHRASE,
-    GateEvidence,
-    SafetyPenalty,
-    ScoreReport,
-    penalty_factor,
-    score,
-)
+from ale_robotics.scoring import UNSCORED_PHRASE, GateEvidence, ScoreReport, penalty_factor, score
 from ale_robotics.tasks import Direction, PaperTarget, TaskSpec
+from ale_robotics.tasks.scoring_config import SafetyPenalty
 
 MakeTarget = Callable[..., PaperTarget]
 Evidence = Callable[..., GateEvidence]
@@ -289,7 +283,7 @@ def test_condition_unmet_zeroes_score(cost_task: TaskSpec, make_target: MakeTarg
 
 
 def test_condition_at_most(cost_task: TaskSpec, make_target: MakeTarget) -> None:
-    from ale_robotics.scoring import Condition
+    from ale_robotics.tasks.scoring_config import Condition
 
     task = _with_scoring(
         cost_task, conditions=[Condition(metric="success_rate", threshold=0.5, direction="at_most")]

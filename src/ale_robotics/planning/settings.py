@@ -1,6 +1,6 @@
 """The ``planning`` block of a planning task's config: scenes, validation, planner limits.
 
-Declarative data only, like :mod:`ale_robotics.scoring.config`: the task spec
+Declarative data only, like :mod:`ale_robotics.tasks.scoring_config`: the task spec
 imports this module, so it must not import :mod:`ale_robotics.tasks` nor load
 PyBullet or OMPL.
 """

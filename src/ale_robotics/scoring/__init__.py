@@ -2,12 +2,11 @@
 
 This package sits above the task model (:mod:`ale_robotics.tasks`), which
 imports nothing from it: the scoring settings a task config carries live in
-:mod:`ale_robotics.tasks.scoring_config` (re-exported by :mod:`.config`).
+:mod:`ale_robotics.tasks.scoring_config`, imported from there.
 """
 
 from __future__ import annotations
 
-from ale_robotics.tasks.scoring_config import AlgorithmAllowlistCheck, ArchitectureCheck, BudgetCheck, Condition, ExpectedTensor, FaithfulnessGate, GateCheck, LearningCurveCheck, SafetyPenalty, ScoringConfig
 from ale_robotics.scoring.gate import (
     EVIDENCE_WORDS,
     CheckResult,
@@ -32,27 +31,17 @@ __all__ = [
     "EVIDENCE_WORDS",
     "MAX_EVIDENCE_BYTES",
     "UNSCORED_PHRASE",
-    "AlgorithmAllowlistCheck",
-    "ArchitectureCheck",
-    "BudgetCheck",
     "CheckResult",
-    "Condition",
     "ConditionResult",
     "CurveEvidence",
     "EvaluatorEvidence",
     "EvidenceKind",
-    "ExpectedTensor",
-    "FaithfulnessGate",
-    "GateCheck",
     "GateEvidence",
     "GateOutcome",
     "HarnessEvidence",
-    "LearningCurveCheck",
     "PenaltyResult",
-    "SafetyPenalty",
     "ScoreReport",
     "ScoreStatus",
-    "ScoringConfig",
     "check_scorable",
     "penalty_factor",
     "run_gate",

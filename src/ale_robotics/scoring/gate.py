@@ -40,7 +40,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ale_robotics.tasks.scoring_config import AlgorithmAllowlistCheck, ArchitectureCheck, BudgetCheck, FaithfulnessGate, LearningCurveCheck, check_name
 from ale_robotics.scoring.gate_checks import (
     EvidenceError,
     algorithm_check,
@@ -48,6 +47,14 @@ from ale_robotics.scoring.gate_checks import (
     budget_check,
     learning_curve_check,
     one_line,
+)
+from ale_robotics.tasks.scoring_config import (
+    AlgorithmAllowlistCheck,
+    ArchitectureCheck,
+    BudgetCheck,
+    FaithfulnessGate,
+    LearningCurveCheck,
+    check_name,
 )
 
 __all__ = [

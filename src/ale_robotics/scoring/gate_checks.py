@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ale_robotics.scoring.curve_noise import CurveNoiseError, MeasuredPoint, improvement
 from ale_robotics.tasks.scoring_config import (
     AlgorithmAllowlistCheck,
     ArchitectureCheck,
@@ -20,7 +21,6 @@ from ale_robotics.tasks.scoring_config import (
     FaithfulnessGate,
     LearningCurveCheck,
 )
-from ale_robotics.scoring.curve_noise import CurveNoiseError, MeasuredPoint, improvement
 
 if TYPE_CHECKING:
     from ale_robotics.scoring.gate import CurveEvidence, EvaluatorEvidence, GateEvidence

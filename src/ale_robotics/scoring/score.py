@@ -33,7 +33,6 @@ import math
 import numbers
 from collections.abc import Mapping
 
-from ale_robotics.tasks.scoring_config import SafetyPenalty
 from ale_robotics.scoring.gate import GateEvidence, GateOutcome, run_gate
 from ale_robotics.scoring.report import (
     ConditionResult,
@@ -44,6 +43,7 @@ from ale_robotics.scoring.report import (
 )
 from ale_robotics.tasks.manifest import PaperTarget
 from ale_robotics.tasks.scorable import check_scorable
+from ale_robotics.tasks.scoring_config import SafetyPenalty
 from ale_robotics.tasks.spec import Direction, TaskSpec
 
 __all__ = ["UNSCORED_PHRASE", "check_scorable", "penalty_factor", "score"]

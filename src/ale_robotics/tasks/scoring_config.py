@@ -4,7 +4,7 @@ Everything here is declarative data read from a task config's ``scoring`` block;
 the code that applies it lives in :mod:`ale_robotics.scoring.score` and
 :mod:`ale_robotics.scoring.gate`. It is part of the task model (the task spec
 imports it), so the scoring package sits above the task package and this module
-imports nothing of ours; :mod:`ale_robotics.scoring.config` re-exports it. Checks
+imports nothing of ours. Checks
 that need the whole task (does a named metric exist?) are in
 :func:`ale_robotics.tasks.scorable.check_scorable`, not in these validators.
 
