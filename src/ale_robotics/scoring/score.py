@@ -43,7 +43,7 @@ from ale_robotics.scoring.report import (
 )
 from ale_robotics.tasks.manifest import PaperTarget
 from ale_robotics.tasks.scorable import check_scorable
-from ale_robotics.tasks.scoring_config import SafetyPenalty
+from ale_robotics.tasks.scoring_config import Condition, SafetyPenalty
 from ale_robotics.tasks.spec import Direction, TaskSpec
 
 __all__ = ["UNSCORED_PHRASE", "check_scorable", "penalty_factor", "score"]
@@ -82,68 +82,16 @@ def score(
     check_scorable(task, target)
     cfg = task.scoring
     primary = task.primary_metric
-    metrics = {m.name: m for m in task.metrics}
-    values = {name: _as_float(v) for name, v in measured.items()}
-    problems: list[str] = [] if no_result is None else [no_result]
-
-    def usable(name: str) -> float | None:
-        """The value when the score may use it; else None, with the problem recorded."""
-        v = values.get(name)
-        if v is None:
-            problems.append(f"{name} was not measured")
-            return None
-        if not math.isfinite(v):
-            problems.append(f"{name} is {v}")
-            return None
-        spec = metrics.get(name)
-        # Below zero, a higher-is-better ratio is just clamped to 0 (a backward-running
-        # cheetah scores like a motionless one); a lower-is-better ratio would be rewarded
-        # through max(measured, eps), so there it is an unusable measurement.
-        lower = spec is None or spec.direction is Direction.LOWER_IS_BETTER
-        if v < 0 and lower and (spec is None or not spec.can_be_negative):
-            problems.append(f"{name} is {v:g}, but the task declares it cannot be negative")
-            return None
-        return v
-
-    m = usable(primary.name)
-
-    penalties: list[PenaltyResult] = []
-    for p in cfg.safety:
-        v = usable(p.metric)
-        factor = 0.0 if v is None else penalty_factor(p, v)
-        penalties.append(
-            PenaltyResult(
-                metric=p.metric,
-                kind=p.kind,
-                measured=values.get(p.metric),
-                tolerance=p.tolerance,
-                factor=factor,
-            )
-        )
-
-    conditions: list[ConditionResult] = []
-    for c in cfg.conditions:
-        v = usable(c.metric)
-        met = v is not None and (
-            v >= c.threshold if c.direction == "at_least" else v <= c.threshold
-        )
-        conditions.append(
-            ConditionResult(
-                metric=c.metric,
-                direction=c.direction,
-                threshold=c.threshold,
-                measured=values.get(c.metric),
-                met=met,
-            )
-        )
-
+    got = _Measured(task, measured, no_result)
+    m = got.usable(primary.name)
+    penalties = [_penalty(p, got) for p in cfg.safety]
+    conditions = [_condition(c, got) for c in cfg.conditions]
     gate: GateOutcome | None = None
     if task.genre == "reproduction" or cfg.gate is not None:
         contract = (
             {t.key: t.shape for t in task.contract.tensors} if task.contract is not None else None
         )
         gate = run_gate(cfg.gate, evidence, contract_tensors=contract)
-
     ratio: float | None = None
     base: float | None = None
     if target is not None and m is not None:
@@ -152,23 +100,9 @@ def score(
         else:
             ratio = target.value / max(m, cfg.eps)
         base = min(cfg.cap, max(0.0, ratio))
-
-    problems = list(dict.fromkeys(problems))  # a metric used twice is reported once
-    status: ScoreStatus
-    final: float | None
-    if target is None:
-        status, final = "unscored", None
-    elif no_result is not None:
-        status, final = "no_result", 0.0
-    elif gate is not None and not gate.passed:
-        status, final = "gate_failed", 0.0
-    elif problems or base is None:
-        status, final = "invalid_measurement", 0.0
-    elif not all(c.met for c in conditions):
-        status, final = "condition_failed", 0.0
-    else:
-        status, final = "scored", base * math.prod(p.factor for p in penalties)
-
+    problems = list(dict.fromkeys(got.problems))  # a metric used twice is reported once
+    status, final = _verdict(target, no_result, gate, problems, base, conditions, penalties)
+    values = got.values
     report = ScoreReport(
         task_id=task.id,
         status=status,
@@ -194,6 +128,82 @@ def score(
         explanation="",
     )
     return report.model_copy(update={"explanation": _explain(report)})
+
+
+class _Measured:
+    """The evaluator's values as floats, and the problems met using them for the score."""
+
+    def __init__(
+        self, task: TaskSpec, measured: Mapping[str, float], no_result: str | None
+    ) -> None:
+        self.values = {name: _as_float(v) for name, v in measured.items()}
+        self.problems: list[str] = [] if no_result is None else [no_result]
+        self._metrics = {m.name: m for m in task.metrics}
+
+    def usable(self, name: str) -> float | None:
+        """The value when the score may use it; else None, with the problem recorded."""
+        v = self.values.get(name)
+        if v is None:
+            self.problems.append(f"{name} was not measured")
+            return None
+        if not math.isfinite(v):
+            self.problems.append(f"{name} is {v}")
+            return None
+        spec = self._metrics.get(name)
+        # Below zero, a higher-is-better ratio is just clamped to 0 (a backward-running
+        # cheetah scores like a motionless one); a lower-is-better ratio would be rewarded
+        # through max(measured, eps), so there it is an unusable measurement.
+        lower = spec is None or spec.direction is Direction.LOWER_IS_BETTER
+        if v < 0 and lower and (spec is None or not spec.can_be_negative):
+            self.problems.append(f"{name} is {v:g}, but the task declares it cannot be negative")
+            return None
+        return v
+
+
+def _penalty(p: SafetyPenalty, got: _Measured) -> PenaltyResult:
+    v = got.usable(p.metric)
+    return PenaltyResult(
+        metric=p.metric,
+        kind=p.kind,
+        measured=got.values.get(p.metric),
+        tolerance=p.tolerance,
+        factor=0.0 if v is None else penalty_factor(p, v),
+    )
+
+
+def _condition(c: Condition, got: _Measured) -> ConditionResult:
+    v = got.usable(c.metric)
+    met = v is not None and (v >= c.threshold if c.direction == "at_least" else v <= c.threshold)
+    return ConditionResult(
+        metric=c.metric,
+        direction=c.direction,
+        threshold=c.threshold,
+        measured=got.values.get(c.metric),
+        met=met,
+    )
+
+
+def _verdict(
+    target: PaperTarget | None,
+    no_result: str | None,
+    gate: GateOutcome | None,
+    problems: list[str],
+    base: float | None,
+    conditions: list[ConditionResult],
+    penalties: list[PenaltyResult],
+) -> tuple[ScoreStatus, float | None]:
+    """The status and the score, the first reason for a 0 in the documented order."""
+    if target is None:
+        return "unscored", None
+    if no_result is not None:
+        return "no_result", 0.0
+    if gate is not None and not gate.passed:
+        return "gate_failed", 0.0
+    if problems or base is None:
+        return "invalid_measurement", 0.0
+    if not all(c.met for c in conditions):
+        return "condition_failed", 0.0
+    return "scored", base * math.prod(p.factor for p in penalties)
 
 
 def _as_float(value: object) -> float:
