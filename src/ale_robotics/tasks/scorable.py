@@ -8,6 +8,7 @@ task package) re-exports :func:`check_scorable` and calls it before scoring.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ale_robotics.errors import ConfigError
 from ale_robotics.tasks.manifest import PaperTarget
@@ -29,6 +30,18 @@ def check_scorable(task: TaskSpec, target: PaperTarget | None) -> None:
     def fail(field: str, why: str) -> ConfigError:
         return ConfigError(f"task {task.id}: {field}: {why}")
 
+    _check_settings(task, fail)
+    if target is not None:
+        _check_target(task, target, fail)
+    _check_metric_rules(task, fail)
+    _check_gate(task, fail)
+
+
+_Fail = Callable[[str, str], ConfigError]
+
+
+def _check_settings(task: TaskSpec, fail: _Fail) -> None:
+    """Cap and eps, and a primary metric whose ratio to the paper means something."""
     cfg = task.scoring
     for field, value in (("cap", cfg.cap), ("eps", cfg.eps)):
         if not (math.isfinite(value) and value > 0):
@@ -45,25 +58,32 @@ def check_scorable(task: TaskSpec, target: PaperTarget | None) -> None:
             "declare it as a cost with the opposite direction",
         )
 
-    if target is not None:
-        if target.metric != primary.name:
-            raise fail(
-                "target.metric",
-                f"the target is for {target.metric!r}, the primary metric is {primary.name!r}",
-            )
-        if target.direction != primary.direction:
-            raise fail(
-                "target.direction",
-                f"the target says {target.direction}, metric {primary.name!r} is "
-                f"{primary.direction}",
-            )
-        if not (math.isfinite(target.value) and target.value > 0):
-            raise fail(
-                "target.value",
-                f"paper value {target.value!r} of {primary.name!r} must be positive and finite "
-                "for a ratio",
-            )
 
+def _check_target(task: TaskSpec, target: PaperTarget, fail: _Fail) -> None:
+    """The target is for the primary metric, in its direction, with a usable value."""
+    primary = task.primary_metric
+    if target.metric != primary.name:
+        raise fail(
+            "target.metric",
+            f"the target is for {target.metric!r}, the primary metric is {primary.name!r}",
+        )
+    if target.direction != primary.direction:
+        raise fail(
+            "target.direction",
+            f"the target says {target.direction}, metric {primary.name!r} is {primary.direction}",
+        )
+    if not (math.isfinite(target.value) and target.value > 0):
+        raise fail(
+            "target.value",
+            f"paper value {target.value!r} of {primary.name!r} must be positive and finite "
+            "for a ratio",
+        )
+
+
+def _check_metric_rules(task: TaskSpec, fail: _Fail) -> None:
+    """Each safety penalty and condition names a fit metric, and each safety or condition
+    metric has one."""
+    cfg = task.scoring
     metrics = {m.name: m for m in task.metrics}
     penalized: set[str] = set()
     for i, p in enumerate(cfg.safety):
@@ -102,6 +122,10 @@ def check_scorable(task: TaskSpec, target: PaperTarget | None) -> None:
                 f"metrics.{m.name}.role", "a condition metric needs a scoring.conditions entry"
             )
 
+
+def _check_gate(task: TaskSpec, fail: _Fail) -> None:
+    """A reproduction has a gate, and each gate check has what it needs from the task."""
+    cfg = task.scoring
     if task.genre == "reproduction" and cfg.gate is None:
         raise fail("scoring.gate", "a reproduction task needs a faithfulness gate")
     if cfg.gate is not None:
