@@ -46,7 +46,8 @@ from ale_robotics.errors import (
     UnavailableError,
     from_rpc_error,
 )
-from ale_robotics.tasks.spec import SubmissionContract, TaskSpec
+from ale_robotics.tasks.contract import SubmissionContract
+from ale_robotics.tasks.spec import TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 

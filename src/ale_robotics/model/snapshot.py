@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from ale_robotics.tasks.spec import FileFormat
+    from ale_robotics.tasks.contract import FileFormat
 
 __all__ = ["SnapshotFile"]
 

@@ -15,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ale_robotics.model.rollout_kind import Artifact
-from ale_robotics.tasks.spec import PolicyArchitecture, TaskSpec
+from ale_robotics.tasks.contract import PolicyArchitecture
+from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["MLPPolicy", "policy_for"]
 

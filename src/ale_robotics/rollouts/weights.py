@@ -36,7 +36,7 @@ from ale_robotics.submission.yaml_strict import (
     YAML_MAX_NODES,
     load_yaml_strict,
 )
-from ale_robotics.tasks.spec import FileFormat, SubmissionContract, TensorRule
+from ale_robotics.tasks.contract import FileFormat, SubmissionContract, TensorRule
 
 __all__ = [
     "YAML_MAX_ALIASES",

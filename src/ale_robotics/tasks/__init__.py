@@ -14,6 +14,13 @@ from typing import TYPE_CHECKING
 from ale_robotics.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ale_robotics.tasks.contract import (
+        ContractFile,
+        FileFormat,
+        PolicyArchitecture,
+        SubmissionContract,
+        TensorRule,
+    )
     from ale_robotics.tasks.manifest import (
         ComputeBudget,
         ManifestEntry,
@@ -24,19 +31,14 @@ if TYPE_CHECKING:
     )
     from ale_robotics.tasks.registry import Registry, TaskEntry, default_registry
     from ale_robotics.tasks.spec import (
-        ContractFile,
         Direction,
         EnvSpec,
         EvalProtocol,
-        FileFormat,
         MetricRole,
         MetricSpec,
-        PolicyArchitecture,
         SessionSettings,
-        SubmissionContract,
         TaskMode,
         TaskSpec,
-        TensorRule,
     )
 
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
 _MANIFEST = "ale_robotics.tasks.manifest"
 _REGISTRY = "ale_robotics.tasks.registry"
 _SPEC = "ale_robotics.tasks.spec"
+_CONTRACT = "ale_robotics.tasks.contract"
 _LAZY: dict[str, str] = {
     "ComputeBudget": _MANIFEST,
     "ManifestEntry": _MANIFEST,
@@ -77,19 +80,19 @@ _LAZY: dict[str, str] = {
     "Registry": _REGISTRY,
     "TaskEntry": _REGISTRY,
     "default_registry": _REGISTRY,
-    "ContractFile": _SPEC,
+    "ContractFile": _CONTRACT,
     "Direction": _SPEC,
     "EnvSpec": _SPEC,
     "EvalProtocol": _SPEC,
-    "FileFormat": _SPEC,
+    "FileFormat": _CONTRACT,
     "MetricRole": _SPEC,
     "MetricSpec": _SPEC,
-    "PolicyArchitecture": _SPEC,
+    "PolicyArchitecture": _CONTRACT,
     "SessionSettings": _SPEC,
-    "SubmissionContract": _SPEC,
+    "SubmissionContract": _CONTRACT,
     "TaskMode": _SPEC,
     "TaskSpec": _SPEC,
-    "TensorRule": _SPEC,
+    "TensorRule": _CONTRACT,
 }
 """Where each exported name is defined (every name of ``__all__``)."""
 

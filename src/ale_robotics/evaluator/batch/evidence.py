@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.tasks.spec import FileFormat
+from ale_robotics.tasks.contract import FileFormat
 
 __all__ = ["collect_evidence", "validate_evidence_formats"]
 

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.tasks.spec import SubmissionContract, TaskSpec
+from ale_robotics.tasks.contract import SubmissionContract
+from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.store import JobQueue, JobRecord

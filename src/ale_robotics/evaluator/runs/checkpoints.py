@@ -104,7 +104,8 @@ from ale_robotics.model.rollout_kind import Artifact
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.tasks.spec import CheckpointSettings, SubmissionContract, TaskSpec
+from ale_robotics.tasks.contract import SubmissionContract
+from ale_robotics.tasks.spec import CheckpointSettings, TaskSpec
 
 __all__ = [
     "CHECKPOINT_EVENT",

@@ -66,7 +66,8 @@ from ale_robotics.envs.make import make_env
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
 from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, Shard
 from ale_robotics.rollouts.mjx.families import FamilyParams, family_params
-from ale_robotics.tasks.spec import PolicyArchitecture, TaskSpec
+from ale_robotics.tasks.contract import PolicyArchitecture
+from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["MjxBatch", "Trace", "device_name", "initial_states", "rollout_batch", "run_task"]
 

@@ -28,7 +28,8 @@ from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.planning.edmp_config import FILE_NAME as EDMP_FILE
 from ale_robotics.planning.planner_config import FILE_NAME as PLANNER_FILE
 from ale_robotics.rollouts.planning.problems import load_planning_artifact, planning_episodes
-from ale_robotics.tasks.spec import FileFormat, TaskMode, TaskSpec
+from ale_robotics.tasks.contract import FileFormat
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 __all__ = ["PLANNING_METRICS", "EdmpKind", "PlannerKind", "PlanningKind"]
 

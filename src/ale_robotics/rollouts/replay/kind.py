@@ -26,7 +26,8 @@ from ale_robotics.rollouts.replay.trajectories import (
     select_subset,
 )
 from ale_robotics.seeds import HiddenSeed
-from ale_robotics.tasks.spec import EvalProtocol, FileFormat, TaskMode, TaskSpec
+from ale_robotics.tasks.contract import FileFormat
+from ale_robotics.tasks.spec import EvalProtocol, TaskMode, TaskSpec
 
 __all__ = ["ReplayKind"]
 

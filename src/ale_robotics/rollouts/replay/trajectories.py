@@ -54,7 +54,8 @@ from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.tasks.spec import FileFormat, TaskSpec, TensorRule
+from ale_robotics.tasks.contract import FileFormat, TensorRule
+from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
     "ACTIONS_KEY",
