@@ -130,10 +130,10 @@ def test_connects_to_a_running_cluster_by_address(task, ray_executor: Executor) 
 
 
 def test_an_unreachable_address_fails_fast() -> None:
-    from ale_robotics.evaluator.execution.ray import _check_reachable
+    from ale_robotics.evaluator.execution.ray_connection import check_reachable
 
     with pytest.raises(ExecutorUnavailable, match=r"cannot reach the Ray cluster at 127.0.0.1:1"):
-        _check_reachable("127.0.0.1:1")
+        check_reachable("127.0.0.1:1")
 
 
 def test_one_ray_connection_per_process(ray_executor: Executor) -> None:

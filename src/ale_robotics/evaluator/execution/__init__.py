@@ -1,9 +1,11 @@
 """Executors: where a job's shards of episodes run (:class:`Executor`).
 
 * ``local`` (default): spawned, limited, isolated worker processes on this host
-  (:class:`LocalExecutor`).
+  (:class:`LocalExecutor`, :mod:`.local`; what runs inside a worker and how it is
+  spawned: :mod:`.worker_process`).
 * ``ray``: Ray tasks, on a local Ray instance or an existing cluster
-  (``ale_robotics.evaluator.execution.ray.RayExecutor``; Ray is imported only there).
+  (``ale_robotics.evaluator.execution.ray.RayExecutor``; Ray is imported only there and
+  in :mod:`.ray_connection`, this process's connection to Ray).
 
 :func:`make_executor` builds one by name. Results are bit-identical across executors:
 the shard layout is fixed by the task config and every executor runs

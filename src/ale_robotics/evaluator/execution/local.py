@@ -8,7 +8,7 @@ Starting: a spawned worker takes a few tenths of a second before it can run a
 shard (the interpreter, numpy, the task model, the rollout kind, the simulator
 and one env of the task). Started by the first job, that time is the job's; the
 harness calls :meth:`LocalExecutor.prestart` while its agent starts instead, so
-the workers are up and warm when the submission arrives (:func:`_warm_up`).
+the workers are up and warm when the submission arrives (:func:`warm_up`).
 Workers never render, so they start with ``MUJOCO_GL=disable``. A worker imports
 only what its shards need: the evaluator's worker-side modules, never the command
 line that may have started the evaluator (see ``ale_robotics.cli.main``).
@@ -38,24 +38,16 @@ parent died exits when it next reads from the parent (end of file).
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import ctypes
 import dataclasses
 import logging
 import math
 import os
 import queue
-import resource
-import signal
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from multiprocessing.context import SpawnContext, SpawnProcess
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -66,15 +58,19 @@ from ale_robotics.evaluator.execution.base import (
     Heartbeat,
     Progress,
     RolloutAborted,
-    Shard,
     WorkerCrashed,
     WorkerLimits,
     in_index_order,
     redacted,
-    run_shard,
     shard_layout,
 )
-from ale_robotics.evaluator.execution.blas import worker_blas_env
+from ale_robotics.evaluator.execution.worker_process import (
+    PRESTART_WAIT_S,
+    PinnedSpawnContext,
+    init_worker,
+    run_shard_in_worker,
+    start_workers,
+)
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
 from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
@@ -86,265 +82,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-# ----------------------------------------------------------- worker processes --
-
-_PROGRESS: Any = None
-_LIMITS: WorkerLimits | None = None
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-"""Signals meant for the evaluator, which workers ignore (see the module docstring)."""
-PRESTART_WAIT_S = 60.0
-"""The longest a job waits for the workers :meth:`LocalExecutor.prestart` is starting."""
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
-
-
-def _set_limit(which: int, soft: int) -> None:
-    """Lower ``which`` to ``soft`` (soft and hard), never above the inherited hard limit.
-
-    A limit the platform refuses is logged, not fatal: failing the initializer
-    would break the pool, i.e. every evaluation on this host.
-    """
-    try:
-        _, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            soft = min(soft, hard)
-        resource.setrlimit(which, (soft, soft))
-    except (ValueError, OSError) as exc:
-        log.warning("rollout worker %d: cannot set rlimit %d: %s", os.getpid(), which, exc)
-
-
-def _user_tasks(uid: int) -> int:
-    """Processes and threads of ``uid`` on this host (what RLIMIT_NPROC counts)."""
-    total = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = dict(
-                line.split(":", 1) for line in Path(entry.path, "status").read_text().splitlines()
-            )
-            if int(fields["Uid"].split()[0]) == uid:
-                total += int(fields["Threads"])
-    return total
-
-
-def _arm_cpu_limit(limits: WorkerLimits) -> None:
-    """Allow ``cpu_seconds_per_shard`` more CPU seconds from now (soft limit only)."""
-    if limits.cpu_seconds_per_shard is None:
-        return
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime) + limits.cpu_seconds_per_shard + 1
-    try:
-        _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        if hard != resource.RLIM_INFINITY:
-            soft = min(soft, hard)
-        resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-    except (ValueError, OSError) as exc:
-        log.warning("rollout worker %d: cannot set the CPU limit: %s", os.getpid(), exc)
-
-
-def _isolate_network() -> bool:
-    """Move this process into new user and network namespaces; False if refused.
-
-    ``unshare`` is looked up in the symbols the interpreter already has loaded (its
-    libc), not through ``ctypes.util.find_library("c")``, which runs ``ldconfig -p``
-    in a subprocess: a fork and an exec in every worker's start-up, for the same
-    library.
-    """
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        log.warning(
-            "rollout worker %d keeps the host network: unshare failed (%s)",
-            os.getpid(),
-            os.strerror(err),
-        )
-        return False
-    return True
-
-
-def _apply_limits(limits: WorkerLimits) -> None:
-    linux = sys.platform.startswith("linux")
-    user_tasks = _user_tasks(os.getuid()) if linux else 0  # host view, before unsharing
-    isolated = linux and limits.isolate_network and _isolate_network()  # needs 1 thread
-    if limits.address_space_bytes is not None:
-        _set_limit(resource.RLIMIT_AS, limits.address_space_bytes)
-    if limits.file_size_bytes is not None:
-        _set_limit(resource.RLIMIT_FSIZE, limits.file_size_bytes)
-    if limits.max_new_processes is not None and linux:
-        # In its own user namespace the kernel counts only this worker's tasks
-        # against RLIMIT_NPROC (per-namespace ucounts, Linux 5.14+); otherwise all
-        # of the user's.
-        base = len(os.listdir("/proc/self/task")) if isolated else user_tasks
-        _set_limit(resource.RLIMIT_NPROC, base + limits.max_new_processes)
-    _arm_cpu_limit(limits)
-
-
-def _no_gl() -> None:
-    """Start MuJoCo without an OpenGL backend: workers never render.
-
-    ``import mujoco`` otherwise loads one (glfw by default, whose import runs a
-    Python subprocess to check the library's version: 40-80 ms). Gymnasium's MuJoCo
-    envs still import glfw when one is built (their renderer's module does), so a
-    kind that builds them pays that once per worker, in the warm-up. Only effective
-    before mujoco is imported; nothing a worker imports before its initializer does.
-    """
-    if "mujoco" not in sys.modules:
-        os.environ["MUJOCO_GL"] = "disable"
-
-
-def _warm_up(task_json: str) -> None:
-    """Do now what a worker's first shard of this task would do first: import the task's
-    rollout kind (and, through it, the simulator) and build one env of a MuJoCo task.
-
-    The env is closed again (the kinds keep their own caches); what stays is the
-    imported modules, the loaded libraries and the files in the page cache, which
-    is most of a cold first shard. Best effort: a failure is logged and the first
-    shard starts cold, as it would have without the warm-up (and fails there,
-    where it is reported, if something is really wrong).
-    """
-    try:
-        task = TaskSpec.model_validate_json(task_json)
-        get_kind(task.eval.rollout)
-        if task.simulator.name == "mujoco":
-            # Here, not at the top: ale_robotics.envs imports Gymnasium, which the
-            # evaluator process (this module's other importer) does not need.
-            from ale_robotics.envs.make import make_env
-
-            make_env(task.env).close()
-    except Exception as exc:  # never the pool's failure: the shard reports the real one
-        log.warning("rollout worker %d: warm-up failed: %s", os.getpid(), redacted(exc))
-
-
-def _init_worker(
-    progress: Any, limits: WorkerLimits | None = None, warm_task_json: str | None = None
-) -> None:
-    global _LIMITS, _PROGRESS
-    # The parent stops workers (see the module docstring); the signals arrived
-    # blocked (:class:`_PinnedSpawnProcess`), so one sent during startup is discarded.
-    for sig in _STOP_SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-    _PROGRESS = progress
-    _LIMITS = limits
-    _no_gl()
-    if limits is not None:
-        _apply_limits(limits)
-    if warm_task_json is not None:
-        _warm_up(warm_task_json)
-
-
-def _started() -> int:
-    """A no-op task: submitting one makes the pool start a worker (see ``prestart``)."""
-    return os.getpid()
-
-
-def _start_workers(pool: ProcessPoolExecutor, n: int, up: threading.Event) -> None:
-    """Make ``pool`` start ``n`` processes (it starts one per submission while none is
-    idle) and set ``up`` once they all answered, or could not start."""
-    try:
-        started = [pool.submit(_started) for _ in range(n)]
-        wait(started)
-    except (BrokenProcessPool, RuntimeError) as exc:  # broken or shut down meanwhile
-        log.info("rollout workers not started ahead of the job: %s", exc)
-    finally:
-        up.set()
-
-
-def _run_shard(
-    tag: str,
-    task_json: str,
-    weights: dict[str, npt.NDArray[np.floating]],
-    seeds: Shard,
-) -> list[EpisodeOutcome]:
-    if _LIMITS is not None:
-        _arm_cpu_limit(_LIMITS)
-
-    def report() -> None:
-        if _PROGRESS is not None:
-            _PROGRESS.put((tag, 1))
-
-    return run_shard(task_json, weights, seeds, report)
-
-
-_ENV_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def _pinned_env() -> Iterator[None]:
-    """Set the BLAS/OpenMP thread variables to 1, and the OpenBLAS kernel
-    (:func:`~ale_robotics.evaluator.execution.blas.worker_blas_env`), in ``os.environ`` for a
-    moment.
-
-    A spawned child copies the parent's environment when it starts, and the BLAS
-    library reads these variables once, when numpy is imported there.
-    """
-    pinned = {v: "1" for v in _THREAD_VARS} | worker_blas_env()
-    with _ENV_LOCK:
-        saved = {v: os.environ.get(v) for v in pinned}
-        os.environ.update(pinned)
-        try:
-            yield
-        finally:
-            for v, old in saved.items():
-                if old is None:
-                    os.environ.pop(v, None)
-                else:
-                    os.environ[v] = old
-
-
-class _PinnedSpawnProcess(SpawnProcess):
-    """A spawned process that starts with one BLAS thread and SIGINT, SIGTERM blocked.
-
-    ProcessPoolExecutor starts its workers lazily, inside ``submit``, so the
-    environment has to be pinned around each start, not around the pool's
-    construction. One thread also keeps the worker single-threaded when its
-    initializer runs, which ``unshare(CLONE_NEWUSER)`` requires.
-
-    The signals are blocked in the spawning thread for the moment of the fork: the
-    child inherits the mask through ``exec``, so a Ctrl-C while the worker's
-    interpreter starts stays pending until :func:`_init_worker` ignores it.
-    (Only the main thread may change a handler; any thread may change its mask.)
-    """
-
-    @staticmethod
-    def _Popen(process_obj: Any) -> Any:
-        with _pinned_env():
-            old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-            try:
-                return SpawnProcess._Popen(process_obj)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-    def _bootstrap(self, parent_sentinel: Any = None) -> int:
-        """Run the worker (in the child), then exit without tearing the interpreter down.
-
-        A spawned child ends in ``sys.exit``, and the interpreter's finalization then
-        frees every module and object one by one (the simulator, numpy, the task
-        model, a kind's cached envs): about a tenth of a second per worker that
-        :meth:`LocalExecutor.shutdown` waits for, and with it the evaluator's stop
-        and the run that stops it, for nothing: the worker's results went back
-        through the pool's pipe before its loop ended. So, once the process body has
-        done multiprocessing's own clean-up (its finalizers, the threads' shutdown,
-        flushing ``sys.stdout`` and ``sys.stderr``), this does what finalization
-        does first, the ``atexit`` handlers, flushes the C library's streams (what a
-        simulator printed), and leaves with :func:`os._exit` and the same status.
-        """
-        code: int = super()._bootstrap(parent_sentinel)  # type: ignore[misc]  # not in typeshed
-        try:
-            atexit._run_exitfuncs()
-            sys.stdout.flush()
-            sys.stderr.flush()
-            ctypes.CDLL(None).fflush(None)
-        except Exception:  # a broken stream, no libc: let the interpreter exit normally
-            return code
-        os._exit(code)
-
-
-class _PinnedSpawnContext(SpawnContext):
-    Process = _PinnedSpawnProcess
 
 
 class LocalExecutor(Executor):
@@ -362,7 +99,7 @@ class LocalExecutor(Executor):
     def __init__(self, workers: int | None = None, limits: WorkerLimits | None = None) -> None:
         self.workers = workers or max(1, min(os.cpu_count() or 1, 8))
         self.limits = limits if limits is not None else WorkerLimits()
-        self._ctx = _PinnedSpawnContext()
+        self._ctx = PinnedSpawnContext()
         self._pools: dict[_Profile, tuple[ProcessPoolExecutor, Any]] = {}
         """One pool (and its progress queue) per worker profile in use."""
         self._warm_task_json: str | None = None
@@ -391,7 +128,7 @@ class LocalExecutor(Executor):
                 pool = ProcessPoolExecutor(
                     workers,
                     mp_context=self._ctx,
-                    initializer=_init_worker,
+                    initializer=init_worker,
                     initargs=(progress, limits, self._warm_task_json),
                 )
                 self._pools[profile] = (pool, progress)
@@ -401,7 +138,7 @@ class LocalExecutor(Executor):
         """Start the workers a job of ``task`` will use now, each warmed up for it.
 
         For callers that know a job is coming (the harness, while its agent starts):
-        the workers' start-up (:func:`_warm_up`) then overlaps the wait instead of
+        the workers' start-up (:func:`warm_up`) then overlaps the wait instead of
         delaying the job. Starts as many processes as a full evaluation of ``task``
         has shards, at most :attr:`workers`, and none for an interactive task (its
         episodes run in the evaluator's sessions, not here). Returns at once, with the
@@ -425,7 +162,7 @@ class LocalExecutor(Executor):
         # Starting a process takes a few ms of this thread (more on a loaded host, and
         # the first one also starts multiprocessing's resource tracker): not the caller's.
         threading.Thread(
-            target=_start_workers, args=(pool, n, up), name="ale-worker-prestart", daemon=True
+            target=start_workers, args=(pool, n, up), name="ale-worker-prestart", daemon=True
         ).start()
         return n
 
@@ -512,7 +249,7 @@ class LocalExecutor(Executor):
         task_json = task.model_dump_json()
         try:
             futures: list[Future[list[EpisodeOutcome]]] = [
-                pool.submit(_run_shard, tag, task_json, weights, shard) for shard in shards
+                pool.submit(run_shard_in_worker, tag, task_json, weights, shard) for shard in shards
             ]
         except BrokenProcessPool as exc:
             self._discard()

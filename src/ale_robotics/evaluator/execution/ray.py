@@ -56,13 +56,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import socket
 import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -85,7 +83,6 @@ from ale_robotics.evaluator.execution.base import (
     stack_mismatch,
     stack_versions,
 )
-from ale_robotics.evaluator.execution.blas import worker_blas_env
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
 from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
@@ -98,6 +95,13 @@ except ImportError as exc:  # pragma: no cover - ray is a dependency; a trimmed 
         "the ray executor needs Ray: pip install 'ray==2.60.0' "
         "(or install ale-robotics with its dependencies), or use --executor local"
     ) from exc
+
+from ale_robotics.evaluator.execution.ray_connection import (
+    THREAD_ENV,
+    alive,
+    connect,
+    disconnect,
+)
 
 __all__ = [
     "DEFAULT_OBJECT_STORE_BYTES",
@@ -117,21 +121,8 @@ _POLL_S = 0.05
 _HEARTBEAT_S = 1.0
 _RPC_TIMEOUT_S = 30.0
 """How long the progress board may take to answer before the cluster counts as lost."""
-_CONNECT_TIMEOUT_S = 10.0
 _CANCEL_WAIT_S = 1.5
 """How long a cancel waits for Ray to resolve the killed shards (see ``RayExecutor._cancel``)."""
-
-_THREAD_ENV = {
-    "OMP_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    **worker_blas_env(),
-}
-"""One BLAS thread per worker, as the local executor's (threads fight MuJoCo), and the same
-OpenBLAS kernel (decided by the driver's CPU: every node must have AVX2 and FMA then, as
-every x86-64 server CPU since 2013 has; a node that picks another kernel is refused by the
-stack check, see :func:`.base.stack_mismatch`)."""
-
 
 # ------------------------------------------------------------ in Ray workers --
 
@@ -180,130 +171,6 @@ def _shard_in_ray(
 _shard_task: Any = ray.remote(max_retries=0)(_shard_in_ray)
 
 
-# -------------------------------------------------------- this process's Ray --
-
-
-class _Connection:
-    """This process's one Ray connection (Ray allows one), shared by its executors.
-
-    ``owned``: this module called ``ray.init`` (the last executor out shuts Ray down);
-    otherwise the process had connected already and keeps its connection.
-    ``pinned``: the job's runtime env sets one BLAS thread (else each task's does).
-    """
-
-    lock = threading.Lock()
-    users = 0
-    owned = False
-    pinned = False
-    address: str | None = None
-
-
-def _check_reachable(address: str) -> None:
-    """Fail fast on a ``host:port`` that does not answer (``ray.init`` retries for minutes)."""
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or "://" in address:
-        return  # 'auto', or a form Ray resolves itself
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), _CONNECT_TIMEOUT_S):
-            pass
-    except OSError as exc:
-        raise ExecutorUnavailable(
-            f"cannot reach the Ray cluster at {address} ({exc.strerror or exc}): start its "
-            "head with 'ray start --head', or check --ray-address"
-        ) from None
-
-
-def _connect(address: str | None, num_cpus: int, object_store_bytes: int) -> bool:
-    """Join this process's Ray connection (starting or connecting it); returns ``pinned``."""
-    with _Connection.lock:
-        if _Connection.users > 0:
-            if _Connection.owned and _Connection.address != address:
-                have = _Connection.address or "a local instance"
-                raise ExecutorUnavailable(
-                    f"this process is connected to Ray at {have}, not "
-                    f"{address or 'a local instance'}: one Ray connection per process"
-                )
-            _Connection.users += 1
-            return _Connection.pinned
-        if ray.is_initialized():  # the embedding program connected on its own
-            _Connection.owned, _Connection.pinned = False, False
-        else:
-            try:
-                with _own_signal_handlers():
-                    _init(address, num_cpus, object_store_bytes)
-            except (ConnectionError, RuntimeError, ValueError, OSError, RayError) as exc:
-                raise ExecutorUnavailable(_init_failed(address, exc)) from None
-            _Connection.owned, _Connection.pinned = True, True
-        _Connection.address = address
-        _Connection.users = 1
-        return _Connection.pinned
-
-
-def _init_failed(address: str | None, exc: Exception) -> str:
-    if address is None:
-        return f"cannot start a local Ray instance: {exc}"
-    hint = ""
-    if "RAY_AUTH_MODE" not in os.environ:
-        hint = (
-            " (a cluster with token authentication needs RAY_AUTH_MODE=token here too, and "
-            "its token in ~/.ray/auth_token or RAY_AUTH_TOKEN)"
-        )
-    return f"cannot connect to the Ray cluster at {address}: {exc}{hint}"
-
-
-def _init(address: str | None, num_cpus: int, object_store_bytes: int) -> None:
-    # Ray would send usage statistics to the internet; a local instance's processes
-    # inherit this environment.
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    common: dict[str, Any] = {
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "configure_logging": False,
-        "runtime_env": {"env_vars": dict(_THREAD_ENV)},
-    }
-    if address is None:
-        ray.init(
-            address="local", num_cpus=num_cpus, object_store_memory=object_store_bytes, **common
-        )
-    else:
-        _check_reachable(address)
-        ray.init(address=address, **common)
-
-
-@contextlib.contextmanager
-def _own_signal_handlers() -> Iterator[None]:
-    """Keep this process's SIGINT and SIGTERM handlers across ``ray.init``, which
-    replaces SIGTERM's with one that exits: the evaluator (``evaluator serve``, the
-    harness) stops on its own terms, and its shutdown stops Ray."""
-    if threading.current_thread() is not threading.main_thread():
-        yield  # only the main thread sets handlers; Ray's then leaves them alone too
-        return
-    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            if handler is not None:
-                signal.signal(sig, handler)
-
-
-def _disconnect() -> None:
-    with _Connection.lock:
-        _Connection.users -= 1
-        if _Connection.users == 0 and _Connection.owned:
-            ray.shutdown()
-            _Connection.owned = False
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a killed worker its raylet has not reaped yet does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 # ------------------------------------------------------------------ executor --
 
 
@@ -344,7 +211,7 @@ class RayExecutor(Executor):
         self.shard_timeout_s = shard_timeout_s if shard_timeout_s is not None else cpu
         """Wall-clock seconds a shard may run once started (None: no limit)."""
         local = workers or max(1, min(os.cpu_count() or 1, 8))
-        self._pinned = _connect(address, local, object_store_bytes)
+        self._pinned = connect(address, local, object_store_bytes)
         self._connected = True
         if workers is None and address is not None:
             resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
@@ -376,7 +243,7 @@ class RayExecutor(Executor):
         if self.shard_memory_bytes is not None:
             opts["memory"] = self.shard_memory_bytes
         if not self._pinned:
-            opts["runtime_env"] = {"env_vars": dict(_THREAD_ENV)}
+            opts["runtime_env"] = {"env_vars": dict(THREAD_ENV)}
         return opts
 
     @staticmethod
@@ -425,7 +292,7 @@ class RayExecutor(Executor):
     def worker_pids(self) -> list[int]:
         """PIDs of live Ray workers on this host that ran this executor's shards."""
         with self._lock:
-            for pid in [p for p in self._pids if not _alive(p)]:
+            for pid in [p for p in self._pids if not alive(p)]:
                 del self._pids[pid]
             return sorted(p for p, node in self._pids.items() if node == self._node)
 
@@ -433,7 +300,7 @@ class RayExecutor(Executor):
         self._lose_board()
         if self._connected:
             self._connected = False
-            _disconnect()
+            disconnect()
 
     def run(
         self,
