@@ -37,7 +37,9 @@ import gymnasium as gym
 import numpy as np
 
 from ale_robotics.evaluator.server.messages import step_response
-from ale_robotics.evaluator.sessions.vector import Session, SessionKind, make_envs
+from ale_robotics.evaluator.sessions.envs import make_envs
+from ale_robotics.evaluator.sessions.types import SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.infos import decode_infos
 from ale_robotics.tasks import default_registry
 from ale_robotics.tensors import from_tensor

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.sessions.vector import Session, SessionKind
+from ale_robotics.evaluator.sessions.types import SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.model.result import EvalResult
 from ale_robotics.scoring import score
 from ale_robotics.seeds import new_secret

@@ -12,7 +12,7 @@ import pytest
 
 from ale_robotics.client import AleClient
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig, RunningEvaluator
-from ale_robotics.evaluator.sessions.vector import SessionKind
+from ale_robotics.evaluator.sessions.types import SessionKind
 from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks import SessionSettings, TaskMode, default_registry
 from ale_robotics.tensors import from_tensor

@@ -25,7 +25,7 @@ mismatch names the signed event it contradicts (kind and position):
   metrics compared with the *signed* metrics, its episodes with
   ``result.json``'s and its per-episode outcomes with the signed ones (fields a
   host reproduces only approximately, such as planning times, are re-measured
-  and shown, never compared; see ``host_dependent`` in ``model/result.py``).
+  and shown, never compared; see ``host_dependent`` in ``model/outcomes.py``).
   An interactive eval session cannot be re-run without the
   agent that drove it, so there ``result.json``'s episodes are checked against
   the signed ``episode_summary`` events and the metrics recomputed from those;

@@ -90,8 +90,8 @@ class EvaluatorConfig:
             raise ValueError(f"max_sessions_total must be at least 1, got {max_sessions_total}")
         self.max_sessions_total = max_sessions_total
         """Concurrent sessions of all runs together: a safety net of a shared evaluator,
-        whose runs each have their own max_sessions (None: ``sessions.DEFAULT_MAX_SESSIONS_TOTAL``,
-        never below the per-run limit)."""
+        whose runs each have their own max_sessions (None:
+        ``sessions.limits.DEFAULT_MAX_SESSIONS_TOTAL``, never below the per-run limit)."""
         self.per_run_tokens = per_run_tokens
         """Without run_id: True (``evaluator serve`` without ``--run-id``) makes each run's
         agent use the token OpenRun issued for it, and the state dir's agent.token reach no

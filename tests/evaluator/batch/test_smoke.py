@@ -10,7 +10,7 @@ import pytest
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.batch.smoke import smoke_run, smoke_task
-from ale_robotics.evaluator.sessions.vector import SessionKind
+from ale_robotics.evaluator.sessions.types import SessionKind
 from ale_robotics.harness.run import RunOptions, run_task
 from ale_robotics.model.result import SmokeRun
 from ale_robotics.tasks import default_registry

@@ -14,6 +14,7 @@ SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "batch_eval.py"
 ARGS = ("--executor", "ray", "--episodes", "4", "--reps", "2", "--json")
 
 
+@pytest.mark.slow  # the benchmark script on Ray and locally: about 40 s on two cores
 def test_batch_eval_compares_ray_with_local_in_the_same_run() -> None:
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *ARGS],

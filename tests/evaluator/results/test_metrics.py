@@ -13,7 +13,7 @@ import pytest
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.evaluator.results.metrics import METRICS, compute
-from ale_robotics.evaluator.sessions.vector import SessionKind
+from ale_robotics.evaluator.sessions.types import SessionKind
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.tasks import Registry, TaskMode, default_registry
 

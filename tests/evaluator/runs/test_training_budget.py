@@ -18,7 +18,8 @@ from stores import Backend, backend
 
 from ale_robotics.errors import ResourceExhaustedError
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.sessions.vector import Session, SessionKind
+from ale_robotics.evaluator.sessions.types import SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.tasks import Registry, TaskSpec, default_registry, load_manifest
 from ale_robotics.tasks.manifest import ReleaseManifest
 

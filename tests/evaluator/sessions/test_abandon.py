@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.sessions.vector import Session, SessionKind
+from ale_robotics.evaluator.sessions.types import SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import new_secret
 from ale_robotics.tasks import Registry, default_registry
@@ -227,7 +228,7 @@ def test_an_env_failing_during_completion_is_an_infrastructure_failure(make_ev: 
 
 
 def test_null_action_is_zero_or_the_centre_of_the_bounds() -> None:
-    from ale_robotics.evaluator.sessions.vector import null_action
+    from ale_robotics.evaluator.sessions.envs import null_action
 
     low = np.array([-1.0, 1.0, 2.0, -np.inf, -np.inf, -3.0])
     high = np.array([1.0, 3.0, np.inf, -1.0, np.inf, 0.0])

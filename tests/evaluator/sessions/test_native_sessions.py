@@ -28,7 +28,8 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.sessions.envs import EnvLoop, make_envs, make_stepper
-from ale_robotics.evaluator.sessions.vector import Batch, Session, SessionKind
+from ale_robotics.evaluator.sessions.types import Batch, SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.infos import decode_infos, encode_infos
 from ale_robotics.model.result import EvalResult
 from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES

@@ -22,7 +22,8 @@ from ale_robotics.errors import (
     ResourceExhaustedError,
 )
 from ale_robotics.evaluator import Evaluator, EvaluatorConfig
-from ale_robotics.evaluator.sessions.vector import Session, SessionKind
+from ale_robotics.evaluator.sessions.types import SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.model.result import EvalResult
 from ale_robotics.tasks import Registry, TaskSpec, default_registry
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ale_robotics.envs.make import make_env
 from ale_robotics.evaluator.sessions import rendering
-from ale_robotics.evaluator.sessions.vector import (
+from ale_robotics.evaluator.sessions.types import (
     AUTORESET_MODE,
     AUTORESET_MODES,
     Batch,

@@ -51,12 +51,10 @@ from ale_robotics.evaluator.server.messages import (
 )
 from ale_robotics.evaluator.server.status import answer, rpc
 from ale_robotics.evaluator.sessions import rendering
-from ale_robotics.evaluator.sessions.manager import SessionManager, Watch, settings_for
-from ale_robotics.evaluator.sessions.vector import (
-    AUTORESET_MODE,
-    Session,
-    SessionKind,
-)
+from ale_robotics.evaluator.sessions.limits import settings_for
+from ale_robotics.evaluator.sessions.manager import SessionManager, Watch
+from ale_robotics.evaluator.sessions.types import AUTORESET_MODE, SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.infos import encode_infos
 from ale_robotics.tasks.brief import render_brief
 from ale_robotics.tasks.manifest import ManifestEntry

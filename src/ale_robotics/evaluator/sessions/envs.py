@@ -1,6 +1,6 @@
 """What a session's envs are: how they are built, how they step, and the null action.
 
-Split from :mod:`.vector` (which re-exports it) so that the session's
+Split from :mod:`.vector` so that the session's
 step logic stays one readable module.
 
 A session steps its envs through a :class:`VectorStepper` (:func:`make_stepper`):

@@ -55,7 +55,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ale_robotics.errors import (
     DeadlineExceededError,
@@ -68,34 +68,29 @@ from ale_robotics.evaluator.runs.access import RunAccess
 from ale_robotics.evaluator.runs.registry import TRUSTED, Scope
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.evaluator.sessions import rendering
+from ale_robotics.evaluator.sessions.envs import make_envs
 from ale_robotics.evaluator.sessions.eval_record import EvalRecords
-from ale_robotics.evaluator.sessions.vector import (
-    AUTORESET_MODE,
-    AUTORESET_MODES,
-    Session,
-    SessionKind,
-    make_envs,
+from ale_robotics.evaluator.sessions.limits import (
+    DEFAULT_MAX_SESSIONS_TOTAL,
+    SessionCaps,
+    check_offered,
+    settings_for,
+    too_many_sessions,
 )
+from ale_robotics.evaluator.sessions.types import AUTORESET_MODE, AUTORESET_MODES, SessionKind
+from ale_robotics.evaluator.sessions.vector import Session
 from ale_robotics.tasks.registry import TrainingBudget
-from ale_robotics.tasks.spec import SessionSettings, TaskSpec
+from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
-    "DEFAULT_MAX_SESSIONS_TOTAL",
     "ORPHAN_GRACE_S",
-    "SessionCaps",
     "SessionManager",
     "Watch",
-    "settings_for",
 ]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_DEFAULT_SETTINGS = SessionSettings()
-
-DEFAULT_MAX_SESSIONS_TOTAL = 64
-"""Sessions of all runs together unless the operator says otherwise (--max-sessions-total)."""
 
 ORPHAN_GRACE_S = 2.0
 """How long a watched session outlives its broken watch stream: time for a client that lost
@@ -110,24 +105,6 @@ class Watch:
 
     id: int = field(default_factory=lambda: next(_watch_ids))
     sessions: set[str] = field(default_factory=set)
-
-
-class SessionCaps(Protocol):
-    """The operator's overrides of the session limits (an :class:`~.config.EvaluatorConfig`),
-    read at every open so that a change applies to the next one."""
-
-    @property
-    def max_sessions(self) -> int | None:
-        """Concurrent sessions per run (``--max-sessions``); None: the task's."""
-
-    @property
-    def max_sessions_total(self) -> int | None:
-        """Sessions of all runs together (``--max-sessions-total``); None: the default."""
-
-
-def settings_for(task: TaskSpec) -> SessionSettings:
-    """The task's session limits (defaults for a task that declares none)."""
-    return task.session if task.session is not None else _DEFAULT_SETTINGS
 
 
 class SessionManager:
@@ -236,7 +213,7 @@ class SessionManager:
         autoreset_mode: str = AUTORESET_MODE,
     ) -> Session:
         """A new session; ``run_id`` must already be checked (eval sessions are run-bound)."""
-        self._check_offered(task, kind)
+        check_offered(task, kind)
         limits = settings_for(task)
         if num_envs < 1:
             raise InvalidArgumentError(f"num_envs must be at least 1, got {num_envs}")
@@ -431,31 +408,6 @@ class SessionManager:
 
     # --------------------------------------------------------------- private --
 
-    @staticmethod
-    def _check_offered(task: TaskSpec, kind: SessionKind) -> None:
-        """Refuse a session of a kind the task does not offer (FAILED_PRECONDITION).
-
-        An interactive task offers eval sessions, and practice ones unless its config
-        forbids them. A batch task whose simulator runs only in the evaluator
-        (``training.simulator`` "evaluator") offers practice sessions, its agent's only
-        way to train, but never an eval session: it is evaluated on its submission, and
-        an eval session would be a second, unscored way to run the hidden-seed episodes.
-        """
-        if not task.offers_eval_sessions and not task.offers_practice_sessions:
-            raise FailedPreconditionError(
-                f"task {task.id} is a {task.mode.value} task, not interactive: it offers no "
-                "sessions (see GetSpec.mode and the submission contract)"
-            )
-        if kind is SessionKind.EVAL and not task.offers_eval_sessions:
-            raise FailedPreconditionError(
-                f"task {task.id} is a {task.mode.value} task, not interactive: it offers "
-                "practice sessions only (its simulator runs only in the evaluator, so its "
-                "agent trains in them), never an eval session: it is evaluated on its "
-                "submission (SubmitBatchEval)"
-            )
-        if kind is SessionKind.PRACTICE and not task.offers_practice_sessions:
-            raise FailedPreconditionError(f"task {task.id} allows no practice sessions")
-
     def _check_limits(self, task: TaskSpec, run_id: str) -> None:
         """Refuse a session over the run's limit or the evaluator-wide one (lock held)."""
         limits = settings_for(task)
@@ -468,21 +420,8 @@ class SessionManager:
                 if self._caps.max_sessions
                 else "the limit session.max_sessions"
             )
-            who = f"run {run_id!r}" if run_id else "no run (practice sessions of the shared token)"
-            now = time.monotonic()
-            shown = ", ".join(
-                f"{s.id} ({s.kind.value}, {s.num_envs} env(s), idle {now - s.last_used:.0f}s"
-                f"{'' if s.id in self._watcher else ', unwatched'})"
-                for s in mine[:16]
-            )
-            if len(mine) > 16:
-                shown += f", and {len(mine) - 16} more"
-            raise ResourceExhaustedError(
-                f"{count} sessions of {who} are open, {where} = {cap} per run "
-                f"(open: {shown or 'none yet, others are opening'}): close the envs you no "
-                f"longer use (env.close(), or CloseSession); sessions of a client that "
-                f"exited close within seconds if it watched them (the Python SDK does), "
-                f"others once idle for session.idle_timeout_s = {limits.idle_timeout_s:g}s"
+            raise too_many_sessions(
+                run_id, mine, count, cap, where, limits.idle_timeout_s, set(self._watcher)
             )
         total = len(self._sessions) + sum(self._opening.values())
         if total >= total_cap:

@@ -58,8 +58,6 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -71,7 +69,15 @@ from ale_robotics.errors import (
     OutOfRangeError,
 )
 from ale_robotics.evaluator.sessions import rendering
-from ale_robotics.evaluator.sessions.envs import make_envs, make_stepper, null_action
+from ale_robotics.evaluator.sessions.envs import make_stepper, null_action
+from ale_robotics.evaluator.sessions.inputs import check_action, practice_seeds
+from ale_robotics.evaluator.sessions.types import (
+    AUTORESET_MODE,
+    AUTORESET_MODES,
+    Batch,
+    CompletionAborted,
+    SessionKind,
+)
 from ale_robotics.model.result import EpisodeRecord
 from ale_robotics.tasks.spec import TaskSpec
 
@@ -79,47 +85,9 @@ if TYPE_CHECKING:
     from ale_robotics.evaluator.runs.training_budget import PracticeMeter
     from ale_robotics.evaluator.sessions.eval_record import EvalRecorder
 
-__all__ = [
-    "AUTORESET_MODE",
-    "AUTORESET_MODES",
-    "Batch",
-    "CompletionAborted",
-    "Session",
-    "SessionKind",
-    "make_envs",
-    "null_action",
-]
+__all__ = ["Session"]
 
 log = logging.getLogger(__name__)
-
-AUTORESET_MODE = "next_step"
-"""Gymnasium's ``AutoresetMode.NEXT_STEP``: the default, advertised in GetSpec."""
-
-AUTORESET_MODES = ("next_step", "same_step", "disabled")
-"""Gymnasium's ``AutoresetMode`` values, as OpenSessionRequest.autoreset_mode names them."""
-
-
-class SessionKind(StrEnum):
-    PRACTICE = "practice"
-    EVAL = "eval"
-
-
-class CompletionAborted(Exception):
-    """The evaluator is shutting down while it completes abandoned episodes."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """What a Reset (rewards etc. ``None``) or a Step returns for all envs of a session."""
-
-    obs: npt.NDArray[Any]
-    infos: list[dict[str, Any]]
-    rewards: npt.NDArray[np.float64] | None = None
-    terminated: npt.NDArray[np.bool_] | None = None
-    truncated: npt.NDArray[np.bool_] | None = None
-    episodes_completed: int = 0
-    eval_complete: bool = False
-    seeds_ignored: bool = False
 
 
 class Session:
@@ -212,7 +180,9 @@ class Session:
         self._check_not_complete()
         which = self._reset_envs(mask)
         ignored = self.kind is SessionKind.EVAL and len(seeds) > 0
-        per_env = self._practice_seeds(seeds) if self.kind is SessionKind.PRACTICE else None
+        per_env = (
+            practice_seeds(self.num_envs, seeds) if self.kind is SessionKind.PRACTICE else None
+        )
         if self.kind is SessionKind.EVAL and self._next_episode >= self.budget:
             raise OutOfRangeError(
                 f"all {self.budget} episodes of this eval session have started; finish the "
@@ -350,27 +320,14 @@ class Session:
     def check_action(self, action: npt.NDArray[Any]) -> None:
         """INVALID_ARGUMENT unless ``action`` has the spec's dtype (or float64, see
         :attr:`float64_actions`), [num_envs, *shape] and is within the bounds."""
-        wide = self.float64_actions and action.dtype == np.float64
-        if action.dtype != self.action_dtype and not wide:
-            raise InvalidArgumentError(
-                f"action dtype is {action.dtype.name}; the action spec is "
-                f"{self.action_dtype.name}: cast the action before sending it"
-            )
-        if action.shape != self.action_shape:
-            raise InvalidArgumentError(
-                f"action shape is {list(action.shape)}; this session needs "
-                f"[num_envs, *action_shape] = {list(self.action_shape)}"
-            )
-        if action.dtype.kind == "f" and not np.isfinite(action).all():
-            env = int(np.argwhere(~np.isfinite(action))[0][0])
-            raise InvalidArgumentError(f"action for env {env} is NaN or infinite")
-        out = (action < self._low) | (action > self._high)
-        if out.any():
-            where = tuple(int(k) for k in np.argwhere(out)[0])
-            raise InvalidArgumentError(
-                f"action for env {where[0]} is out of bounds: element {list(where[1:])} is "
-                f"{action[where]!r}, allowed [{self._low[where]!r}, {self._high[where]!r}]"
-            )
+        check_action(
+            action,
+            dtype=self.action_dtype,
+            shape=self.action_shape,
+            low=self._low,
+            high=self._high,
+            float64_ok=self.float64_actions,
+        )
 
     # --------------------------------------------------------------- private --
 
@@ -395,25 +352,6 @@ class Session:
                 f"session {self.id}: the first Reset starts every env; reset_mask only after it"
             )
         return [i for i, m in enumerate(mask) if m]
-
-    def _practice_seeds(self, seeds: Sequence[int]) -> list[int | None]:
-        """Gymnasium's vector convention: one seed s gives env i seed s+i; or one per env,
-        -1 for an env left unseeded (Gymnasium's ``seed=[1, None, ...]``)."""
-        if any(s < 0 for s in seeds) and (len(seeds) != self.num_envs or min(seeds) < -1):
-            raise InvalidArgumentError(
-                "seeds must be non-negative integers (-1, in a list of one seed per env, "
-                "leaves that env unseeded)"
-            )
-        if not seeds:
-            return [None] * self.num_envs
-        if len(seeds) == self.num_envs:
-            return [None if s == -1 else s for s in seeds]
-        if len(seeds) == 1:
-            return [seeds[0] + i for i in range(self.num_envs)]
-        raise InvalidArgumentError(
-            f"{len(seeds)} seeds for {self.num_envs} envs: send none, one (env i gets "
-            "seed+i) or exactly one per env"
-        )
 
     def _record_unfinished(
         self, why: str, infrastructure: bool, abort: threading.Event | None

@@ -1,0 +1,71 @@
+"""A session call's inputs checked before anything touches an env: every client mistake
+is a precise INVALID_ARGUMENT, never INTERNAL and never a half-stepped session.
+
+Split from :mod:`.vector`, whose :class:`~.vector.Session` calls these first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ale_robotics.errors import InvalidArgumentError
+
+__all__ = ["check_action", "practice_seeds"]
+
+
+def check_action(
+    action: npt.NDArray[Any],
+    *,
+    dtype: np.dtype[Any],
+    shape: tuple[int, ...],
+    low: npt.NDArray[Any],
+    high: npt.NDArray[Any],
+    float64_ok: bool,
+) -> None:
+    """INVALID_ARGUMENT unless ``action`` has ``dtype`` (or float64 when ``float64_ok``),
+    ``shape`` ([num_envs, *action shape]) and is finite and within [low, high]."""
+    wide = float64_ok and action.dtype == np.float64
+    if action.dtype != dtype and not wide:
+        raise InvalidArgumentError(
+            f"action dtype is {action.dtype.name}; the action spec is "
+            f"{dtype.name}: cast the action before sending it"
+        )
+    if action.shape != shape:
+        raise InvalidArgumentError(
+            f"action shape is {list(action.shape)}; this session needs "
+            f"[num_envs, *action_shape] = {list(shape)}"
+        )
+    if action.dtype.kind == "f" and not np.isfinite(action).all():
+        env = int(np.argwhere(~np.isfinite(action))[0][0])
+        raise InvalidArgumentError(f"action for env {env} is NaN or infinite")
+    out = (action < low) | (action > high)
+    if out.any():
+        where = tuple(int(k) for k in np.argwhere(out)[0])
+        raise InvalidArgumentError(
+            f"action for env {where[0]} is out of bounds: element {list(where[1:])} is "
+            f"{action[where]!r}, allowed [{low[where]!r}, {high[where]!r}]"
+        )
+
+
+def practice_seeds(num_envs: int, seeds: Sequence[int]) -> list[int | None]:
+    """Gymnasium's vector convention: one seed s gives env i seed s+i; or one per env,
+    -1 for an env left unseeded (Gymnasium's ``seed=[1, None, ...]``)."""
+    if any(s < 0 for s in seeds) and (len(seeds) != num_envs or min(seeds) < -1):
+        raise InvalidArgumentError(
+            "seeds must be non-negative integers (-1, in a list of one seed per env, "
+            "leaves that env unseeded)"
+        )
+    if not seeds:
+        return [None] * num_envs
+    if len(seeds) == num_envs:
+        return [None if s == -1 else s for s in seeds]
+    if len(seeds) == 1:
+        return [seeds[0] + i for i in range(num_envs)]
+    raise InvalidArgumentError(
+        f"{len(seeds)} seeds for {num_envs} envs: send none, one (env i gets "
+        "seed+i) or exactly one per env"
+    )
