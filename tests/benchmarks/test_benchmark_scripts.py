@@ -66,6 +66,7 @@ def test_grpc_floor_measures_unary_and_stream() -> None:
         assert data[name]["wall_us"] >= 200  # the server's work is part of every round trip
 
 
+@pytest.mark.slow  # the benchmark over every MuJoCo batch task: about 20 s on two cores
 def test_batch_eval_measures_the_limit_for_every_mujoco_batch_task() -> None:
     out, data = _run("batch_eval.py", "--task", "all", "--episodes", "2", "--rounds", "2")
     from ale_robotics.tasks import default_registry

@@ -98,6 +98,7 @@ def test_a_smoke_run_is_never_official_anywhere_in_result_json(short_tmp: Path) 
     assert _failed(short_tmp) == {}
 
 
+@pytest.mark.slow  # a planning run and its audit's re-run: about 35 s on two cores
 def test_planning_run_has_per_problem_outcomes_that_agree_with_the_metrics(
     short_tmp: Path,
 ) -> None:

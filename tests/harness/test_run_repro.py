@@ -158,6 +158,7 @@ def test_a_forged_checkpoint_without_training_fails_too(short_tmp: Path) -> None
     assert point["practice_steps"] == 0 and point["policy_sha256"] == _policy_sha(doc)
 
 
+@pytest.mark.slow  # a real TD3 training run through the gate: about 35 s on two cores
 def test_a_short_real_td3_training_passes_the_gate(short_tmp: Path) -> None:
     """examples/agents/td3_train.py: TD3 on a practice session of the batch task (the sandbox
     has no MuJoCo), a checkpoint every 500 steps, the last one submitted. Took about 20 s."""

@@ -179,6 +179,7 @@ def test_each_step_is_mujoco_s_in_float64(cheetah: TaskSpec) -> None:
     assert reward_err <= 1e-6
 
 
+@pytest.mark.slow  # MJX against the C kind on whole episodes: about 30 s on two cores
 def test_short_episodes_match_the_c_kind(cheetah: TaskSpec) -> None:
     """Whole episodes through the pipeline, as an evaluation runs them: 5-step returns agree
     (measured 2e-4; the gap grows with the horizon, see the module docstring)."""
@@ -226,6 +227,7 @@ def test_a_non_finite_action_is_the_c_kind_s_policy_fault() -> None:
     assert str(got.value) == str(ref.value)
 
 
+@pytest.mark.slow  # two MJX batches to their ends: about 45 s on two cores
 @pytest.mark.parametrize(("weight_seed", "scale"), [(4, 0.05), (5, 0.01)])
 def test_finished_episodes_leave_the_batch_as_in_gymnasium(weight_seed: int, scale: float) -> None:
     """InvertedPendulum terminates: lengths, returns and the terminated flag are Gymnasium's
