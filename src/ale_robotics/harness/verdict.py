@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pydantic
+
 from ale_robotics.client.sdk import AleClient, poll_interval
 from ale_robotics.errors import UnavailableError
 from ale_robotics.evaluator.batch.smoke import smoke_run
@@ -33,7 +35,7 @@ from ale_robotics.tasks.spec import TaskMode
 from ale_robotics.trajectory import SignedEvaluatorEvent
 from ale_robotics.v1 import ale_env_pb2 as pb
 
-__all__ = ["RunOutcome", "await_result", "score_run"]
+__all__ = ["RunOutcome", "await_result", "read_eval_result", "score_run"]
 
 
 @dataclass
@@ -54,6 +56,22 @@ LOG_TAIL_LINES = 10
 
 _RESULT_POLL_S = 0.25
 """The longest interval between two status polls while the harness waits for a result."""
+
+
+def read_eval_result(text: str) -> EvalResult:
+    """The evaluator's official result as this harness reads it; HarnessError (the run
+    fails as infrastructure, re-run it) when it is not one: an evaluator of another
+    release, typically an evaluator image older than this harness."""
+    try:
+        return EvalResult.model_validate_json(text)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the document"
+        raise HarnessError(
+            f"the evaluator's result is not one this ale-robotics reads ({where}: "
+            f"{first['msg']}): the evaluator runs another release; run the same release on "
+            "both sides (for the evaluator container, rebuild it with 'make images')"
+        ) from None
 
 
 def await_result(ctx: RunContext, harness: AleClient) -> EvalResult | None:
@@ -89,7 +107,7 @@ def _read_result(ctx: RunContext, harness: AleClient) -> EvalResult | None:
     if progress is not None:
         progress("done", job, ctx.elapsed(), ctx.budget_s)
     r = harness._call(harness.stub.GetEvalResult, pb.GetEvalResultRequest(job_id=job.job_id))
-    result = EvalResult.model_validate_json(r.eval_result_json)
+    result = read_eval_result(r.eval_result_json)
     for event in result.events:
         ctx.traj.append_signed(SignedEvaluatorEvent.model_validate(event))
     if result.failure_source == "infrastructure":
