@@ -136,6 +136,7 @@ def reports(root: Path, spec_path: Path) -> dict[str, RunReport | StoppedRunRepo
     return out
 
 
+@pytest.mark.slow  # an eval set interrupted, resumed and aggregated: about 45 s on two cores
 def test_interrupted_set_resumes_skipping_done_runs_and_aggregates_the_same(
     tmp_path: Path, short_tmp: Path
 ) -> None:
