@@ -31,6 +31,9 @@ RUN /opt/ale/bin/pip install --no-cache-dir --no-index --no-deps --disable-pip-v
  && rm -rf /tmp/project \
  && /opt/ale/bin/python -c "import ale_robotics.client, safetensors, gymnasium, openai, anthropic"
 COPY examples/ /workspace/examples/
+# A login shell (Inspect's bash and python tools run `bash --login`) resets PATH from
+# /etc/profile: this puts the SDK's Python back in front.
+RUN echo 'PATH=/opt/ale/bin:$PATH' > /etc/profile.d/ale-python.sh
 ENV PATH=/opt/ale/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

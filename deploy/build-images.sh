@@ -38,10 +38,10 @@ inputs=$(cat pyproject.toml constraints/dev.txt deploy/build-images.sh | sha256s
 if [ "$(cat "$CTX/deps/.inputs" 2>/dev/null || true)" != "$inputs" ]; then
     step "wheelhouse: resolving and downloading the dependencies (cached until pyproject.toml, constraints/dev.txt or this script change)"
     rm -rf "$CTX/deps.new"
-    # Every optional extra but the developers' (agents, sb3, mjx ...): the evaluator image
-    # gets all of it, the agent image what it names.
+    # Every optional extra but the developers' and Inspect's (Inspect runs beside the
+    # harness, on the host): the evaluator image gets all of it, the agent image what it names.
     extras=$("$PYTHON" -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))
-print(",".join(k for k in d["project"].get("optional-dependencies", {}) if k != "dev"))')
+print(",".join(k for k in d["project"].get("optional-dependencies", {}) if k not in ("dev", "inspect")))')
     "$PYTHON" -m pip wheel --quiet --disable-pip-version-check -c constraints/dev.txt \
         -w "$CTX/deps.new" ".[$extras]"
     rm -f "$CTX"/deps.new/ale_robotics-*.whl

@@ -19,9 +19,10 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
@@ -29,7 +30,6 @@ from ale_robotics.evaluator.results.metrics import HOST_TIMED
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
 from ale_robotics.harness.hidden_modules import hidden_module_names
 from ale_robotics.harness.interrupt import StopRequest
-from ale_robotics.harness.model_gateway import ModelAccess
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.sandboxes import AgentLaunch, Confinement, Sandbox
 from ale_robotics.sandboxes.cgroups import Limits, Usage
@@ -39,6 +39,7 @@ from ale_robotics.tasks.spec import TaskSpec
 from ale_robotics.trajectory import TrajectoryWriter
 
 __all__ = [
+    "AgentAccess",
     "AgentRun",
     "AgentRunContext",
     "Progress",
@@ -49,6 +50,32 @@ __all__ = [
 
 Progress = Callable[[str, JobStatus | None, float, float], None]
 """(phase, job status, elapsed, budget) -> None; the CLI draws it."""
+
+
+class AgentAccess(Protocol):
+    """A service of the harness the agent reaches through a socket its sandbox shows it.
+
+    The run's model gateway (:class:`.model_gateway.ModelAccess`), or the toolbox channel
+    of an Inspect sample (:class:`ale_robotics.inspect.channel.ToolboxAccess`): a
+    directory shown writable at its own path (a container mounts it elsewhere), the
+    variables that tell the agent about it, and the wrapper of the agent command that
+    connects the two (told where the sandbox shows the directory).
+    """
+
+    @property
+    def socket_dir(self) -> Path: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    def wrap(
+        self,
+        argv: Sequence[str],
+        python: str = ...,
+        *,
+        relay: str | None = ...,
+        socket_dir: str | None = ...,
+    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -165,7 +192,7 @@ def run_agent(
     *,
     on_started: Callable[[], None] | None = None,
     task_dir: Path | None = None,
-    model: ModelAccess | None = None,
+    access: AgentAccess | None = None,
 ) -> AgentRun:
     """Run the agent to its exit (or its budget, quota, or an interrupt); see the module doc.
 
@@ -175,8 +202,9 @@ def run_agent(
 
     Raises :class:`HarnessError` when it cannot be started or its sandbox did not
     start; an interrupt (``ctx.stop``, Ctrl-C) propagates after the agent is killed.
-    ``task_dir``: the run's task packet (``ALE_TASK_DIR``); ``model``: the run's model
-    gateway as the agent reaches it (its variables, socket directory and relay).
+    ``task_dir``: the run's task packet (``ALE_TASK_DIR``); ``access``: a service the
+    agent reaches through its sandbox (the run's model gateway: its variables, socket
+    directory and relay; an Inspect sample's toolbox channel).
     """
     opts = ctx.opts
     scratch = ctx.run_dir / "scratch"
@@ -195,9 +223,9 @@ def run_agent(
         hidden_modules=tuple(hidden_module_names(ctx.task)),  # e.g. metaworld.policies
         private_dirs=private_dirs(opts, ctx.run_dir),
         task_dir=task_dir,
-        extra_env=model.env if model is not None else {},
-        extra_rw=(model.socket_dir,) if model is not None else (),
-        wrap=model.wrap if model is not None else None,
+        extra_env=access.env if access is not None else {},
+        extra_rw=(access.socket_dir,) if access is not None else (),
+        wrap=access.wrap if access is not None else None,
     )
     log_path = ctx.run_dir / "agent.log"
     with ctx.sandbox.prepare(launch) as box:

@@ -27,6 +27,7 @@ from ale_robotics.scoring import HarnessEvidence, ScoreReport
 
 __all__ = [
     "SCHEMA_VERSION",
+    "InspectRecord",
     "PlotsDrawing",
     "RunReport",
     "StoppedRunReport",
@@ -39,7 +40,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Literal[4] = 4
+SCHEMA_VERSION: Literal[5] = 5
 """The ``result.json`` schema, the one this release writes and reads."""
 
 
@@ -69,12 +70,25 @@ def _this_version(data: Any) -> Any:
     return data
 
 
+class InspectRecord(BaseModel):
+    """The Inspect AI sample whose tools were this run's agent (:mod:`ale_robotics.inspect`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    log: str | None = Field(description="Where Inspect writes the eval's log (None: unknown).")
+    model: str = Field(description="The model the Inspect agent used, as Inspect names it.")
+    task: str = Field(description="The Inspect task.")
+    eval_id: str = Field(description="Inspect's id of the task's evaluation.")
+    sample_id: str = Field(description="The sample's id in its dataset.")
+    epoch: int = Field(description="The sample's epoch (each its own run and hidden seeds).")
+
+
 class RunReport(BaseModel):
     """Everything a run concluded, as written to ``runs/<run_id>/result.json``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[4] = SCHEMA_VERSION
+    schema_version: Literal[5] = SCHEMA_VERSION
     """The one version of the whole document (:data:`SCHEMA_VERSION`)."""
     state: Literal["completed"] = Field(
         default="completed",
@@ -172,6 +186,11 @@ class RunReport(BaseModel):
         description="What groups this run with others of the same agent ('run --label'; "
         "by default the agent script's stem).",
     )
+    inspect: InspectRecord | None = Field(
+        default=None,
+        description="The Inspect AI sample that drove the agent (its log and model); "
+        "None: an agent command.",
+    )
     submission_sha256: str | None = Field(
         default=None,
         description="SHA-256 over the evaluated submission's files: of the sorted "
@@ -257,7 +276,7 @@ class StoppedRunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[4] = SCHEMA_VERSION
+    schema_version: Literal[5] = SCHEMA_VERSION
     """The one version of the whole document (:data:`SCHEMA_VERSION`)."""
     state: Literal["interrupted", "failed"] = Field(description="How the run ended.")
     run_id: str = Field(description="Identifier the harness created for this run.")
@@ -296,6 +315,10 @@ class StoppedRunReport(BaseModel):
     label: str = Field(
         default="",
         description="What groups this run with others of the same agent ('run --label').",
+    )
+    inspect: InspectRecord | None = Field(
+        default=None,
+        description="The Inspect AI sample that drove the agent; None: an agent command.",
     )
 
     @model_validator(mode="before")

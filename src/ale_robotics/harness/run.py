@@ -31,7 +31,7 @@ from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 from ale_robotics.gateway import ModelUsage
-from ale_robotics.harness.agent_proc import AgentRun, Progress, run_agent
+from ale_robotics.harness.agent_proc import AgentAccess, AgentRun, Progress, run_agent
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.model_gateway import ModelSettings, model_gateway
 from ale_robotics.harness.options import (
@@ -48,6 +48,7 @@ from ale_robotics.harness.remote_evaluator import (
     close_remote_run_with,
     connect_remote,
 )
+from ale_robotics.harness.report import InspectRecord
 from ale_robotics.harness.run_context import RunContext
 from ale_robotics.harness.stopped_run import record_failure, record_interrupt
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
@@ -89,6 +90,8 @@ def run_task(
     on_start: Started | None = None,
     stop: StopRequest | None = None,
     executor: LocalExecutor | None = None,
+    agent_access: AgentAccess | None = None,
+    inspect: InspectRecord | None = None,
 ) -> RunOutcome:
     """Run ``opts.agent_cmd`` on ``opts.task_id`` to a verdict.
 
@@ -96,6 +99,11 @@ def run_task(
     workers already starting (:func:`.prestart.prestarted_executor`); the evaluator
     owns it once it is up, and the caller shuts it down in case the run ended before
     (shutting it down twice is harmless). Ignored by a run on another evaluator.
+
+    ``agent_access``: a service of the caller the agent reaches through its sandbox
+    (an Inspect sample's toolbox channel, :mod:`ale_robotics.inspect`); not with a model
+    gateway (``--model-upstream``). ``inspect``: the Inspect sample that drives the
+    agent, recorded in ``result.json``.
 
     Raises :class:`~ale_robotics.errors.InvalidArgumentError` for options that cannot
     work (checked before anything is created), :class:`HarnessError` when the
@@ -115,6 +123,11 @@ def run_task(
     check_options(opts, task)
     # Resolved once ("auto" becomes what this host can do); the agent phase uses it.
     sandbox = resolve_sandbox(opts.sandbox, agent_image=opts.agent_image)
+    if opts.model_upstream is not None and agent_access is not None:
+        raise InvalidArgumentError(
+            "a run whose agent is driven by its caller (Inspect) has no model gateway: "
+            "its model is the caller's; leave --model-upstream out"
+        )
     if opts.model_upstream is not None and not sandbox.serves_model_gateway:
         raise InvalidArgumentError(
             f"the model gateway cannot reach an agent in --sandbox {sandbox.name}: "
@@ -167,6 +180,8 @@ def run_task(
         label=label,
         started_at=started_at,
         executor=executor,
+        agent_access=agent_access,
+        inspect=inspect,
     )
     if on_start is not None:
         on_start(run_id, run_dir)
@@ -354,7 +369,13 @@ def _agent_phase(
     try:
         if opts.model_upstream is None:
             agent = run_agent(
-                ctx, harness, agent_endpoint, agent_token, on_started=started, task_dir=task_dir
+                ctx,
+                harness,
+                agent_endpoint,
+                agent_token,
+                on_started=started,
+                task_dir=task_dir,
+                access=ctx.agent_access,
             )
             return agent, None
         settings = ModelSettings(
@@ -377,7 +398,7 @@ def _agent_phase(
                 agent_token,
                 on_started=started,
                 task_dir=task_dir,
-                model=access,
+                access=access,
             )
         return agent, access.usage
     finally:

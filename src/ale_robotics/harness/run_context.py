@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ale_robotics.harness.agent_proc import AgentRunContext
+from ale_robotics.harness.agent_proc import AgentAccess, AgentRunContext
 from ale_robotics.tasks.registry import Registry, default_registry
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.execution.local import LocalExecutor
-    from ale_robotics.harness.report import PlotsDrawing
+    from ale_robotics.harness.report import InspectRecord, PlotsDrawing
 
 __all__ = ["RunContext", "RunPhase"]
 
@@ -58,3 +58,8 @@ class RunContext(AgentRunContext):
     executor: LocalExecutor | None = None
     """The embedded evaluator's executor, made and started before this run (see
     :mod:`.prestart`); None: the evaluator makes its own."""
+    agent_access: AgentAccess | None = None
+    """A service of the run's caller the agent reaches through its sandbox (an Inspect
+    sample's toolbox channel); None: none."""
+    inspect: InspectRecord | None = None
+    """The Inspect sample that drives the agent, for result.json; None: not Inspect."""

@@ -247,6 +247,7 @@ def _run_report(
         # submission_sha256, evaluator_version, simulator_versions and official follow
         # from eval_result and smoke_run (RunReport's one rule, also for older files)
         label=ctx.label,
+        inspect=ctx.inspect,
         started_at=ctx.started_at,
         ended_at=dt.datetime.now(dt.UTC),
     )
