@@ -45,6 +45,12 @@ __all__ = ["TASK_ID_KEY", "AleSandboxConfig", "AleSandboxEnvironment"]
 TASK_ID_KEY = "ale_task_id"
 """The sample metadata key naming the ALE task (set by :func:`.task.ale_task`)."""
 
+AGENT_PHASE_OVER = (
+    "The ALE run's agent phase is over: the harness stopped the agent (its wall-clock "
+    "budget or disk quota) or the run ended. The run is evaluated as it stands."
+)
+"""The sample's limit message when its toolbox is gone."""
+
 _ERRORS: dict[str, type[Exception]] = {
     "FileNotFoundError": FileNotFoundError,
     "PermissionError": PermissionError,
@@ -198,14 +204,13 @@ class AleSandboxEnvironment(SandboxEnvironment):
         try:
             answer = await anyio.to_thread.run_sync(self.run.call, request, timeout)
         except ToolboxGone:
-            raise LimitExceededError(
-                "custom",
-                value=1,
-                limit=1,
-                message="The ALE run's agent phase is over (the harness stopped the agent "
-                "at its wall-clock budget or disk quota, or the run ended): the run is "
-                "evaluated as it stands.",
-            ) from None
+            # Ends the sample as one of Inspect's own limits does (its working limit):
+            # the sample's work is cancelled and its scorer runs.
+            limit = LimitExceededError("custom", value=1, limit=1, message=AGENT_PHASE_OVER)
+            active = sample_active()
+            if active is not None:
+                active.limit_exceeded(limit)
+            raise limit from None
         error = answer.get("error")
         if error is None:
             return answer
