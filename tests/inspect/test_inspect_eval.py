@@ -271,3 +271,38 @@ def test_eval_set_runs_each_task_and_epoch_as_a_run_of_its_own(tmp_path: Path) -
         assert {
             r["inspect"]["log"] for r in reports if r["inspect"]["eval_id"] == log.eval.eval_id
         } == {log.location}
+
+
+def test_the_task_by_its_registered_name_with_the_default_agents_text_editor(
+    tmp_path: Path,
+) -> None:
+    """`ale_robotics/ale_task` as the inspect CLI names it (the package's inspect_ai entry
+    point), with the default ReAct agent: its text editor writes inside the run's sandbox
+    (a private /tmp), where bash reads it back; nothing lands on the host."""
+    note = f"/tmp/ale-inspect-note-{tmp_path.name}.txt"
+    outputs = _outputs(
+        (
+            "text_editor",
+            {"command": "create", "path": note, "file_text": "hello from the editor\n"},
+        ),
+        _bash(f"cat {note}"),
+    )
+    model = get_model("mockllm/model", custom_outputs=outputs)
+    settings = {"workspace": str(REPO), "state_dir": str(tmp_path / "state")}
+    [log] = inspect_eval(
+        "ale_robotics/ale_task",
+        task_args={
+            "task_id": PENDULUM,
+            "sandbox": "bwrap",
+            "runs_root": str(tmp_path / "runs"),
+            "settings": settings,
+        },
+        model=model,
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+    )
+    assert log.status == "success", log.error
+    created, read_back = _tool_outputs(log)[:2]
+    assert "created successfully" in created and "hello from the editor" in read_back
+    assert not Path(note).exists()
+    assert _result(log)["inspect"]["task"] == PENDULUM

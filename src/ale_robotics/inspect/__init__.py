@@ -1,7 +1,7 @@
 """Inspect AI integration: any ALE task as an Inspect task, scored by the evaluator.
 
 * :func:`ale_task` (:mod:`.task`): an ALE task as an Inspect ``Task`` (one sample, the
-  task's brief; Inspect's ReAct agent with bash and python by default), also
+  task's brief; Inspect's ReAct agent with bash, python and its text editor by default), also
   ``inspect eval ale_robotics/ale_task -T task_id=...``;
 * the ``ale`` sandbox environment (:mod:`.sandbox`): each sample one ordinary ALE run
   whose agent is the sample's tool calls, run in the run's sandbox by the toolbox

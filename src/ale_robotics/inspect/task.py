@@ -19,7 +19,7 @@ from inspect_ai import Task, task
 from inspect_ai.agent import Agent, react
 from inspect_ai.dataset import Sample
 from inspect_ai.solver import Solver
-from inspect_ai.tool import bash, python
+from inspect_ai.tool import bash, python, text_editor
 from inspect_ai.util import SandboxEnvironmentSpec
 
 from ale_robotics.inspect.sandbox import TASK_ID_KEY, AleSandboxConfig
@@ -43,8 +43,10 @@ that measurement is your score. Nothing you say is scored.
 
 
 def ale_agent(timeout: int | None = None) -> Agent:
-    """The default solver: Inspect's ReAct agent with bash and python tools."""
-    return react(tools=[bash(timeout=timeout), python(timeout=timeout)])
+    """The default solver: Inspect's ReAct agent with its bash, python and text editor tools
+    (the editor is Inspect's sandbox-tools program, which Inspect copies into the run's
+    sandbox on its first use and runs there as the agent)."""
+    return react(tools=[bash(timeout=timeout), python(timeout=timeout), text_editor(timeout=timeout)])
 
 
 @task
@@ -87,5 +89,5 @@ def ale_task(
         solver=solver if solver is not None else ale_agent(),
         scorer=ale_scorer(),
         sandbox=SandboxEnvironmentSpec("ale", config),
-        name=f"ale/{spec.id}",
+        name=spec.id,
     )

@@ -98,6 +98,7 @@ ETC_FILES = (
     "ld.so.conf.d",
     "alternatives",  # Debian's libblas/liblapack symlinks point here
     "fonts",  # matplotlib
+    "os-release",  # the distribution: Inspect's sandbox tools pick their build by it
 )
 """The entries of the host's ``/etc`` the sandbox sees (read-only), when present."""
 
