@@ -21,6 +21,8 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog, read_eval_log
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import Score
+from inspect_ai.solver import Generate, Solver, TaskState, solver
+from inspect_ai.util import sandbox
 
 from ale_robotics.inspect import ale_task
 from ale_robotics.trajectory import verify_file
@@ -306,3 +308,26 @@ def test_the_task_by_its_registered_name_with_the_default_agents_text_editor(
     assert "created successfully" in created and "hello from the editor" in read_back
     assert not Path(note).exists()
     assert _result(log)["inspect"]["task"] == PENDULUM
+
+
+def test_a_sample_that_fails_before_scoring_stops_its_run(tmp_path: Path) -> None:
+    """A solver error: the sample errors, and its run is stopped in the sandbox's cleanup
+    (agent killed, jobs cancelled), its result.json saying interrupted, and why."""
+
+    @solver
+    def breaks() -> Solver:
+        async def solve(state: TaskState, generate: Generate) -> TaskState:
+            result = await sandbox().exec(["bash", "-c", "echo $ALE_RUN_ID"])
+            state.metadata["run_id"] = result.stdout.strip()
+            raise RuntimeError("the solver broke")
+
+        return solve
+
+    task = _task(tmp_path, solver=breaks())
+    log = _eval(task, [], tmp_path / "logs")
+    assert log.status == "error" and "the solver broke" in str(log.error)
+    [run_dir] = (tmp_path / "runs").iterdir()
+    report = json.loads((run_dir / "result.json").read_text())
+    assert report["state"] == "interrupted" and report["phase"] == "agent"
+    assert "Inspect" in report["reason"] and report["inspect"]["model"] == "mockllm/model"
+    assert verify_file(run_dir / "trajectory.jsonl", expected_head=report["trajectory_head"]).ok
