@@ -331,3 +331,25 @@ def test_a_sample_that_fails_before_scoring_stops_its_run(tmp_path: Path) -> Non
     assert report["state"] == "interrupted" and report["phase"] == "agent"
     assert "Inspect" in report["reason"] and report["inspect"]["model"] == "mockllm/model"
     assert verify_file(run_dir / "trajectory.jsonl", expected_head=report["trajectory_head"]).ok
+
+
+def test_inspects_own_time_limit_ends_a_long_command_and_the_run_is_still_scored(
+    tmp_path: Path,
+) -> None:
+    """Inspect's --time-limit cancels the sample while a tool's command runs: the sample does
+    not wait for the command, and the scorer still ends and scores the run."""
+    model = get_model("mockllm/model", custom_outputs=_outputs(_bash("sleep 120")))
+    [log] = inspect_eval(
+        _task(tmp_path),
+        model=model,
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+        time_limit=8,
+    )
+    assert log.status == "success", log.error
+    assert log.samples is not None and log.samples[0].limit is not None
+    assert log.samples[0].limit.type == "time"
+    assert log.samples[0].total_time is not None and log.samples[0].total_time < 60
+    report = _result(log)
+    assert report["job_state"] == "NO_SUBMISSION" and report["score"]["score"] == 0.0
+    assert report["agent_budget_exceeded"] is False

@@ -202,7 +202,11 @@ class AleSandboxEnvironment(SandboxEnvironment):
     async def _call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         """The toolbox's answer; its error as the exception Inspect expects."""
         try:
-            answer = await anyio.to_thread.run_sync(self.run.call, request, timeout)
+            # Abandoned when the sample is cancelled (an Inspect time limit): the command
+            # itself ends with the run (sample_cleanup stops it), not the cancellation.
+            answer = await anyio.to_thread.run_sync(
+                self.run.call, request, timeout, abandon_on_cancel=True
+            )
         except ToolboxGone:
             # Ends the sample as one of Inspect's own limits does (its working limit):
             # the sample's work is cancelled and its scorer runs.

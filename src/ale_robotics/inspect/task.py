@@ -46,7 +46,9 @@ def ale_agent(timeout: int | None = None) -> Agent:
     """The default solver: Inspect's ReAct agent with its bash, python and text editor tools
     (the editor is Inspect's sandbox-tools program, which Inspect copies into the run's
     sandbox on its first use and runs there as the agent)."""
-    return react(tools=[bash(timeout=timeout), python(timeout=timeout), text_editor(timeout=timeout)])
+    return react(
+        tools=[bash(timeout=timeout), python(timeout=timeout), text_editor(timeout=timeout)]
+    )
 
 
 @task
