@@ -127,6 +127,7 @@ def test_the_shipped_checkpoint_submitted_from_a_tool_call_scores_1018(
     [run] = json.loads(listed.stdout)["runs"]
     assert run["run_id"] == meta["run_id"] and round(run["score"], 3) == 1.018
     assert run["label"] == "mockllm-model" and run["official"] is True
+    assert run["inspect"]["model"] == "mockllm/model" and run["inspect"]["log"] == log.location
 
 
 def test_each_model_and_tool_call_is_a_trajectory_event_with_digests(

@@ -183,7 +183,10 @@ def print_run(s: RunSummary, place: SetPlace | None) -> None:
         rows.append(("evaluator", s.evaluator_version))
     if s.simulator_versions:
         rows.append(("simulators", ", ".join(f"{k} {v}" for k, v in s.simulator_versions.items())))
-    rows += [("agent", s.agent_cmd), ("dir", str(s.run_dir))]
+    rows.append(("agent", s.agent_cmd))
+    if s.inspect is not None:
+        rows.append(("inspect", f"{s.inspect.model}, epoch {s.inspect.epoch}, log {s.inspect.log}"))
+    rows.append(("dir", str(s.run_dir)))
     for key, value in rows:
         table.add_row(key, Text(value, style="bold red" if value.startswith("NO:") else ""))
     out.print(table)

@@ -22,12 +22,17 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from ale_robotics.harness.plots.episodes import episode_plot
-from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
+from ale_robotics.harness.report import (
+    InspectRecord,
+    RunReport,
+    StoppedRunReport,
+    load_run_report,
+)
 from ale_robotics.runs.verify import Verification, verify_run
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "RunState", "RunSummary", "load_summary", "summarize"]
 
-SUMMARY_SCHEMA_VERSION = 2
+SUMMARY_SCHEMA_VERSION = 3
 """Bumped whenever what a summary holds or how it is derived changes: an index holding
 summaries of another version is rebuilt (see :mod:`.index`)."""
 
@@ -107,6 +112,9 @@ class RunSummary(BaseModel):
     evaluator_version: str | None = None
     simulator_versions: dict[str, str] = Field(default_factory=dict)
     agent_cmd: str
+    inspect: InspectRecord | None = Field(
+        default=None, description="The Inspect AI sample that drove the agent (its model, log)."
+    )
     reason: str = Field(
         default="", description="A stopped run: why it stopped; '' for a completed run."
     )
@@ -211,6 +219,7 @@ def summarize(
         "ended_at": ended,
         "wall_s": report.wall_s,
         "agent_cmd": report.agent_cmd,
+        "inspect": report.inspect,
         "verification": verification,
     }
     if isinstance(report, StoppedRunReport):
