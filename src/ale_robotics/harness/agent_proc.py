@@ -19,14 +19,14 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.results.metrics import HOST_TIMED
+from ale_robotics.harness.agent_access import AgentAccess
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
 from ale_robotics.harness.hidden_modules import hidden_module_names
 from ale_robotics.harness.interrupt import StopRequest
@@ -50,32 +50,6 @@ __all__ = [
 
 Progress = Callable[[str, JobStatus | None, float, float], None]
 """(phase, job status, elapsed, budget) -> None; the CLI draws it."""
-
-
-class AgentAccess(Protocol):
-    """A service of the harness the agent reaches through a socket its sandbox shows it.
-
-    The run's model gateway (:class:`.model_gateway.ModelAccess`), or the toolbox channel
-    of an Inspect sample (:class:`ale_robotics.inspect.channel.ToolboxAccess`): a
-    directory shown writable at its own path (a container mounts it elsewhere), the
-    variables that tell the agent about it, and the wrapper of the agent command that
-    connects the two (told where the sandbox shows the directory).
-    """
-
-    @property
-    def socket_dir(self) -> Path: ...
-
-    @property
-    def env(self) -> Mapping[str, str]: ...
-
-    def wrap(
-        self,
-        argv: Sequence[str],
-        python: str = ...,
-        *,
-        relay: str | None = ...,
-        socket_dir: str | None = ...,
-    ) -> list[str]: ...
 
 
 @dataclass(frozen=True)

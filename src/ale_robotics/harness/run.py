@@ -31,7 +31,8 @@ from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 from ale_robotics.gateway import ModelUsage
-from ale_robotics.harness.agent_proc import AgentAccess, AgentRun, Progress, run_agent
+from ale_robotics.harness.agent_access import AgentAccess
+from ale_robotics.harness.agent_proc import AgentRun, Progress, run_agent
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.model_gateway import ModelSettings, model_gateway
 from ale_robotics.harness.options import (
@@ -53,7 +54,7 @@ from ale_robotics.harness.run_context import RunContext
 from ale_robotics.harness.stopped_run import record_failure, record_interrupt
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.harness.verdict import RunOutcome, await_result, score_run
-from ale_robotics.sandboxes import resolve_sandbox
+from ale_robotics.sandboxes import Sandbox, resolve_sandbox
 from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
 from ale_robotics.tasks.packet import build_task_packet, remove_task_packet
@@ -123,16 +124,7 @@ def run_task(
     check_options(opts, task)
     # Resolved once ("auto" becomes what this host can do); the agent phase uses it.
     sandbox = resolve_sandbox(opts.sandbox, agent_image=opts.agent_image)
-    if opts.model_upstream is not None and agent_access is not None:
-        raise InvalidArgumentError(
-            "a run whose agent is driven by its caller (Inspect) has no model gateway: "
-            "its model is the caller's; leave --model-upstream out"
-        )
-    if opts.model_upstream is not None and not sandbox.serves_model_gateway:
-        raise InvalidArgumentError(
-            f"the model gateway cannot reach an agent in --sandbox {sandbox.name}: "
-            "use bwrap, docker or none"
-        )
+    _check_model_gateway(opts, sandbox, agent_access)
     workspace = (opts.workspace or Path.cwd()).resolve()
     check_agent_command(opts, workspace, sandbox)
     label = check_label(opts.label) if opts.label is not None else default_label(opts.agent_cmd)
@@ -197,6 +189,25 @@ def run_task(
         # Drawn while the evaluator stopped (score_run); the plots are there once the run
         # returns, whichever way it ends.
         ctx.phase.wait_for_plots()
+
+
+def _check_model_gateway(
+    opts: RunOptions, sandbox: Sandbox, agent_access: AgentAccess | None
+) -> None:
+    """Refuse a model gateway (``--model-upstream``) that the agent could not reach, or
+    that a caller who drives the agent itself (Inspect) has no use for."""
+    if opts.model_upstream is None:
+        return
+    if agent_access is not None:
+        raise InvalidArgumentError(
+            "a run whose agent is driven by its caller (Inspect) has no model gateway: "
+            "its model is the caller's; leave --model-upstream out"
+        )
+    if not sandbox.serves_model_gateway:
+        raise InvalidArgumentError(
+            f"the model gateway cannot reach an agent in --sandbox {sandbox.name}: "
+            "use bwrap, docker or none"
+        )
 
 
 def _private_dirs(opts: RunOptions, run_dir: Path, submission: Path) -> list[tuple[Path, DirKind]]:

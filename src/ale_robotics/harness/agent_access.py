@@ -1,0 +1,40 @@
+"""What the agent reaches of the harness through its sandbox, besides the evaluator.
+
+Apart from :mod:`.agent_proc` (which shows it to the agent) because its implementations
+live elsewhere: the run's model gateway (:class:`.model_gateway.ModelAccess`) and an Inspect
+sample's toolbox channel (:class:`ale_robotics.inspect.channel.ToolboxAccess`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+__all__ = ["AgentAccess"]
+
+
+class AgentAccess(Protocol):
+    """A service of the harness the agent reaches through a socket its sandbox shows it.
+
+    The run's model gateway (:class:`.model_gateway.ModelAccess`), or the toolbox channel
+    of an Inspect sample (:class:`ale_robotics.inspect.channel.ToolboxAccess`): a
+    directory shown writable at its own path (a container mounts it elsewhere), the
+    variables that tell the agent about it, and the wrapper of the agent command that
+    connects the two (told where the sandbox shows the directory).
+    """
+
+    @property
+    def socket_dir(self) -> Path: ...
+
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    def wrap(
+        self,
+        argv: Sequence[str],
+        python: str = ...,
+        *,
+        relay: str | None = ...,
+        socket_dir: str | None = ...,
+    ) -> list[str]: ...
