@@ -187,3 +187,8 @@ def test_the_default_label_is_what_the_agent_command_runs(cmd: str, label: str) 
 def test_check_label_refuses_what_cannot_name_a_run(bad: str) -> None:
     with pytest.raises(InvalidArgumentError, match="letters, digits"):
         check_label(bad)
+
+
+def test_the_results_page_names_the_schema_version_this_release_writes() -> None:
+    page = Path(__file__).resolve().parents[2] / "docs" / "results.md"
+    assert f"top-level `schema_version` ({SCHEMA_VERSION})" in " ".join(page.read_text().split())
