@@ -76,3 +76,10 @@ def test_an_inspect_driven_run_has_no_model_gateway(tmp_path: Path) -> None:
 )
 def test_the_run_label_is_the_models_name(model: str, label: str) -> None:
     assert inspect_label(model) == label
+
+
+def test_a_label_given_names_the_runs_and_a_bad_one_is_refused(tmp_path: Path) -> None:
+    cfg = AleSandboxConfig(label="react-gpt5", settings={"sandbox": "bwrap"})
+    assert cfg.run_options("td3-inverted-pendulum-v2").label == "react-gpt5"
+    with pytest.raises(InvalidArgumentError, match="--label"):
+        AleSandboxConfig(label="no spaces").run_options("td3-inverted-pendulum-v2")

@@ -34,7 +34,7 @@ from inspect_ai.util import (
 from inspect_ai.util._sandbox.environment import SandboxUserUnsupportedError
 from pydantic import BaseModel, ConfigDict, Field
 
-from ale_robotics.harness.options import RunOptions, RunSettings
+from ale_robotics.harness.options import RunOptions, RunSettings, check_label
 from ale_robotics.harness.report import InspectRecord
 from ale_robotics.inspect.channel import ToolboxGone, decode, toolbox_command
 from ale_robotics.inspect.sample_run import SampleRun, inspect_label
@@ -67,6 +67,11 @@ class AleSandboxConfig(BaseModel):
     runs_root: str | None = Field(
         default=None, description="Where each sample's run directory is made (default ./runs)."
     )
+    label: str | None = Field(
+        default=None,
+        description="The runs' label (what groups them on the leaderboard); default the "
+        "model's name.",
+    )
     settings: dict[str, Any] = Field(
         default_factory=dict,
         description="The run options of every sample's run, by their eval-set SPEC keys "
@@ -86,6 +91,7 @@ class AleSandboxConfig(BaseModel):
             toolbox_command(python) if python else toolbox_command(),
             **settings.model_dump(exclude_unset=True),
             runs_root=Path(self.runs_root) if self.runs_root else None,
+            label=check_label(self.label) if self.label is not None else None,
         )
 
 

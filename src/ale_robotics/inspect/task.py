@@ -58,6 +58,7 @@ def ale_task(
     episodes: int | None = None,
     budget_s: float | None = None,
     runs_root: str | None = None,
+    label: str | None = None,
     solver: Solver | Agent | None = None,
     settings: dict[str, Any] | None = None,
     registry: Registry | None = None,
@@ -67,9 +68,10 @@ def ale_task(
     ``sandbox``: how each run confines the agent (``auto``, ``bwrap``, ``docker``,
     ``none``); ``episodes``: a smoke run of the first N episodes (not official);
     ``budget_s``: the agent's wall-clock budget (default: the task's); ``runs_root``:
-    where the runs go (default ``./runs``); ``settings``: any other run option, by its
-    eval-set SPEC key (``workers``, ``cpus``, ``agent_image``, ...); ``solver``: another
-    agent (default :func:`ale_agent`).
+    where the runs go (default ``./runs``); ``label``: what groups the runs on the
+    leaderboard (default the model's name, ``openai-gpt-5``); ``settings``: any other run
+    option, by its eval-set SPEC key (``workers``, ``cpus``, ``agent_image``, ...);
+    ``solver``: another agent (default :func:`ale_agent`).
     """
     reg = registry or default_registry()
     spec = reg.entry(task_id).spec
@@ -79,7 +81,7 @@ def ale_task(
         run_settings["episodes"] = episodes
     if budget_s is not None:
         run_settings["budget_s"] = budget_s
-    config = AleSandboxConfig(runs_root=runs_root, settings=run_settings)
+    config = AleSandboxConfig(runs_root=runs_root, label=label, settings=run_settings)
     return Task(
         dataset=[
             Sample(
