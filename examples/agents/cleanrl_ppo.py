@@ -206,7 +206,12 @@ def evaluate(agent: Agent, obs_rms: Any) -> list[float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=int(os.environ.get("ALE_SEED", 1)),
+        help="Training seed (default: $ALE_SEED, which an eval set sets per repetition, else 1).",
+    )
     p.add_argument("--total-timesteps", type=int, default=20_000)
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--num-steps", type=int, default=512)

@@ -24,6 +24,7 @@ Usage (under the harness)::
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
@@ -97,7 +98,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--algo", choices=sorted(ALGOS), default="td3")
     p.add_argument("--timesteps", type=int, default=DEFAULT_TIMESTEPS)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=int(os.environ.get("ALE_SEED", 0)),
+        help="Training seed (default: $ALE_SEED, which an eval set sets per repetition, else 0).",
+    )
     p.add_argument(
         "--budget-fraction",
         type=float,

@@ -20,6 +20,7 @@ demo; raise ``--timesteps`` for a real attempt.
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import torch
@@ -67,7 +68,12 @@ def main() -> None:
     p.add_argument("--timesteps", type=int, default=20_000)
     p.add_argument("--n-steps", type=int, default=256, help="Rollout length per env.")
     p.add_argument("--batch-size", type=int, default=256)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=int(os.environ.get("ALE_SEED", 0)),
+        help="Training seed (default: $ALE_SEED, which an eval set sets per repetition, else 0).",
+    )
     p.add_argument("--no-eval", action="store_true", help="Train only (no eval session).")
     args = p.parse_args()
     torch.set_num_threads(1)

@@ -423,7 +423,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--offline", action="store_true", help="no evaluator: needs --task-config")
     parser.add_argument("--task-config", type=Path, help="task config JSON (offline mode)")
     parser.add_argument("--out", type=Path, help="output directory (offline mode)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=int(os.environ.get("ALE_SEED", 0)),
+        help="Training seed (default: $ALE_SEED, which an eval set sets per repetition, else 0).",
+    )
     parser.add_argument("--timesteps", type=int, default=DEFAULT_TIMESTEPS)
     parser.add_argument("--format", choices=sorted(FILE_NAMES), default="safetensors")
     parser.add_argument("--learning-starts", type=int, default=1000)

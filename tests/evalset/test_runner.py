@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ale_robotics.evalset import EvalSetRunner, EvalSetSpec
+from ale_robotics.evalset.runner import SlotStatus, agent_seed, prepare
 
 FAKE_RUN = """
 import json, os, signal, sys, time
@@ -89,9 +90,11 @@ def test_at_most_jobs_runs_at_once_and_failures_name_their_log(
     (args,) = [e["args"] for e in starts if rep0 in e["args"]]  # two start at once
     assert args[:3] == ["run", "td3-inverted-pendulum-v1", "--agent"]
     assert args[3] == "python a.py"
+    seed = str(agent_seed("s", "td3-inverted-pendulum-v1", "a", 0))
     assert args[4:] == [
         "--run-dir", rep0,
-        "--label", "a", "--sandbox", "auto", "--episodes", "1", "--budget", "30.0",
+        "--label", "a", "--repetition", "0", "--agent-seed", seed,
+        "--sandbox", "auto", "--episodes", "1", "--budget", "30.0",
         "--workers", "1",
     ]  # fmt: skip
     # never more than 2 at once: at each start, count the runs started and not ended
@@ -141,3 +144,25 @@ def test_a_run_that_ignores_the_signal_is_killed_after_the_grace(tmp_path: Path)
             not Path(f"/proc/{pid}").exists()
             or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
         )
+
+
+def test_each_repetition_gets_its_own_training_seed_the_same_on_every_rerun(
+    tmp_path: Path,
+) -> None:
+    runner = EvalSetRunner(make_spec(3), "s", tmp_path / "runs")
+    commands = [runner.command(slot) for slot in [s.slot for s in _statuses(runner)]]
+    seeds = {}
+    for cmd in commands:
+        label = cmd[cmd.index("--label") + 1]
+        rep = int(cmd[cmd.index("--repetition") + 1])
+        seeds[(label, rep)] = int(cmd[cmd.index("--agent-seed") + 1])
+        assert seeds[(label, rep)] == agent_seed("s", "td3-inverted-pendulum-v1", label, rep)
+    assert len(seeds) == 6 and len(set(seeds.values())) == 6
+    assert all(0 <= s < 2**31 for s in seeds.values())
+    again = EvalSetRunner(make_spec(3), "s", tmp_path / "runs")
+    assert [again.command(s.slot) for s in _statuses(again)] == commands
+    assert agent_seed("other-set", "td3-inverted-pendulum-v1", "a", 0) != seeds[("a", 0)]
+
+
+def _statuses(runner: EvalSetRunner) -> list[SlotStatus]:
+    return prepare(runner.spec, runner.name, runner.runs_root)

@@ -264,3 +264,19 @@ def test_a_plot_that_fails_costs_nothing_but_itself(
         "performance_profile.png",
     ]
     assert "interval_estimates.png not drawn (RuntimeError: no fonts)" in caplog.text
+
+
+def test_the_notes_say_which_agents_declared_training_with_their_seed() -> None:
+    spec = make_spec()
+    seeded = spec.model_copy(
+        update={"agents": [spec.agents[0].model_copy(update={"uses_seed": True}), spec.agents[1]]}
+    )
+    notes = aggregate(seeded, "s", make_runs()).notes
+    assert any("training seed of its own (ALE_SEED" in n for n in notes)
+    [declared] = [n for n in notes if n.startswith("declared using it")]
+    [undeclared] = [n for n in notes if n.startswith("did not declare")]
+    assert declared.endswith(": good") and undeclared.endswith(": weak")
+    # nobody declared: every agent is named as possibly varying only the hidden seeds
+    notes = aggregate(spec, "s", make_runs()).notes
+    assert not any(n.startswith("declared using it") for n in notes)
+    assert any(n.startswith("did not declare") and n.endswith("good, weak") for n in notes)

@@ -13,6 +13,7 @@ import typer.main
 from ale_robotics.cli.main import app
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evalset import EvalSetRunner, load_spec, plan_slots
+from ale_robotics.evalset.runner import agent_seed
 from ale_robotics.harness.option_flags import (
     command_fields,
     flag_args,
@@ -92,14 +93,18 @@ def test_an_eval_set_with_the_docker_sandbox_makes_the_runs_run_docker_makes(
     argv = EvalSetRunner(spec, "set", tmp_path / "runs", cli=[]).command(slot)
     assert argv[:2] == ["run", TASK]
     by_the_set = _parsed(argv[1:], tmp_path)
+    seed = agent_seed("set", TASK, "probe", 0)
     by_hand = _parsed(
         [TASK, "--agent", "python probe.py", "--run-dir", str(slot.run_dir), "--label",
-         "probe", "--sandbox", "docker", "--agent-image", "my/agent:1", "--budget", "60",
+         "probe", "--repetition", "0", "--agent-seed", str(seed), "--sandbox", "docker",
+         "--agent-image", "my/agent:1", "--budget", "60",
          "--memory-mib", "512", "--workers", "1", "--state-dir", "state"],
         tmp_path,
     )  # fmt: skip
     assert by_the_set == by_hand
-    assert by_the_set == spec.run_options(TASK, "probe", "python probe.py", slot.run_dir)
+    assert by_the_set == spec.run_options(
+        TASK, "probe", "python probe.py", slot.run_dir, repetition=0, agent_seed=seed
+    )
     assert by_the_set.sandbox == "docker" and by_the_set.memory_bytes == 512 * MIB
     assert by_the_set.state_dir == tmp_path / "state" and by_the_set.workers == 1
 

@@ -176,6 +176,9 @@ class SetGrid:
     repetitions: int
     episodes: int | None
     bootstrap: BootstrapSettings
+    seeded: tuple[str, ...] | None = None
+    """The labels whose agents declared that they train with ``ALE_SEED`` (``uses_seed``);
+    None: not known (a grid read back from ``aggregate.json``, whose notes say it)."""
 
     @classmethod
     def of(cls, spec: EvalSetSpec) -> SetGrid:
@@ -185,6 +188,7 @@ class SetGrid:
             repetitions=spec.repetitions,
             episodes=spec.episodes,
             bootstrap=spec.bootstrap,
+            seeded=tuple(a.label for a in spec.agents if a.uses_seed),
         )
 
     @classmethod
@@ -357,12 +361,36 @@ def _set_notes(spec: SetGrid, cells: Sequence[CellAggregate]) -> list[str]:
         )
     if any(c.unscored_reps for c in cells):
         notes.append("some runs completed without a score (no paper target): left out")
+    notes += _seed_notes(spec)
     unverified = [f"{c.task_id}/{c.label}/rep{k}" for c in cells for k in c.unverified_reps]
     if unverified:
         notes.append(
             f"{len(unverified)} run(s) left out as UNVERIFIED, their result.json disagreeing "
             f"with their signed events: {', '.join(unverified)} ('ale-robotics runs show "
             "RUN_DIR' says what disagrees)"
+        )
+    return notes
+
+
+def _seed_notes(spec: SetGrid) -> list[str]:
+    """Whether the repetitions vary training: every run is given its own ``ALE_SEED``, but
+    only an agent that uses it trains differently each time."""
+    if spec.seeded is None or spec.repetitions < 2:
+        return []
+    unseeded = [label for label in spec.labels if label not in spec.seeded]
+    notes = [
+        "each repetition's run was given a training seed of its own (ALE_SEED, in "
+        "result.json as agent_seed)"
+    ]
+    if spec.seeded:
+        notes.append(
+            f"declared using it (uses_seed), so their intervals include training variance: "
+            f"{', '.join(spec.seeded)}"
+        )
+    if unseeded:
+        notes.append(
+            f"did not declare using it, so their repetitions may differ only in the hidden "
+            f"seeds and their intervals may leave out training variance: {', '.join(unseeded)}"
         )
     return notes
 

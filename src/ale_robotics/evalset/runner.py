@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import signal
 import subprocess
@@ -64,6 +65,14 @@ __all__ = [
 LOCK_FILE = ".eval-set.lock"
 
 OutcomeState = Literal["skipped", "completed", "failed", "interrupted", "not_run"]
+
+
+def agent_seed(set_name: str, task_id: str, label: str, rep: int) -> int:
+    """The training seed a slot's run gives its agent (``ALE_SEED``): the first 31 bits of
+    SHA-256 of ``set/task/label/rep``, so that each repetition trains differently and a
+    rerun of the set trains the same way again."""
+    digest = hashlib.sha256(f"{set_name}/{task_id}/{label}/{rep}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
 
 
 def default_jobs() -> int:
@@ -254,10 +263,13 @@ class EvalSetRunner:
         return set_dir(self.runs_root, self.name)
 
     def command(self, slot: RunSlot) -> list[str]:
-        """The ``ale-robotics run`` command line of ``slot``: its own options, then the
-        set's (:meth:`~.spec.EvalSetSpec.run_flags`)."""
+        """The ``ale-robotics run`` command line of ``slot``: its own options (its
+        repetition and training seed, :func:`agent_seed`, included), then the set's
+        (:meth:`~.spec.EvalSetSpec.run_flags`)."""
         cmd = [*self.cli, "run", slot.task_id, "--agent", slot.cmd]
         cmd += ["--run-dir", str(slot.run_dir), "--label", slot.label]
+        seed = agent_seed(self.name, slot.task_id, slot.label, slot.rep)
+        cmd += ["--repetition", str(slot.rep), "--agent-seed", str(seed)]
         return cmd + self.spec.run_flags()
 
     def run(self) -> SetOutcome:

@@ -78,6 +78,11 @@ class AgentEntry(_Model):
 
     label: str = Field(description="The agent's name in tables, plots and run directories.")
     cmd: str = Field(min_length=1, description="Command that starts the agent (--agent).")
+    uses_seed: bool = Field(
+        default=False,
+        description="The agent declares that it seeds its training with ALE_SEED (each "
+        "repetition's own): its repetitions then vary training, not only the hidden seeds.",
+    )
 
     @field_validator("label")
     @classmethod
@@ -196,7 +201,16 @@ class EvalSetSpec(RunSettings):
             keys.add("sandbox")
         return [*flag_args(self, keys), *self.run_args]
 
-    def run_options(self, task_id: str, label: str, cmd: str, run_dir: Path) -> RunOptions:
+    def run_options(
+        self,
+        task_id: str,
+        label: str,
+        cmd: str,
+        run_dir: Path,
+        *,
+        repetition: int | None = None,
+        agent_seed: int | None = None,
+    ) -> RunOptions:
         """What ``ale-robotics run`` makes of one run's command line (:meth:`run_flags`
         after the run's own), started in this directory, as the set starts it."""
         values = {
@@ -205,6 +219,8 @@ class EvalSetSpec(RunSettings):
             "agent_cmd": cmd,
             "run_dir": run_dir,
             "label": label,
+            "repetition": repetition,
+            "agent_seed": agent_seed,
         }
         return from_command_line(values, Path.cwd())
 

@@ -197,7 +197,7 @@ def run_agent(
         hidden_modules=tuple(hidden_module_names(ctx.task)),  # e.g. metaworld.policies
         private_dirs=private_dirs(opts, ctx.run_dir),
         task_dir=task_dir,
-        extra_env=access.env if access is not None else {},
+        extra_env={**run_env(opts), **(access.env if access is not None else {})},
         extra_rw=(access.socket_dir,) if access is not None else (),
         wrap=access.wrap if access is not None else None,
     )
@@ -242,6 +242,17 @@ def run_agent(
         )
         _record_exit(ctx, run)
         return run
+
+
+def run_env(opts: RunOptions) -> dict[str, str]:
+    """The run's own variables for the agent: ``ALE_REPETITION`` and ``ALE_SEED`` (a
+    training seed) when the run was given them (an eval set gives both)."""
+    env: dict[str, str] = {}
+    if opts.repetition is not None:
+        env["ALE_REPETITION"] = str(opts.repetition)
+    if opts.agent_seed is not None:
+        env["ALE_SEED"] = str(opts.agent_seed)
+    return env
 
 
 def private_dirs(opts: RunOptions, run_dir: Path) -> tuple[Path, ...]:

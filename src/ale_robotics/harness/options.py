@@ -382,6 +382,19 @@ class OutputOptions(_Group):
         "best official run per task and label (letters, digits, . _ + -; default: the agent "
         "script's stem, e.g. td3_train for 'python td3_train.py').",
     )
+    repetition: Annotated[int | None, Flag("--repetition", metavar="N")] = Field(
+        default=None,
+        ge=0,
+        description="Which repetition of its eval-set slot this run is (0-based): the agent "
+        "gets it as ALE_REPETITION and result.json records it.",
+    )
+    agent_seed: Annotated[int | None, Flag("--agent-seed", metavar="N")] = Field(
+        default=None,
+        ge=0,
+        lt=2**31,
+        description="A training seed for the agent, as ALE_SEED (the reference agents use it "
+        "when given no --seed); result.json records it. Eval sets set one per repetition.",
+    )
     strict: Annotated[bool, Flag("--strict")] = Field(
         default=False,
         description="Exit 1 when the agent ended in error (a non-zero exit, or stopped at a "

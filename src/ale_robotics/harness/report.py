@@ -191,6 +191,13 @@ class RunReport(BaseModel):
         description="The Inspect AI sample that drove the agent (its log and model); "
         "None: an agent command.",
     )
+    repetition: int | None = Field(
+        default=None, description="The run's repetition in its eval-set slot ('run --repetition')."
+    )
+    agent_seed: int | None = Field(
+        default=None,
+        description="The training seed the agent was given as ALE_SEED ('run --agent-seed').",
+    )
     submission_sha256: str | None = Field(
         default=None,
         description="SHA-256 over the evaluated submission's files: of the sorted "
@@ -319,6 +326,13 @@ class StoppedRunReport(BaseModel):
     inspect: InspectRecord | None = Field(
         default=None,
         description="The Inspect AI sample that drove the agent; None: an agent command.",
+    )
+    repetition: int | None = Field(
+        default=None, description="The run's repetition in its eval-set slot ('run --repetition')."
+    )
+    agent_seed: int | None = Field(
+        default=None,
+        description="The training seed the agent was given as ALE_SEED ('run --agent-seed').",
     )
 
     @model_validator(mode="before")

@@ -248,6 +248,8 @@ def _run_report(
         # from eval_result and smoke_run (RunReport's one rule, also for older files)
         label=ctx.label,
         inspect=ctx.inspect,
+        repetition=ctx.opts.repetition,
+        agent_seed=ctx.opts.agent_seed,
         started_at=ctx.started_at,
         ended_at=dt.datetime.now(dt.UTC),
     )
