@@ -9,11 +9,11 @@ to beat them.
 * ``td3-hopper-v1``: PD on the three leg joints towards 0; stands still for the
   1000 steps (alive bonus only), no hopping.
 * ``td3-reacher-v1``: Jacobian-transpose reaching with joint damping.
-* ``tdmpc2-cheetah-run-v1``: open-loop sine gait (10 agent steps a period) with
+* ``tdmpc2-cheetah-run-v2`` (and v1): open-loop sine gait (10 agent steps a period) with
   torso-pitch feedback on the thighs; runs slowly.
-* ``tdmpc2-walker-run-v1``: PD holding every joint at 0 (legs straight); does not
+* ``tdmpc2-walker-run-v2`` (and v1): PD holding every joint at 0 (legs straight); does not
   run and mostly falls over: close to the floor of the task's returns.
-* ``tdmpc2-mw-push-v1``: over the puck, down, close the gripper, carry it to the goal.
+* ``tdmpc2-mw-push-v2`` (and v1): over the puck, down, close the gripper, carry it to the goal.
 
 The Meta-World controller is written here from the observation layout (hand
 position 0:3, gripper opening 3, puck position 4:7, goal 36:39); Meta-World's own
@@ -104,12 +104,13 @@ def mw_push(obs: Obs, t: int) -> Obs:
 
 
 POLICIES: dict[str, Policy] = {
-    "td3-hopper-v1": hopper_stand,
-    "td3-reacher-v1": reacher_reach,
-    "tdmpc2-cheetah-run-v1": cheetah_gait,
-    "tdmpc2-walker-run-v1": walker_stand,
-    "tdmpc2-mw-push-v1": mw_push,
+    "td3-hopper": hopper_stand,
+    "td3-reacher": reacher_reach,
+    "tdmpc2-cheetah-run": cheetah_gait,
+    "tdmpc2-walker-run": walker_stand,
+    "tdmpc2-mw-push": mw_push,
 }
+"""By task, any version (``tdmpc2-cheetah-run-v1`` and ``-v2`` differ in their budget only)."""
 
 
 def act(policy: Policy, obs: Obs, steps: Obs, space: Any) -> Obs:
@@ -185,12 +186,13 @@ def main() -> None:
     import os
 
     task_id = args.task or os.environ.get("ALE_TASK_ID", "")
-    if task_id not in POLICIES:
+    policy = POLICIES.get(task_id.rsplit("-v", 1)[0])
+    if policy is None:
         sys.exit(f"no scripted controller for task {task_id!r}; known: {sorted(POLICIES)}")
     if args.offline:
-        run_offline(task_id, POLICIES[task_id], args.episodes)
+        run_offline(task_id, policy, args.episodes)
     else:
-        run_eval_session(POLICIES[task_id])
+        run_eval_session(policy)
 
 
 if __name__ == "__main__":

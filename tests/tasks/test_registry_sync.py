@@ -142,11 +142,15 @@ def test_the_bundled_manifest_supersedes_the_old_layouts_by_their_v2() -> None:
         "td3-walker2d-repro-v1": "td3-walker2d-repro-v2",
         # the same measurement, a gate that wants evidence of training (issue 26)
         "td3-walker2d-repro-v2": "td3-walker2d-repro-v3",
+        # the training budget in the paper's unit, environment steps (issue 27)
+        "tdmpc2-cheetah-run-v1": "tdmpc2-cheetah-run-v2",
+        "tdmpc2-walker-run-v1": "tdmpc2-walker-run-v2",
+        "tdmpc2-mw-push-v1": "tdmpc2-mw-push-v2",
     }
     assert manifest.tasks["td3-walker2d-repro-v2"].target == (
         manifest.tasks["td3-walker2d-repro-v3"].target
     )
-    layouts = {v1: v2 for v1, v2 in old.items() if v1.endswith("-v1")}
+    layouts = {v1: v2 for v1, v2 in old.items() if v1.startswith("td3-") and v1.endswith("-v1")}
     for v1, v2 in layouts.items():  # the same task but for how the evaluator steps it
         a, b = reg.get(v1), reg.get(v2)
         assert (a.env, a.contract, a.metrics, a.eval.base_seeds) == (
@@ -157,6 +161,24 @@ def test_the_bundled_manifest_supersedes_the_old_layouts_by_their_v2() -> None:
         )
         assert a.eval.rollout == "gymnasium" and b.eval.rollout == "mujoco_rollout"
         assert manifest.tasks[v1].target == manifest.tasks[v2].target
+    for v1, v2 in old.items():  # TD-MPC2: the same task and target row, the budget's unit
+        if not v1.startswith("tdmpc2-"):
+            continue
+        a, b = reg.get(v1), reg.get(v2)
+        assert a.model_copy(update={"id": v2, "description": "", "session": None}) == (
+            b.model_copy(update={"description": "", "session": None})
+        )
+        assert a.session is not None and b.session is not None
+        assert (a.session.training_step_unit, b.session.training_step_unit) == (
+            "agent_step",
+            "simulator_step",
+        )
+        steps = manifest.tasks[v1].compute_budget.training_steps
+        assert steps == manifest.tasks[v2].compute_budget.training_steps
+        budget_v1, budget_v2 = reg.training_budget(v1), reg.training_budget(v2)
+        assert budget_v1 is not None and budget_v2 is not None
+        assert budget_v1.agent_steps == 2 * budget_v2.agent_steps == steps
+        assert manifest.tasks[v1].target.value == manifest.tasks[v2].target.value  # type: ignore[union-attr]
 
 
 def test_superseded_by_must_name_a_newer_version_of_the_task(tmp_path: Path) -> None:

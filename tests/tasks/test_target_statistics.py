@@ -107,9 +107,15 @@ def test_td3_targets_name_versions_and_env_specific_differences() -> None:
     assert "friction" in notes["td3-walker2d-repro-v1"]
     assert "after the physics step" in notes["td3-reacher-v1"]
     assert "v2 -> v3" in notes["tdmpc2-mw-push-v1"]
-    for task_id in ("tdmpc2-cheetah-run-v1", "tdmpc2-walker-run-v1", "tdmpc2-mw-push-v1"):
-        assert targets[task_id].statistic is Statistic.FINAL_AT_BUDGET
-        assert "agent steps" in notes[task_id] and "action-repeat-2" in notes[task_id]
+    for base in ("tdmpc2-cheetah-run", "tdmpc2-walker-run", "tdmpc2-mw-push"):
+        v1, v2 = f"{base}-v1", f"{base}-v2"
+        assert targets[v1].statistic is targets[v2].statistic is Statistic.FINAL_AT_BUDGET
+        # the results files count environment steps (the maintainer, and the rows' spacing)
+        for task_id in (v1, v2):
+            assert "issue #45" in notes[task_id] and "eval_freq" in notes[task_id]
+        assert "twice the paper's" in notes[v1] and f"Superseded by {v2}" in notes[v1]
+        assert "agent steps at action repeat 2" in notes[v2]
+        assert "issue #45" in (targets[v2].derivation or "")
 
 
 # -- peak statistics are refused -------------------------------------------------------------------

@@ -28,6 +28,9 @@ EVALUATOR_SIDE = {
     "tdmpc2-cheetah-run-v1",
     "tdmpc2-walker-run-v1",
     "tdmpc2-mw-push-v1",
+    "tdmpc2-cheetah-run-v2",
+    "tdmpc2-walker-run-v2",
+    "tdmpc2-mw-push-v2",
 }
 
 
