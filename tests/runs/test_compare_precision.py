@@ -65,7 +65,7 @@ def test_compare_shows_noise_below_the_shown_precision_as_the_same() -> None:
     assert primary.same == [None, True, False]
     assert "Δ 0.000 (same)" in text  # the score row
     assert "Δ -0.012" in text and "1.018" in text and "1.006" in text
-    assert "Δ -12 ≠" not in text  # no spread for the third run: no mark
+    assert "Δ -12" in text and "Δ -12 [" not in text  # no episodes: no interval
     # --json keeps every digit
     doc = c.model_dump(mode="json")
     assert doc["rows"][0]["diffs"][1] == pytest.approx(5.298e-06, rel=1e-6)
@@ -76,9 +76,9 @@ def test_diff_text_rounds_to_the_shown_precision_and_says_when_an_interval_cover
 
     assert diff_text(5.298e-06, 3) == "0.000 (same)"
     assert diff_text(-0.0004, 3) == "0.000 (same)"
-    assert diff_text(0.0123, 3, within=True) == "+0.012 ≈"
+    assert diff_text(0.0123, 3) == "+0.012"
     assert diff_text(0.2, 1, interval=(-0.1, 0.5)) == "+0.2 [-0.1, +0.5] (interval covers 0)"
-    assert diff_text(0.2, 1, within=False, interval=(0.1, 0.3)) == "+0.2 [+0.1, +0.3] ≠"
+    assert diff_text(0.2, 1, interval=(0.1, 0.3)) == "+0.2 [+0.1, +0.3] differs"
     assert diff_text(None, 3) == ""
     # 4 significant digits of the row's largest value, no finer than the standard error
     assert shown_decimals("score", [1000.0]) == 3

@@ -6,6 +6,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ale_robotics.runs import RunSummary, compare, leaderboard
 from ale_robotics.runs.verify import Verification
 
@@ -94,12 +96,38 @@ def test_compare_leaves_runs_of_another_task_uncompared() -> None:
     c = compare([a, b, other])
     primary = next(r for r in c.rows if r.metric == "mean_return")
     assert primary.diffs == [None, 50.0, None]
-    # spreads 100 and 10: a difference of 50 is within the larger
+    # two episodes each, spreads 100 and 10: the interval of a difference of 50 covers 0
     assert c.spreads[:2] == [100.0, 10.0]
-    assert primary.within_spread == [None, True, None]
+    assert primary.differs == [None, False, None] and primary.paired == [None, False, None]
+    low, high = primary.intervals[1]  # type: ignore[misc]
+    assert low < 0 < 50 < high
     assert any("of task u" in note for note in c.notes)
     score = c.rows[0]
-    assert score.metric == "score" and score.within_spread == [None, None, None]
+    assert score.metric == "score" and score.intervals == [None, None, None]
+
+
+def test_runs_that_played_the_same_seeds_are_compared_episode_by_episode() -> None:
+    """Ten episodes with a large spread, the second run 0.5 better on every one: paired by
+    episode (same seed commitments) the difference differs from 0; the same values on
+    other seeds are not told apart from the noise."""
+    rng = np.random.default_rng(1)
+    a_values = [float(v) for v in rng.normal(0.0, 1.0, 10)]
+    b_values = [v + 0.5 + float(e) for v, e in zip(a_values, rng.normal(0, 0.1, 10), strict=True)]
+    seeds = [f"{i:064x}" for i in range(10)]
+    other = [f"{i + 100:064x}" for i in range(10)]
+    metrics_a = {"mean_return": float(np.mean(a_values))}
+    metrics_b = {"mean_return": float(np.mean(b_values))}
+    a = _run(1, "t", "a", 0.1, metrics=metrics_a, episode_values=a_values, episode_seeds=seeds)
+    same = _run(2, "t", "b", 0.2, metrics=metrics_b, episode_values=b_values, episode_seeds=seeds)
+    elsewhere = _run(
+        3, "t", "c", 0.2, metrics=metrics_b, episode_values=b_values, episode_seeds=other
+    )
+    row = next(r for r in compare([a, same, elsewhere]).rows if r.primary)
+    assert row.paired == [None, True, False]
+    assert row.differs == [None, True, False]
+    assert 0 < row.intervals[1][0] < 0.5 < row.intervals[1][1] < 1  # type: ignore[index]
+    # seeded: the same runs give the same intervals
+    assert next(r for r in compare([a, same, elsewhere]).rows if r.primary) == row
 
 
 def test_a_summary_reads_back_from_its_own_json() -> None:

@@ -275,9 +275,10 @@ def runs_compare(
     public_key: KeysOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Runs side by side: score and every metric, each run's difference to the first,
-    and whether a difference of the primary metric is within the episodes' spread
-    (|difference| <= the larger per-episode standard deviation of the two runs).
+    """Runs side by side: score and every metric, each run's difference to the first;
+    for the primary metric, the difference's 95% bootstrap interval over the episodes
+    (paired by episode when the runs played the same hidden seeds) and 'differs' only
+    when it excludes 0.
 
     Scores are shown to 3 decimals, other metrics at the precision their values and the
     episodes' standard error support; a difference smaller than the shown precision
@@ -285,7 +286,8 @@ def runs_compare(
 
     With --json, one document: {"schema_version", "runs": the run summaries,
     "spreads": each run's std (or null), "rows": [{"metric", "primary", "values", "diffs",
-    "within_spread", "decimals", "same"}], "notes": [...]}: values and diffs whole.
+    "intervals", "paired", "differs", "decimals", "same"}], "notes": [...]}: values and
+    diffs whole.
     Exit codes: 0 ok, 2 a usage error (fewer than two runs, no such run).
     """
     if len(runs) < 2:

@@ -227,8 +227,8 @@ def print_comparison(c: Comparison) -> None:
     out.print(legend)
     table = _table(
         caption="Δ: difference to #1, at the precision shown ('same': smaller than it); "
-        "≈ within the episodes' spread (|Δ| <= the larger per-episode std of the primary "
-        "metric), ≠ beyond it; --json for every digit"
+        "primary metric: [95% bootstrap interval over the episodes] (paired when the runs "
+        "played the same seeds); 'differs' when it excludes 0; --json for every digit"
     )
     table.add_column("metric", overflow="fold")
     for i in range(len(c.runs)):
@@ -238,7 +238,8 @@ def print_comparison(c: Comparison) -> None:
         cells = []
         for i in range(len(c.runs)):
             text = fmt_fixed(row.values[i], row.decimals)
-            extra = diff_text(row.diffs[i], row.decimals, row.within_spread[i])
+            interval = row.intervals[i] if row.intervals else None
+            extra = diff_text(row.diffs[i], row.decimals, interval)
             cells.append(f"{text}\nΔ {extra}" if extra else text)
         name = f"{row.metric} (primary)" if row.primary else row.metric
         table.add_row(Text(name), *cells)

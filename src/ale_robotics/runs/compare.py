@@ -1,12 +1,14 @@
 """Runs side by side: each metric, its difference to the first run, and whether that
-difference is within the noise of the episodes.
+difference is told apart from the noise of the episodes.
 
-Two evaluations of one policy on different hidden seeds differ; a difference
-between two runs means something only when it is larger than that. The spread used
-is the per-episode standard deviation of the primary metric (the population one,
-as the evaluator's ``std_return``): a difference no larger than the larger of the
-two runs' spreads is called within it. That is a rule of thumb for a person looking
-at two runs, not a test; eval sets (repetitions, bootstrap intervals) are for that.
+Two evaluations of one policy on different hidden seeds differ. The difference of the
+primary metric therefore comes with a 95% percentile-bootstrap interval of the
+difference of the two runs' per-episode means (:func:`difference_interval`, SciPy's
+``bootstrap``, seeded: the same runs always give the same interval): paired by episode
+index when the two runs played the same hidden seeds (equal seed commitments, in order),
+unpaired otherwise. A difference "differs" only when its interval excludes 0. This is
+the noise of one policy's evaluation; the noise of training is what eval sets'
+repetitions measure.
 
 Numbers are shown at a precision that matches what they can tell (:func:`shown_decimals`):
 scores to 3 decimals, as everywhere; another metric to 4 significant digits of its
@@ -15,19 +17,19 @@ episodes allows. A difference smaller than half the last shown digit is no diffe
 at that precision and reads ``0.000 (same)`` (:func:`diff_text`), never ``5.298e-06``.
 The values and differences themselves are kept whole (``--json``).
 
-Where a comparison will carry an interval for a difference (bootstrap over the
-episodes, issue 27), :func:`diff_text` takes it and says when it covers 0; nothing
-else about the display changes.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+from scipy.stats import bootstrap
 
 from ale_robotics.runs.summary import RunSummary
 
@@ -38,18 +40,22 @@ __all__ = [
     "MetricRow",
     "compare",
     "diff_text",
+    "difference_interval",
     "fmt_fixed",
     "is_same",
     "shown_decimals",
     "spread",
 ]
 
-COMPARE_SCHEMA_VERSION: Literal[1] = 1
+COMPARE_SCHEMA_VERSION: Literal[2] = 2
 SCORE_DECIMALS = 3
 """Scores are shown to 3 decimals everywhere (the run's own score line does so)."""
 SIGNIFICANT = 4
 """Significant digits of a row's largest value shown for a metric other than the score."""
 MAX_DECIMALS = 6
+CONFIDENCE = 0.95
+RESAMPLES = 9999
+BOOTSTRAP_SEED = 0
 
 
 class MetricRow(BaseModel):
@@ -64,9 +70,21 @@ class MetricRow(BaseModel):
         description="Each run's value minus the first run's; None for the first run, and "
         "where either value is missing or the runs are of different tasks."
     )
-    within_spread: list[bool | None] = Field(
-        description="Primary metric only: |diff| <= the larger per-episode std of the two "
-        "runs; None for the first run, other metrics, and runs without per-episode values."
+    intervals: list[tuple[float, float] | None] = Field(
+        default_factory=list,
+        description="Primary metric only: the 95% bootstrap interval of each diff over the "
+        "episodes; None for the first run, other metrics, and runs without two or more "
+        "per-episode values.",
+    )
+    paired: list[bool | None] = Field(
+        default_factory=list,
+        description="Whether each interval paired the episodes by index (the runs played "
+        "the same hidden seeds); None where there is no interval.",
+    )
+    differs: list[bool | None] = Field(
+        default_factory=list,
+        description="The interval excludes 0: the difference is told apart from the "
+        "episodes' noise; None where there is no interval.",
     )
     decimals: int = Field(
         default=SCORE_DECIMALS,
@@ -85,7 +103,7 @@ class Comparison(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    schema_version: Literal[1] = COMPARE_SCHEMA_VERSION
+    schema_version: Literal[2] = COMPARE_SCHEMA_VERSION
     runs: list[RunSummary]
     spreads: list[float | None] = Field(
         description="Each run's per-episode std of its primary metric; None without values."
@@ -137,28 +155,50 @@ def is_same(diff: float, decimals: int) -> bool:
 
 
 def diff_text(
-    diff: float | None,
-    decimals: int,
-    within: bool | None = None,
-    interval: tuple[float, float] | None = None,
+    diff: float | None, decimals: int, interval: tuple[float, float] | None = None
 ) -> str:
-    """A difference as the comparison shows it: '+0.012', '-3.4 ≠', '0.000 (same)'.
-
-    ``within``: whether it is within the episodes' spread (' ≈' / ' ≠'); ``interval``:
-    its confidence interval when one was computed, said to cover 0 when it does (then the
-    difference is not told apart from none). '' for None.
-    """
+    """A difference as the comparison shows it: '+0.012', '0.000 (same)', and with its
+    interval '-3.4 [-5.1, -1.8] differs' or '+0.2 [-0.1, +0.5] (interval covers 0)'.
+    '' for None."""
     if diff is None:
         return ""
     if is_same(diff, decimals):
         return f"{fmt_fixed(0.0, decimals)} (same)"
     text = f"{diff:+.{decimals}f}"
-    if interval is not None:
-        low, high = interval
-        text += f" [{low:+.{decimals}f}, {high:+.{decimals}f}]"
-        if low <= 0 <= high:
-            return text + " (interval covers 0)"
-    return text + ("" if within is None else " ≈" if within else " ≠")
+    if interval is None:
+        return text
+    low, high = interval
+    text += f" [{low:+.{decimals}f}, {high:+.{decimals}f}]"
+    return text + (" (interval covers 0)" if low <= 0 <= high else " differs")
+
+
+def difference_interval(
+    first: Sequence[float], other: Sequence[float], *, paired: bool
+) -> tuple[float, float] | None:
+    """The 95% percentile-bootstrap interval of ``mean(other) - mean(first)`` (module
+    docstring); None when either has fewer than 2 values, or a paired pair differs in length."""
+    if len(first) < 2 or len(other) < 2 or (paired and len(first) != len(other)):
+        return None
+
+    def mean_difference(a: Any, b: Any, axis: int) -> Any:
+        return np.mean(b, axis=axis) - np.mean(a, axis=axis)
+
+    with warnings.catch_warnings():  # constant values: a degenerate (zero-width) interval
+        warnings.simplefilter("ignore")
+        res = bootstrap(
+            (np.asarray(first, dtype=np.float64), np.asarray(other, dtype=np.float64)),
+            mean_difference,
+            paired=paired,
+            vectorized=True,
+            n_resamples=RESAMPLES,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            rng=np.random.default_rng(BOOTSTRAP_SEED),
+        )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    return low, high
 
 
 def _diff(a: float | None, b: float | None) -> float | None:
@@ -209,23 +249,27 @@ def compare(runs: Sequence[RunSummary]) -> Comparison:
         is_primary = name != "score" and name == first.primary_metric
         decimals = shown_decimals(name, values, errors if is_primary else ())
         diffs: list[float | None] = [None]
-        within: list[bool | None] = [None]
+        intervals: list[tuple[float, float] | None] = [None]
+        paired: list[bool | None] = [None]
         for i in range(1, len(runs)):
             d = _diff(values[0], values[i]) if comparable[i] else None
             diffs.append(d)
-            wide = [s for s in (spreads[0], spreads[i]) if s is not None]
             same_metric = runs[i].primary_metric == first.primary_metric
-            if is_primary and d is not None and len(wide) == 2 and same_metric:
-                within.append(abs(d) <= max(wide))
-            else:
-                within.append(None)
+            iv, pair = None, None
+            if is_primary and d is not None and same_metric:
+                pair = bool(first.episode_seeds) and first.episode_seeds == runs[i].episode_seeds
+                iv = difference_interval(first.episode_values, runs[i].episode_values, paired=pair)
+            intervals.append(iv)
+            paired.append(None if iv is None else pair)
         rows.append(
             MetricRow(
                 metric=name,
                 primary=is_primary,
                 values=values,
                 diffs=diffs,
-                within_spread=within,
+                intervals=intervals,
+                paired=paired,
+                differs=[None if iv is None else not (iv[0] <= 0 <= iv[1]) for iv in intervals],
                 decimals=decimals,
                 same=[None if d is None else is_same(d, decimals) for d in diffs],
             )

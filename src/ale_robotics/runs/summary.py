@@ -106,6 +106,11 @@ class RunSummary(BaseModel):
         "episodes.png draws); empty when it has no per-episode value or nothing was "
         "evaluated. Its spread says which differences between runs are noise.",
     )
+    episode_seeds: list[str] = Field(
+        default_factory=list,
+        description="The hidden seeds' commitments of episode_values, in the same order; "
+        "two runs with equal lists played the same seeds (runs compare pairs them).",
+    )
     submission_sha256: str | None = Field(
         default=None, description="Digest of the evaluated submission's files."
     )
@@ -226,6 +231,7 @@ def summarize(
         return RunSummary(**common, official=False, reason=report.reason)
     score = report.score
     result = report.eval_result
+    values = _episode_values(report)
     smoke = report.smoke_run or (result.smoke_run if result is not None else None)
     return RunSummary(
         **common,
@@ -241,7 +247,8 @@ def summarize(
         direction=score.direction.value,
         target_value=score.target_value,
         metrics={k: v for k, v in score.measured.items() if math.isfinite(v)},
-        episode_values=_episode_values(report),
+        episode_values=values,
+        episode_seeds=_episode_seeds(report, values),
         submission_sha256=report.submission_sha256,
         evaluator_version=report.evaluator_version,
         simulator_versions=report.simulator_versions,
@@ -272,6 +279,15 @@ def _episode_values(report: RunReport) -> list[float]:
     if plot.metric != report.score.primary_metric:
         return []
     return [v for v in plot.values if math.isfinite(v)]
+
+
+def _episode_seeds(report: RunReport, values: list[float]) -> list[str]:
+    """The seed commitments of ``values``' episodes; [] when they cannot be matched one
+    to one (a value was not finite, or there are no episode records)."""
+    result = report.eval_result
+    if result is None or len(result.episodes) != len(values):
+        return []
+    return [e.seed_commitment for e in sorted(result.episodes, key=lambda e: e.index)]
 
 
 def load_summary(run_dir: Path) -> RunSummary:
