@@ -13,6 +13,7 @@ import numpy as np
 
 from ale_robotics.audit import audit_run
 from ale_robotics.evaluator.batch.pipeline import summarize
+from ale_robotics.evaluator.results.intervals import metric_intervals
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.seeds import derive_seeds
 from ale_robotics.tasks import default_registry
@@ -118,6 +119,15 @@ def test_interactive_run_matches_a_local_replay_on_the_hidden_seeds(short_tmp: P
     assert [e["episode_return"] for e in official["episodes"]] == [o.ret for o in local]
     assert [e["length"] for e in official["episodes"]] == [o.length for o in local]
     assert official["metrics"] == summarize(local)
+    # each metric's bootstrap interval over the episodes, as the evaluator's function gives it
+    # from the replayed episodes, and the score at its ends on the score line
+    intervals = metric_intervals(local, official["metrics"])
+    assert official["intervals"] == {k: iv.model_dump() for k, iv in intervals.items()}
+    iv = official["intervals"]["mean_return"]
+    assert iv["low"] < official["metrics"]["mean_return"] < iv["high"]
+    low, high = report["score"]["score_interval"]
+    assert low <= report["score"]["score"] <= high and low < high
+    assert last.startswith(f"score: {report['score']['score']:.3f} [95% {low:.3f}-{high:.3f}] (")
     audit = audit_run(run, secret)
     assert audit.ok, [c for c in audit.checks if not c.ok]
 

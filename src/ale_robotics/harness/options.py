@@ -16,13 +16,10 @@ validation, help text (its ``description``) and command-line flag (:class:`Flag`
                               ``--strict``)
 ============================  ===========================================================
 
-Built from it: :class:`RunOptions` (what :func:`.run.run_task` takes: the groups plus
-the task and the agent command), :class:`RunSettings` (the groups an eval set sets for
-every run: its SPEC's keys, :mod:`ale_robotics.evalset.spec`), and the ``run`` command's
-options (:mod:`ale_robotics.cli.run_cmd` makes one per field, :mod:`.option_flags`
-reads and writes them). Validation is here only: each field's rule in a validator, the
-rules between fields in :meth:`RunSettings.check`; what needs the task or the file
-system is checked before the run starts (:mod:`.preflight`).
+Built from it: :class:`RunOptions` (:func:`.run.run_task`'s), :class:`RunSettings` (what
+an eval set's SPEC sets for every run) and the ``run`` command's options (:mod:`.option_flags`).
+Validation is here only: each field's rule in a validator, the rules between fields in
+:meth:`RunSettings.check`; what needs the task or the disk, in :mod:`.preflight`.
 """
 
 from __future__ import annotations
@@ -383,17 +380,10 @@ class OutputOptions(_Group):
         "script's stem, e.g. td3_train for 'python td3_train.py').",
     )
     repetition: Annotated[int | None, Flag("--repetition", metavar="N")] = Field(
-        default=None,
-        ge=0,
-        description="Which repetition of its eval-set slot this run is (0-based): the agent "
-        "gets it as ALE_REPETITION and result.json records it.",
+        None, ge=0, description="The run's repetition (eval sets), to the agent as ALE_REPETITION."
     )
     agent_seed: Annotated[int | None, Flag("--agent-seed", metavar="N")] = Field(
-        default=None,
-        ge=0,
-        lt=2**31,
-        description="A training seed for the agent, as ALE_SEED (the reference agents use it "
-        "when given no --seed); result.json records it. Eval sets set one per repetition.",
+        None, ge=0, lt=2**31, description="A training seed, to the agent as ALE_SEED."
     )
     strict: Annotated[bool, Flag("--strict")] = Field(
         default=False,

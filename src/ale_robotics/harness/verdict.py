@@ -30,8 +30,9 @@ from ale_robotics.harness.report import RunReport, start_report
 from ale_robotics.harness.run_context import RunContext
 from ale_robotics.model.result import EvalResult, SmokeRun
 from ale_robotics.sandboxes.errors import HarnessError
-from ale_robotics.scoring import HarnessEvidence, ScoreReport, score
-from ale_robotics.tasks.spec import TaskMode
+from ale_robotics.scoring import GateEvidence, HarnessEvidence, ScoreReport, score
+from ale_robotics.tasks.manifest import PaperTarget
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 from ale_robotics.trajectory import SignedEvaluatorEvent
 from ale_robotics.v1 import ale_env_pb2 as pb
 
@@ -172,6 +173,7 @@ def _score(
         with tempfile.TemporaryDirectory(prefix="ale-evidence-") as tmp:
             evidence = gate_evidence(result, Path(tmp), task=task, harness=measured)
             report = score(task, result.metrics, target, evidence)
+            report = _with_interval(report, task, result, target, evidence)
         if task.mode is TaskMode.INTERACTIVE:  # unfinished episodes: played out with null actions
             report = report.with_abandoned(
                 sum(e.abandoned for e in result.episodes), len(result.episodes)
@@ -189,6 +191,28 @@ def _score(
     if stopped is not None:
         report = report.model_copy(update={"explanation": f"{stopped} {report.explanation}"})
     return report
+
+
+def _with_interval(
+    report: ScoreReport,
+    task: TaskSpec,
+    result: EvalResult,
+    target: PaperTarget | None,
+    evidence: GateEvidence,
+) -> ScoreReport:
+    """``report`` with the score at both ends of the primary metric's interval over the
+    episodes (other metrics as measured), when the run is scored and the result has one."""
+    interval = result.intervals.get(report.primary_metric)
+    if report.status != "scored" or interval is None:
+        return report
+    ends = [
+        score(task, {**result.metrics, report.primary_metric: end}, target, evidence).score
+        for end in (interval.low, interval.high)
+    ]
+    if any(e is None for e in ends):
+        return report
+    low, high = sorted(e for e in ends if e is not None)
+    return report.model_copy(update={"score_interval": (low, high)})
 
 
 def _score_line(

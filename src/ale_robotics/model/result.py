@@ -34,6 +34,7 @@ __all__ = [
     "EvalResult",
     "FailedCheckpoint",
     "HostInfo",
+    "MetricInterval",
     "SmokeRun",
     "Timings",
     "TrainingUsage",
@@ -42,6 +43,13 @@ __all__ = [
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class MetricInterval(_Model):
+    """A metric's 95% percentile-bootstrap interval over the result's episodes."""
+
+    low: float
+    high: float
 
 
 class EpisodeRecord(_Model):
@@ -194,6 +202,13 @@ class EvalResult(_Model):
     )
     metrics: dict[str, float] = Field(
         default_factory=dict, description="Evaluator-measured metrics; empty unless SUCCEEDED."
+    )
+    intervals: dict[str, MetricInterval] = Field(
+        default_factory=dict,
+        description="Each metric's 95% percentile-bootstrap interval over the episodes "
+        "(the episodes resampled with replacement 1,999 times, seed 0: the same episodes "
+        "always give the same interval); empty unless SUCCEEDED or with fewer than 2 "
+        "episodes.",
     )
     episodes: list[EpisodeRecord] = Field(default_factory=list)
     evidence_files: dict[str, str] = Field(

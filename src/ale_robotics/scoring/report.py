@@ -116,6 +116,9 @@ class ScoreReport(_Model):
     """Why a measurement could not be used (missing, non-finite, negative); any zeroes the score."""
     score: float | None
     """The final score in [0, cap]; None only when status is 'unscored'."""
+    score_interval: tuple[float, float] | None = None
+    """The score at the two ends of the primary metric's 95% bootstrap interval over the
+    episodes (the result's ``intervals``), other metrics as measured; None without one."""
     explanation: str
     """One paragraph saying, in words, how the score was reached."""
     abandoned_episodes: int = 0
@@ -180,6 +183,9 @@ class ScoreReport(_Model):
         factor = math.prod(p.factor for p in self.penalties)
         if factor < 1.0:
             detail += f", safety x{factor:.3f}"
+        if self.score_interval is not None:
+            low, high = self.score_interval
+            return f"score: {value:.3f} [95% {low:.3f}-{high:.3f}] ({detail})"
         return f"score: {value:.3f} ({detail})"
 
 

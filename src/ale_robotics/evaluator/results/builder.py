@@ -37,6 +37,7 @@ from typing import Any
 from ale_robotics import __version__
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.execution.blas import numpy_blas
+from ale_robotics.evaluator.results.intervals import metric_intervals
 from ale_robotics.evaluator.runs.checkpoints import (
     checkpoint_settings,
     failed_points,
@@ -177,6 +178,7 @@ class ResultBuilder:
             state=JobState.SUCCEEDED,
             submission_files=job.files,
             metrics=metrics,
+            intervals=metric_intervals(outcomes, metrics),
             episodes=[
                 EpisodeRecord(
                     index=o.index,
@@ -281,6 +283,7 @@ class ResultBuilder:
             failure_source=source,
             failure_reason=failure or "",
             metrics=metrics,
+            intervals={} if failure else metric_intervals(_outcomes(episodes), metrics),
             episodes=episodes,
             secret_sha256=self._secret_sha256,
             evaluator_version=__version__,
@@ -379,3 +382,11 @@ def host_info() -> HostInfo:
         cpu_count=os.cpu_count() or 1,
         blas=numpy_blas(),
     )
+
+
+def _outcomes(episodes: Sequence[EpisodeRecord]) -> list[EpisodeOutcome]:
+    """An eval session's records as the outcomes its metrics were computed from."""
+    return [
+        EpisodeOutcome(r.index, r.episode_return, r.length, r.terminated, success=r.success)
+        for r in episodes
+    ]
