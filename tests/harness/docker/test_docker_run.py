@@ -63,7 +63,9 @@ def test_the_checkpoint_scores_the_same_in_the_agent_container(
     proc, run_dir = _run(short_tmp, "run", *sandbox_args("docker"))
     assert _score_line(proc) == reference_line
     # the shipped checkpoint balances every episode: 1000 / the paper's 982.02
-    assert reference_line.startswith("score: 1.018 (mean_return 1000.0 / paper 982.02)")
+    assert reference_line.startswith(
+        "score: 1.018 [95% 1.018-1.018] (mean_return 1000.0 / paper 982.02)"
+    )
     doc = json.loads((run_dir / "result.json").read_text())
     assert doc["sandbox"] == "docker" and doc["job_state"] == "SUCCEEDED"
     assert doc["agent_cgroup"] == "docker" and doc["agent_cgroup_warning"] is None
