@@ -15,7 +15,8 @@ from ale_robotics.sandboxes.bwrap.command import bwrap_command, sandbox_availabl
 from ale_robotics.tasks import TaskSpec, default_registry
 
 REG = default_registry()
-MW_TASK = "tdmpc2-mw-push-v1"
+MW_TASK = "tdmpc2-mw-push-v2"
+MW_TASKS = ("tdmpc2-mw-push-v1", MW_TASK)
 needs_bwrap = pytest.mark.skipif(
     not sandbox_available(), reason="bubblewrap is missing or cannot start a sandbox here"
 )
@@ -49,13 +50,13 @@ def _agent_side(task_id: str) -> TaskSpec:
     return REG.get(task_id).model_copy(update={"training": None})
 
 
-def test_only_the_metaworld_task_hides_modules_of_its_own() -> None:
+def test_only_the_metaworld_tasks_hide_modules_of_their_own() -> None:
     """env.agent_hidden_modules: only Meta-World's scripted policies. (Tasks whose simulator
     runs only in the evaluator hide the whole simulator too: tests/hardening/
     test_simulator_hidden.py.)"""
     for entry in REG:
         paths = sandbox_hidden_paths(entry.spec.model_copy(update={"training": None}))
-        if entry.spec.id == MW_TASK:
+        if entry.spec.id in MW_TASKS:
             assert paths == [module_path("metaworld.policies").resolve()]  # type: ignore[union-attr]
         else:
             assert paths == [], entry.spec.id
