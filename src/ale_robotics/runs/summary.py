@@ -287,7 +287,9 @@ def _episode_seeds(report: RunReport, values: list[float]) -> list[str]:
     result = report.eval_result
     if result is None or len(result.episodes) != len(values):
         return []
-    return [e.seed_commitment for e in sorted(result.episodes, key=lambda e: e.index)]
+    # In the order of the values: episodes.png's, the result's own (episodes and outcomes
+    # are both in the evaluator's order).
+    return [e.seed_commitment for e in result.episodes]
 
 
 def load_summary(run_dir: Path) -> RunSummary:
