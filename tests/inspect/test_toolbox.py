@@ -134,3 +134,24 @@ def test_a_call_before_the_toolbox_connects_says_so() -> None:
     finally:
         channel.close()
     assert not channel.access.socket_dir.exists()
+
+
+def test_a_connection_that_never_greets_is_dropped_and_the_toolbox_still_heard(
+    tmp_path: Path,
+) -> None:
+    channel = ToolChannel()
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    proc = None
+    try:
+        silent.connect(str(channel.access.socket_dir / SOCKET_NAME))
+        assert channel.accept(0.1) is False  # waited at most its greeting timeout
+        argv = channel.access.wrap([sys.executable, "-m", "ale_robotics.inspect.toolbox"])
+        proc = subprocess.Popen(argv, cwd=tmp_path)
+        assert channel.accept(30)
+        assert decode(str(_exec(channel, ["echo", "hi"])["stdout"])) == b"hi\n"
+    finally:
+        silent.close()
+        channel.close()
+        if proc is not None:
+            proc.kill()
+            proc.wait()

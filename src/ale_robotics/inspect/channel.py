@@ -91,7 +91,8 @@ class ToolChannel:
         return ToolboxAccess(socket_dir=self._dir)
 
     def accept(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the toolbox; True once it is connected."""
+        """Wait up to ``timeout`` s for the toolbox; True once it is connected (a connection
+        that does not greet as the toolbox does is dropped: False)."""
         if self._conn is not None:
             return True
         self._listener.settimeout(timeout)
@@ -99,12 +100,16 @@ class ToolChannel:
             conn, _ = self._listener.accept()
         except TimeoutError:
             return False
-        conn.settimeout(None)
+        conn.settimeout(max(timeout, 5.0))  # a connection that never greets is dropped
         lines = conn.makefile("rb")
-        greeting = json.loads(lines.readline() or b"{}")
-        if not greeting.get("ready"):
-            conn.close()
-            raise ToolboxGone("the toolbox did not greet the channel")
+        try:
+            greeting = json.loads(lines.readline() or b"{}")
+        except (OSError, ValueError):
+            greeting = {}
+        if not isinstance(greeting, dict) or not greeting.get("ready"):
+            conn.close()  # not the toolbox: dropped, and the toolbox still awaited
+            return False
+        conn.settimeout(None)
         self.ready = greeting
         self._conn = conn
         self._listener.close()  # one toolbox per run: nobody else is heard
