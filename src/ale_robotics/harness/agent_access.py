@@ -7,9 +7,11 @@ sample's toolbox channel (:class:`ale_robotics.inspect.channel.ToolboxAccess`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
+
+from ale_robotics.sandboxes.base import AgentWrap
 
 __all__ = ["AgentAccess"]
 
@@ -30,11 +32,7 @@ class AgentAccess(Protocol):
     @property
     def env(self) -> Mapping[str, str]: ...
 
-    def wrap(
-        self,
-        argv: Sequence[str],
-        python: str = ...,
-        *,
-        relay: str | None = ...,
-        socket_dir: str | None = ...,
-    ) -> list[str]: ...
+    @property
+    def wrap(self) -> AgentWrap:
+        """Wraps the agent command to connect it (:class:`~ale_robotics.sandboxes.AgentWrap`)."""
+        ...

@@ -14,13 +14,14 @@ the result awaited and scored (:mod:`.verdict`), and a run stopped without a sco
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +35,7 @@ from ale_robotics.gateway import ModelUsage
 from ale_robotics.harness.agent_access import AgentAccess
 from ale_robotics.harness.agent_proc import AgentRun, Progress, run_agent
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
-from ale_robotics.harness.model_gateway import ModelSettings, model_gateway
+from ale_robotics.harness.model_gateway import ModelAccess, ModelSettings, model_gateway
 from ale_robotics.harness.options import (
     RunOptions,
     check_label,
@@ -378,30 +379,7 @@ def _agent_phase(
     except (AleError, OSError) as exc:
         raise HarnessError(f"cannot build the task packet in {task_dir}: {exc}") from None
     try:
-        if opts.model_upstream is None:
-            agent = run_agent(
-                ctx,
-                harness,
-                agent_endpoint,
-                agent_token,
-                on_started=started,
-                task_dir=task_dir,
-                access=ctx.agent_access,
-            )
-            return agent, None
-        settings = ModelSettings(
-            upstream=opts.model_upstream,
-            models=tuple(opts.models),
-            budget_tokens=opts.model_budget_tokens,
-        )
-        budget = ctx.manifest_entry.compute_budget if ctx.manifest_entry is not None else None
-        with model_gateway(
-            settings,
-            run_dir=ctx.run_dir,
-            trajectory=ctx.traj,
-            task_budget=budget.model_tokens if budget is not None else None,
-            isolated_network=ctx.sandbox.isolates,
-        ) as access:
+        with _agent_access(ctx) as (access, gateway):
             agent = run_agent(
                 ctx,
                 harness,
@@ -411,9 +389,36 @@ def _agent_phase(
                 task_dir=task_dir,
                 access=access,
             )
-        return agent, access.usage
+        return agent, gateway.usage if gateway is not None else None
     finally:
         remove_task_packet(task_dir)
+
+
+@contextlib.contextmanager
+def _agent_access(
+    ctx: RunContext,
+) -> Iterator[tuple[AgentAccess | None, ModelAccess | None]]:
+    """What the agent reaches through its sandbox besides the evaluator, for the agent's
+    run: the run's model gateway, given an upstream (its account is read once the block
+    ended), else the caller's service (an Inspect sample's toolbox channel), if any."""
+    opts = ctx.opts
+    if opts.model_upstream is None:
+        yield ctx.agent_access, None
+        return
+    settings = ModelSettings(
+        upstream=opts.model_upstream,
+        models=tuple(opts.models),
+        budget_tokens=opts.model_budget_tokens,
+    )
+    budget = ctx.manifest_entry.compute_budget if ctx.manifest_entry is not None else None
+    with model_gateway(
+        settings,
+        run_dir=ctx.run_dir,
+        trajectory=ctx.traj,
+        task_budget=budget.model_tokens if budget is not None else None,
+        isolated_network=ctx.sandbox.isolates,
+    ) as access:
+        yield access, access
 
 
 def _prefetch(task: TaskSpec, *, embedded: bool) -> threading.Thread:
