@@ -9,8 +9,14 @@ per problem (re-using one across planners crashed the interpreter in our checks)
 
 The planner stops at the first exact solution, at its time limit, or when the
 process that owns it asks it to (the other of two racing processes won), all
-through one OMPL termination condition. ``elapsed_s`` covers setup, solving and
-simplification, measured here with ``time.perf_counter``.
+through one OMPL termination condition. The time limit is on the task's clock
+(``planning.clock``): ``wall`` (``panda-planner-config-v1``) is OMPL's own timed
+condition; ``cpu`` (from v2) is this process's CPU time, checked by a Python
+callable on every planner iteration (:class:`~.cpu_clock.CpuBudget`), with a
+generous wall-clock ceiling (:func:`~.cpu_clock.wall_backstop_s`) past which the
+attempt reports :data:`STARVED` (the host, not the planner, failed). Both times
+are measured, covering setup, solving and simplification: ``elapsed_s`` with
+``time.perf_counter`` and ``cpu_s`` with ``time.process_time``.
 """
 
 from __future__ import annotations
@@ -23,12 +29,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.planning.cpu_clock import Clock, CpuBudget, cpu_seconds, wall_backstop_s
 from ale_robotics.planning.planner_config import GOAL_BIAS_PLANNERS, RANGE_PLANNERS, PlannerConfig
 from ale_robotics.planning.robot import DOF, JOINT_LOWER, JOINT_UPPER
 from ale_robotics.planning.scenes import Problem
 from ale_robotics.planning.world import CollisionWorld
 
-__all__ = ["PlanAttempt", "plan_with_ompl", "quiet_ompl"]
+__all__ = ["STARVED", "PlanAttempt", "plan_with_ompl", "quiet_ompl"]
+
+STARVED = "stopped by the wall-clock backstop before its CPU time limit"
+"""The status of an attempt the host starved (``cpu`` clock): an infrastructure failure."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +49,10 @@ class PlanAttempt:
     """An exact solution was found (the path may still fail the evaluator's validation)."""
     path: npt.NDArray[np.float64] | None
     elapsed_s: float
+    """Wall-clock seconds of the attempt."""
     status: str
+    cpu_s: float | None = None
+    """CPU seconds of the planner process during the attempt (None: not measured)."""
 
 
 def quiet_ompl(seed: int | None = None) -> None:
@@ -60,17 +73,11 @@ def _planner(og: Any, si: Any, cfg: PlannerConfig) -> Any:
     return planner
 
 
-def plan_with_ompl(
-    world: CollisionWorld,
-    problem: Problem,
-    cfg: PlannerConfig,
-    cancelled: Callable[[], bool] = lambda: False,
-) -> PlanAttempt:
-    """Plan ``problem`` (whose scene ``world`` must hold) with the configured planner."""
+def _simple_setup(world: CollisionWorld, problem: Problem, cfg: PlannerConfig) -> Any:
+    """A fresh ``SimpleSetup`` for ``problem`` with the configured planner."""
     from ompl import base as ob
     from ompl import geometric as og
 
-    t0 = time.perf_counter()
     space = ob.RealVectorStateSpace(DOF)
     bounds = ob.RealVectorBounds(DOF)
     for i in range(DOF):
@@ -94,18 +101,58 @@ def plan_with_ompl(
     ss.setStartAndGoalStates(start, goal, 1e-6)
     ss.setPlanner(_planner(og, si, cfg))
     ss.setup()
-    ptc = ob.plannerOrTerminationCondition(
+    return ss
+
+
+def _termination(
+    ss: Any, cfg: PlannerConfig, clock: Clock, cancelled: Callable[[], bool], c0: float
+) -> Any:
+    """Stop at the first exact solution, when ``cancelled()``, or at the time limit: OMPL's
+    timed condition (``wall``), or this process's CPU time since ``c0`` (``cpu``) with the
+    wall-clock ceiling beside it."""
+    from ompl import base as ob
+
+    exact = ob.exactSolnPlannerTerminationCondition(ss.getProblemDefinition())
+    if clock == "cpu":
+        ceiling = ob.timedPlannerTerminationCondition(wall_backstop_s(cfg.time_limit_s))
+        return ob.plannerOrTerminationCondition(
+            ob.plannerOrTerminationCondition(exact, ceiling),
+            ob.PlannerTerminationCondition(CpuBudget(cfg.time_limit_s, cancelled, now=c0)),
+        )
+    return ob.plannerOrTerminationCondition(
         ob.plannerOrTerminationCondition(
-            ob.timedPlannerTerminationCondition(cfg.time_limit_s),
-            ob.exactSolnPlannerTerminationCondition(ss.getProblemDefinition()),
+            ob.timedPlannerTerminationCondition(cfg.time_limit_s), exact
         ),
         ob.PlannerTerminationCondition(cancelled),
     )
-    status = ss.solve(ptc)
+
+
+def plan_with_ompl(
+    world: CollisionWorld,
+    problem: Problem,
+    cfg: PlannerConfig,
+    cancelled: Callable[[], bool] = lambda: False,
+    clock: Clock = "wall",
+) -> PlanAttempt:
+    """Plan ``problem`` (whose scene ``world`` must hold) with the configured planner,
+    stopping at ``cfg.time_limit_s`` on ``clock``."""
+    from ompl import base as ob
+
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    ss = _simple_setup(world, problem, cfg)
+    status = ss.solve(_termination(ss, cfg, clock, cancelled, c0)).asString()
     if not ss.haveExactSolutionPath():
-        return PlanAttempt(False, None, time.perf_counter() - t0, status.asString())
-    if cfg.simplification_time_s > 0:
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        starved = wall >= wall_backstop_s(cfg.time_limit_s) and cpu < cfg.time_limit_s
+        if clock == "cpu" and starved and not cancelled():
+            status = STARVED
+        return PlanAttempt(False, None, wall, status, cpu)
+    if cfg.simplification_time_s > 0 and clock == "cpu":
+        ss.simplifySolution(
+            ob.PlannerTerminationCondition(CpuBudget(cfg.simplification_time_s, cancelled))
+        )
+    elif cfg.simplification_time_s > 0:
         ss.simplifySolution(cfg.simplification_time_s)
     path = ss.getSolutionPath()
     waypoints = np.array([[s[i] for i in range(DOF)] for s in path.getStates()], dtype=np.float64)
-    return PlanAttempt(True, waypoints, time.perf_counter() - t0, status.asString())
+    return PlanAttempt(True, waypoints, time.perf_counter() - t0, status, cpu_seconds() - c0)

@@ -14,6 +14,18 @@ own OMPL random stream); the first exact solution wins, the other child is told
 to stop through a shared flag its termination condition reads, and its answer
 is collected and dropped. Children inherit the worker's resource limits and
 network namespace (see :class:`~ale_robotics.evaluator.execution.base.WorkerLimits`).
+
+**Clocks.** With the task's ``planning.clock: wall`` (``panda-planner-config-v1``)
+the limits above are wall-clock seconds. With ``cpu`` (from v2) they are the
+child's CPU seconds: the child stops itself on its own CPU time, and this side
+reads the child's CPU time from ``/proc`` every :data:`_POLL_S` and kills it past
+``time_limit_s + grace_s`` of it (:mod:`.cpu_clock`), so a loaded host slows a
+planner down without failing it. A child that hangs without using CPU is killed
+when its wall time less the time it waited for a CPU reaches the same budget.
+Only when a child is still within its budget after
+:func:`~.cpu_clock.wall_backstop_s` of wall time does the job fail, with
+:class:`PlannerStarved`: an infrastructure failure (the evaluator retries the job),
+never an unsolved problem.
 """
 
 from __future__ import annotations
@@ -25,11 +37,17 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from ale_robotics.planning.ompl_planner import PlanAttempt
+from ale_robotics.planning.cpu_clock import (
+    Clock,
+    process_cpu_seconds,
+    run_delay_seconds,
+    wall_backstop_s,
+)
+from ale_robotics.planning.ompl_planner import STARVED, PlanAttempt
 from ale_robotics.planning.planner_config import PlannerConfig
 from ale_robotics.planning.scenes import Problem
 
-__all__ = ["PlannerPool", "serve_planner"]
+__all__ = ["PlannerPool", "PlannerStarved", "serve_planner"]
 
 _STOP_WAIT_S = 5.0
 """How long a cancelled loser may take to answer before it is killed too."""
@@ -37,10 +55,17 @@ _START_S = 120.0
 """How long a new planner process may take to import its libraries and load the robot."""
 READY = "ready"
 """What a planner process sends once it can take problems (start-up is not planning time)."""
+_POLL_S = 0.05
+"""How often the children's CPU time is read (``cpu`` clock)."""
+
+
+class PlannerStarved(RuntimeError):
+    """A planner process got too little CPU: still within its CPU budget after the
+    wall-clock backstop. The host's failure, not the planner's (the job is retried)."""
 
 
 def serve_planner(conn: Connection, cancel: Any, index: int) -> None:
-    """A planner process: answer ``(problem, config)`` requests until ``None`` arrives."""
+    """A planner process: answer ``(problem, config, clock)`` requests until ``None`` arrives."""
     from ale_robotics.planning.ompl_planner import plan_with_ompl, quiet_ompl
     from ale_robotics.planning.world import CollisionWorld
 
@@ -51,9 +76,9 @@ def serve_planner(conn: Connection, cancel: Any, index: int) -> None:
             msg = conn.recv()
             if msg is None:
                 return
-            problem, cfg = msg
+            problem, cfg, clock = msg
             world.set_scene(problem.boxes)
-            conn.send(plan_with_ompl(world, problem, cfg, cancel.is_set))
+            conn.send(plan_with_ompl(world, problem, cfg, cancel.is_set, clock))
 
 
 @dataclass
@@ -107,49 +132,51 @@ class PlannerPool:
         for i in range(len(self._children)):
             self._child(i)
 
-    def solve(self, problem: Problem, cfg: PlannerConfig, grace_s: float) -> PlanAttempt:
+    def solve(
+        self, problem: Problem, cfg: PlannerConfig, grace_s: float, clock: Clock = "wall"
+    ) -> PlanAttempt:
         """The first exact solution among the children, or the best failure to report.
 
-        ``elapsed_s`` is the winner's own planning time; without a winner, the
-        longest time any child was given (its time limit plus the grace when it
-        had to be killed).
+        A winner is reported with its own times. Without one, the attempt that used the
+        most time on ``clock`` (a killed child: what it used, its time limit plus the
+        grace). Raises :class:`PlannerStarved` (``cpu`` clock) when the host starved it.
         """
         children = [self._child(i) for i in range(len(self._children))]
+        race = _Race(children, cfg.time_limit_s + grace_s, clock)
         for c in children:
             c.cancel.clear()
-            c.conn.send((problem, cfg))
-        sent = time.monotonic()
-        deadline = sent + cfg.time_limit_s + grace_s
-        waiting = {id(c.conn): i for i, c in enumerate(children)}
-        answers: list[PlanAttempt] = []
-        winner: PlanAttempt | None = None
-        while waiting:
-            left = deadline - time.monotonic()
+            c.conn.send((problem, cfg, clock))
+        race.start()
+        while race.waiting:
+            left = race.next_wake()
             if left <= 0:
                 break
-            for conn in wait([children[i].conn for i in waiting.values()], timeout=left):
+            ready = wait([children[i].conn for i in race.waiting], timeout=left)
+            for conn in ready:
                 assert isinstance(conn, Connection)
-                i = waiting.pop(id(conn))
+                i = next(i for i in race.waiting if children[i].conn is conn)
                 try:
                     attempt: PlanAttempt = conn.recv()
                 except (EOFError, OSError):  # the child died (a crash in native code)
                     self._kill(i)
-                    answers.append(PlanAttempt(False, None, time.monotonic() - sent, "crashed"))
-                    continue
-                answers.append(attempt)
-                if attempt.solved and winner is None:
-                    winner = attempt
-                    for c in children:
-                        c.cancel.set()
-                    deadline = min(deadline, time.monotonic() + _STOP_WAIT_S)
-        for i in list(waiting.values()):
+                    attempt = race.lost(i, "crashed")
+                race.answered(i, attempt)
+            for i, status in race.over_cpu_budget():
+                self._kill(i)
+                race.answered(i, race.lost(i, status))
+        starved = race.winner is None and clock == "cpu" and bool(race.waiting)
+        for i in list(race.waiting):
             self._kill(i)
-            answers.append(
-                PlanAttempt(False, None, time.monotonic() - sent, "killed past its time limit")
+            race.answered(i, race.lost(i, "killed past its time limit"))
+        if starved or any(a.status == STARVED for a in race.answers):
+            raise PlannerStarved(
+                f"a planner process was still within its {cfg.time_limit_s:g} s CPU time limit "
+                f"after {race.backstop:.0f} s of wall clock: the host is overloaded"
             )
-        if winner is not None:
-            return winner
-        return max(answers, key=lambda a: a.elapsed_s)
+        if race.winner is not None:
+            return race.winner
+        key = (lambda a: a.cpu_s or 0.0) if clock == "cpu" else (lambda a: a.elapsed_s)
+        return max(race.answers, key=key)
 
     def close(self) -> None:
         for i, child in enumerate(self._children):
@@ -165,3 +192,70 @@ class PlannerPool:
             else:
                 child.conn.close()
             self._children[i] = None
+
+
+class _Race:
+    """The bookkeeping of one :meth:`PlannerPool.solve`: who is still planning, the
+    answers, the winner, and the deadlines on both clocks."""
+
+    def __init__(self, children: list[_Child], budget_s: float, clock: Clock) -> None:
+        self.children = children
+        self.budget_s = budget_s
+        """The time limit plus the grace, on ``clock``."""
+        self.clock = clock
+        self.backstop = wall_backstop_s(budget_s) if clock == "cpu" else budget_s
+        self.waiting: list[int] = list(range(len(children)))
+        self.answers: list[PlanAttempt] = []
+        self.winner: PlanAttempt | None = None
+        self.cpu0: list[float] = []
+        self.cpu: list[float] = []
+        self.delay0: list[float | None] = []
+
+    def start(self) -> None:
+        self.sent = time.monotonic()
+        self.deadline = self.sent + self.backstop
+        self.cpu0 = [process_cpu_seconds(c.proc.pid) or 0.0 for c in self.children]
+        self.cpu = [0.0] * len(self.children)
+        self.delay0 = [run_delay_seconds(c.proc.pid) for c in self.children]
+
+    def next_wake(self) -> float:
+        """Seconds until the next look: the wall deadline, or the next CPU-time poll."""
+        left = self.deadline - time.monotonic()
+        return min(left, _POLL_S) if self.clock == "cpu" and self.winner is None else left
+
+    def answered(self, i: int, attempt: PlanAttempt) -> None:
+        self.waiting.remove(i)
+        self.answers.append(attempt)
+        if attempt.solved and self.winner is None:
+            self.winner = attempt
+            for c in self.children:
+                c.cancel.set()
+            self.deadline = min(self.deadline, time.monotonic() + _STOP_WAIT_S)
+
+    def lost(self, i: int, status: str) -> PlanAttempt:
+        """What child ``i`` gets when it did not answer: the time it used (wall clock) or
+        was last seen using (CPU time)."""
+        cpu = self.cpu[i] if self.clock == "cpu" else None
+        return PlanAttempt(False, None, time.monotonic() - self.sent, status, cpu)
+
+    def over_cpu_budget(self) -> list[tuple[int, str]]:
+        """Children past their budget (``cpu`` clock, while no one has won), with why: the
+        CPU time they used, or the wall time they had without waiting for a CPU (hung)."""
+        if self.clock != "cpu" or self.winner is not None:
+            return []
+        over = []
+        for i in self.waiting:
+            pid = self.children[i].proc.pid
+            cpu, delay = process_cpu_seconds(pid), run_delay_seconds(pid)
+            if cpu is not None:
+                self.cpu[i] = cpu - self.cpu0[i]
+            d0 = self.delay0[i]
+            had = None if delay is None or d0 is None else self.elapsed() - (delay - d0)
+            if self.cpu[i] >= self.budget_s:
+                over.append((i, "killed past its CPU time limit"))
+            elif had is not None and had >= self.budget_s:
+                over.append((i, "killed past its time limit without using the CPU (hung)"))
+        return over
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.sent
