@@ -109,6 +109,14 @@ class RolloutKind(abc.ABC):
         """Episodes one evaluation runs: by default one per base seed."""
         return protocol.episodes
 
+    def generic_metrics(self, task: TaskSpec) -> bool:
+        """Whether results of ``task`` carry the generic metrics (mean and std of the return,
+        mean episode length, and success rate or final distance when measured) besides the
+        task's declared ones. By default True, as every result has since v0.1; a kind whose
+        episodes have no meaningful return (a planning problem) says False, for the task
+        versions that do not have recorded results to keep reproducing."""
+        return True
+
     def smoke_task(self, task: TaskSpec, episodes: int) -> TaskSpec:
         """``task`` cut to its first ``episodes`` episodes (all of them if fewer), for a smoke
         run: the same base seeds, so its hidden seeds are a prefix of the official run's.

@@ -440,3 +440,23 @@ class CloseRunResponse(_message.Message):
     sessions_closed: int
     jobs_cancelled: int
     def __init__(self, sessions_closed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ...) -> None: ...
+
+class GetEvalVideosRequest(_message.Message):
+    __slots__ = ("job_id", "run_id", "episodes")
+    JOB_ID_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    EPISODES_FIELD_NUMBER: _ClassVar[int]
+    job_id: str
+    run_id: str
+    episodes: int
+    def __init__(self, job_id: _Optional[str] = ..., run_id: _Optional[str] = ..., episodes: _Optional[int] = ...) -> None: ...
+
+class EvalVideoChunk(_message.Message):
+    __slots__ = ("index_json", "name", "data")
+    INDEX_JSON_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    index_json: str
+    name: str
+    data: bytes
+    def __init__(self, index_json: _Optional[str] = ..., name: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...

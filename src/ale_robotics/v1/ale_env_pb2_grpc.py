@@ -106,6 +106,11 @@ class AleEnvStub:
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunRequest.SerializeToString,
                 response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunResponse.FromString,
                 _registered_method=True)
+        self.GetEvalVideos = channel.unary_stream(
+                '/ale_robotics.v1.AleEnv/GetEvalVideos',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalVideosRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.EvalVideoChunk.FromString,
+                _registered_method=True)
 
 
 class AleEnvServicer:
@@ -216,6 +221,14 @@ class AleEnvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetEvalVideos(self, request, context):
+        """Harness channel: a job's evaluation videos, rendered once its official
+        result is recorded (see "videos" above).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AleEnvServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -288,6 +301,11 @@ def add_AleEnvServicer_to_server(servicer, server):
                     servicer.CloseRun,
                     request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunRequest.FromString,
                     response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunResponse.SerializeToString,
+            ),
+            'GetEvalVideos': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetEvalVideos,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalVideosRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.EvalVideoChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -670,6 +688,33 @@ class AleEnv:
             '/ale_robotics.v1.AleEnv/CloseRun',
             ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunRequest.SerializeToString,
             ale__robotics_dot_v1_dot_ale__env__pb2.CloseRunResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetEvalVideos(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/ale_robotics.v1.AleEnv/GetEvalVideos',
+            ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalVideosRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.EvalVideoChunk.FromString,
             options,
             channel_credentials,
             insecure,

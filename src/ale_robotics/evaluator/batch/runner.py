@@ -46,12 +46,11 @@ from typing import Any
 from ale_robotics.evaluator.batch.attempt import Abandoned, CurrentJob, RetryPolicy, Why
 from ale_robotics.evaluator.batch.evidence import collect_evidence, validate_evidence_formats
 from ale_robotics.evaluator.batch.leases import renew_leases
-from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.evaluator.batch.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.batch.snapshot import reclaim_snapshots, snapshot_files
 from ale_robotics.evaluator.execution import Executor, RolloutAborted, WorkerCrashed
 from ale_robotics.evaluator.results.builder import ResultBuilder
-from ale_robotics.evaluator.results.metrics import NonFiniteMetric
+from ale_robotics.evaluator.results.metrics import NonFiniteMetric, task_metrics
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobQueue, JobRecord, StoreUnavailable
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
@@ -389,7 +388,7 @@ class JobRunner:
         evidence, shapes = collect_evidence(files, weights)
         steps = sum(o.length for o in outcomes)
         try:
-            metrics = summarize(outcomes, (m.name for m in task.metrics))
+            metrics = task_metrics(outcomes, task)
         except NonFiniteMetric as exc:
             reason = (
                 f"the submission's episodes gave a non-finite {exc.name} ({exc.value}): "
