@@ -28,7 +28,7 @@ from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.evaluator.batch.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.batch.snapshot import snapshot_submission
 from ale_robotics.evaluator.execution import make_executor
-from ale_robotics.evaluator.results.metrics import HOST_TIMED
+from ale_robotics.evaluator.results.metrics import HOST_TIMED, task_metrics
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.outcomes import (
     BatchOutcomes,
@@ -157,7 +157,7 @@ def _check_rerun_metrics(
 ) -> list[str]:
     """The re-run's metrics against the signed ones, exactly, but for the host-timed ones
     (re-measured and shown, never compared); returns the host-timed names."""
-    again = summarize(outcomes, (m.name for m in task.metrics))
+    again = task_metrics(outcomes, task)
     reference, ref_name = _reference_metrics(result, signed, outcome)
     exact = {k: v for k, v in again.items() if k not in HOST_TIMED}
     claimed = {k: v for k, v in reference.items() if k not in HOST_TIMED}
@@ -213,7 +213,7 @@ def check_signed_outcomes(
             f"{where}'s outcomes are of episodes {indices}; result.json's episodes are "
             f"{[e.index for e in result.episodes]}"
         )
-    again = summarize(episode_outcomes(signed_outcomes), (m.name for m in task.metrics))
+    again = task_metrics(episode_outcomes(signed_outcomes), task)
     for name, mine, theirs in _metric_diffs(again, _dict(outcome.payload, "metrics")):
         problems.append(
             f"{name} recomputed from {where}'s outcomes is {mine}; its metrics say {theirs}"

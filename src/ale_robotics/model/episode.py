@@ -31,7 +31,10 @@ class EpisodeOutcome:
     collided: bool | None = None
     """Planning tasks: the returned path hit something (self or scene); None otherwise."""
     planning_time_s: float | None = None
-    """Planning tasks: seconds the planner took on this problem, measured by the evaluator."""
+    """Planning tasks: seconds the planner took on this problem, measured by the evaluator on
+    the task's clock (``planning.clock``: wall-clock or CPU seconds)."""
+    planning_wall_time_s: float | None = None
+    """Planning tasks timed in CPU seconds: the wall-clock seconds beside them; else None."""
     reason: str | None = None
     """Planning tasks: why the path failed validation ("" on success); None otherwise."""
 

@@ -71,15 +71,21 @@ class PlanningProblemOutcome(_Model):
     """One hidden-seed planning problem (kinds ``planner`` and ``edmp``)."""
 
     host_dependent: ClassVar[frozenset[str]] = frozenset(
-        {"planning_time_s", "states_checked", "reason"}
+        {"planning_time_s", "planning_wall_time_s", "states_checked", "reason"}
     )
 
     index: int = Field(description="Position in the task's base-seed list.")
     success: bool = Field(description="The path passed dense validation and reached the goal.")
     collided: bool = Field(description="The returned path hit something (self or scene).")
     planning_time_s: float = Field(
-        description="Seconds the planner took on this problem, measured by the evaluator "
-        "(wall clock: host-dependent)."
+        description="Seconds the planner took on this problem, measured by the evaluator on "
+        "the task's planning.clock: wall-clock seconds (v1 tasks) or the planning "
+        "process's CPU seconds (host-dependent either way)."
+    )
+    planning_wall_time_s: float | None = Field(
+        default=None,
+        description="Tasks timed in CPU seconds: the wall-clock seconds beside them "
+        "(host- and load-dependent); absent otherwise.",
     )
     states_checked: int = Field(description="Configurations the validator checked.")
     reason: str = Field(description="Why the path failed validation ('' on success).")
@@ -118,6 +124,7 @@ class PlanningOutcomes(_Model):
                         success=_required(o.success, "success", o.index),
                         collided=_required(o.collided, "collided", o.index),
                         planning_time_s=_required(o.planning_time_s, "planning_time_s", o.index),
+                        planning_wall_time_s=o.planning_wall_time_s,
                         states_checked=o.length,
                         reason=o.reason or "",
                     )
@@ -139,6 +146,7 @@ class PlanningOutcomes(_Model):
                 success=p.success,
                 collided=p.collided,
                 planning_time_s=p.planning_time_s,
+                planning_wall_time_s=p.planning_wall_time_s,
                 reason=p.reason,
             )
             for p in self.problems

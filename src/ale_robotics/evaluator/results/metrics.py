@@ -10,7 +10,11 @@ audit recomputes it exactly as the evaluator did.
 
 The metrics every result has carried since v0.1 (:data:`ALWAYS`) are computed
 for every task, and :data:`WHEN_AVAILABLE` ones whenever every outcome carries
-what they need, so results of existing tasks are unchanged by this registry.
+what they need, so results of existing tasks are unchanged by this registry;
+but a task whose rollout kind says they do not apply to it
+(:meth:`~ale_robotics.model.rollout_kind.RolloutKind.generic_metrics`: a planning
+problem has no return, and its "length" is the validator's state count) gets only
+its declared metrics (:func:`task_metrics`).
 A metric whose inputs are missing is left out (never invented); the score then
 says it was not measured.
 """
@@ -23,10 +27,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ale_robotics.model.kind_registry import get_kind
+
 if TYPE_CHECKING:
     from ale_robotics.model.episode import EpisodeOutcome
+    from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["ALWAYS", "METRICS", "WHEN_AVAILABLE", "MetricFn", "NonFiniteMetric", "compute"]
+__all__ = [
+    "ALWAYS",
+    "HOST_TIMED",
+    "METRICS",
+    "WHEN_AVAILABLE",
+    "MetricFn",
+    "NonFiniteMetric",
+    "compute",
+    "task_metrics",
+]
 
 
 class NonFiniteMetric(ValueError):
@@ -91,13 +107,22 @@ def _collision_rate(outcomes: Sequence[EpisodeOutcome]) -> float | None:
     return sum(bool(o.collided) for o in outcomes) / len(outcomes)
 
 
-def _planning_time(outcomes: Sequence[EpisodeOutcome]) -> float | None:
-    """Planning tasks: mean seconds per problem, unsolved problems included (with the time
-    they were given), so that giving up early cannot look fast."""
-    times = [o.planning_time_s for o in outcomes]
-    if not outcomes or any(t is None for t in times):
+def _mean_of(times: Sequence[float | None]) -> float | None:
+    if not times or any(t is None for t in times):
         return None
     return float(np.mean(np.array(times, dtype=np.float64)))
+
+
+def _planning_time(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Planning tasks: mean seconds per problem on the task's clock (wall-clock or CPU
+    seconds), unsolved problems included (with the time they were given), so that giving
+    up early cannot look fast."""
+    return _mean_of([o.planning_time_s for o in outcomes])
+
+
+def _planning_wall_time(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Planning tasks timed in CPU seconds: the mean wall-clock seconds beside them."""
+    return _mean_of([o.planning_wall_time_s for o in outcomes])
 
 
 METRICS: dict[str, MetricFn] = {
@@ -109,12 +134,14 @@ METRICS: dict[str, MetricFn] = {
     "mean_final_distance": _mean_final_distance,
     "collision_rate": _collision_rate,
     "planning_time": _planning_time,
+    "planning_wall_time": _planning_wall_time,
 }
 """Every metric name a task config may declare, with how it is computed."""
 
-HOST_TIMED = frozenset({"planning_time"})
-"""Metrics measured in wall-clock time: they depend on the host and its load, so a re-run
-(an audit) reproduces them only approximately, while every other metric is exact."""
+HOST_TIMED = frozenset({"planning_time", "planning_wall_time"})
+"""Metrics measured in time (wall-clock or CPU): they depend on the host (and wall-clock
+time on its load), so a re-run (an audit) reproduces them only approximately, while every
+other metric is exact."""
 
 ALWAYS = ("mean_return", "std_return", "mean_episode_length")
 """Computed for every task."""
@@ -123,15 +150,18 @@ WHEN_AVAILABLE = ("success_rate", "mean_final_distance")
 """Computed for every task whose outcomes all carry their inputs."""
 
 
-def compute(outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = ()) -> dict[str, float]:
-    """The metrics of ``outcomes``: :data:`ALWAYS`, :data:`WHEN_AVAILABLE`, plus ``names``.
+def compute(
+    outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = (), *, generic: bool = True
+) -> dict[str, float]:
+    """The metrics of ``outcomes``: :data:`ALWAYS`, :data:`WHEN_AVAILABLE` (unless not
+    ``generic``), plus ``names``.
 
     ``names`` are the task's declared metrics; a name :data:`METRICS` does not know
     is skipped here (the registry tests refuse such configs). Raises
     :class:`NonFiniteMetric` (a ``ValueError``) for a non-finite value.
     """
     out: dict[str, float] = {}
-    for name in dict.fromkeys([*ALWAYS, *WHEN_AVAILABLE, *names]):
+    for name in dict.fromkeys([*((*ALWAYS, *WHEN_AVAILABLE) if generic else ()), *names]):
         fn = METRICS.get(name)
         value = None if fn is None else fn(outcomes)
         if value is not None:
@@ -140,3 +170,11 @@ def compute(outcomes: Sequence[EpisodeOutcome], names: Iterable[str] = ()) -> di
         if not math.isfinite(value):
             raise NonFiniteMetric(name, value)
     return out
+
+
+def task_metrics(outcomes: Sequence[EpisodeOutcome], task: TaskSpec) -> dict[str, float]:
+    """The metrics of a job of ``task``: its declared ones, and the generic ones unless its
+    rollout kind says they do not apply to it (every path that makes or re-checks a task's
+    result computes them here, so they agree)."""
+    generic = get_kind(task.eval.rollout).generic_metrics(task)
+    return compute(outcomes, (m.name for m in task.metrics), generic=generic)

@@ -7,6 +7,7 @@ planning library itself (scenes, collision world, OMPL, EDMP) is
 """
 
 from ale_robotics.rollouts.planning.kind import (
+    CPU_CLOCK_METRICS,
     PLANNING_METRICS,
     EdmpKind,
     PlannerKind,
@@ -20,6 +21,7 @@ from ale_robotics.rollouts.planning.problems import (
 
 __all__ = [
     "CONFIG_KEY",
+    "CPU_CLOCK_METRICS",
     "PLANNING_METRICS",
     "EdmpKind",
     "PlannerKind",

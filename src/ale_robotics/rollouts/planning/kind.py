@@ -14,6 +14,12 @@ problems rely on: a ``planning`` section with exactly this kind's part, one
 YAML file in the contract, the planning metrics declared, and all problems in
 one shard so that measured planning times are never shared with another
 problem of the same job.
+
+Tasks timed in CPU seconds (``planning.clock: cpu``, from the v2 tasks) declare
+``planning_wall_time`` too, and their results carry only their declared metrics
+(:meth:`PlanningKind.generic_metrics`): a problem has no return, and the
+"episode length" would be the validator's state count. The v1 tasks keep both as
+their recorded results have them.
 """
 
 from __future__ import annotations
@@ -31,10 +37,12 @@ from ale_robotics.rollouts.planning.problems import load_planning_artifact, plan
 from ale_robotics.tasks.contract import FileFormat
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
-__all__ = ["PLANNING_METRICS", "EdmpKind", "PlannerKind", "PlanningKind"]
+__all__ = ["CPU_CLOCK_METRICS", "PLANNING_METRICS", "EdmpKind", "PlannerKind", "PlanningKind"]
 
 PLANNING_METRICS = frozenset({"success_rate", "collision_rate", "planning_time"})
 """Metrics every planning task must declare (what :func:`.problems.planning_episodes` measures)."""
+CPU_CLOCK_METRICS = PLANNING_METRICS | {"planning_wall_time"}
+"""... and every task timed in CPU seconds (the wall-clock seconds beside them)."""
 
 
 class PlanningKind(RolloutKind):
@@ -66,11 +74,16 @@ class PlanningKind(RolloutKind):
         sections = {"planner": planning.planner is not None, "edmp": planning.edmp is not None}
         if sections != {section: section == self.name for section in sections}:
             raise ValueError(f"{where}: set planning.{self.name} (and only that)")
-        missing = PLANNING_METRICS - {m.name for m in task.metrics}
+        required = CPU_CLOCK_METRICS if planning.clock == "cpu" else PLANNING_METRICS
+        missing = required - {m.name for m in task.metrics}
         if missing:
             raise ValueError(f"{where}: metrics {sorted(missing)} are missing")
         if ev.envs_per_shard < ev.episodes:
             raise ValueError(f"{where}: eval.envs_per_shard must cover all episodes (one shard)")
+
+    def generic_metrics(self, task: TaskSpec) -> bool:
+        """Only the v1 tasks (wall clock) report return and length, as recorded."""
+        return task.planning is None or task.planning.clock == "wall"
 
     def load_artifact(self, files: list[SnapshotFile], task: TaskSpec) -> Artifact:
         """The validated configuration as canonical JSON bytes (see :mod:`.problems`)."""

@@ -17,7 +17,9 @@ The validated configuration travels to the workers as canonical JSON in a
 ``uint8`` array under :data:`CONFIG_KEY`, the same picklable channel that
 carries policy weights, so the pipeline needs no second artifact type. Each
 problem is generated from its hidden seed, planned, timed (``planning_time``,
-seconds, by the evaluator) and validated densely by
+seconds, by the evaluator, on the task's ``planning.clock``: wall-clock seconds in
+the v1 tasks, the planning process's CPU seconds from v2, with the wall-clock
+seconds beside them as ``planning_wall_time``) and validated densely by
 :func:`~ale_robotics.planning.validate.validate_path`. Problems run one at a
 time in one shard (``eval.envs_per_shard >= eval.episodes``), so
 that measured times are not shared with another problem of the same job.
@@ -31,6 +33,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +41,7 @@ import numpy.typing as npt
 
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.planning.cpu_clock import Clock, cpu_seconds
 from ale_robotics.planning.edmp import generate_trajectory
 from ale_robotics.planning.edmp_config import EdmpConfig, load_edmp_config
 from ale_robotics.planning.planner_config import PlannerConfig, load_planner_config
@@ -79,7 +83,26 @@ def _world() -> CollisionWorld:
     return CollisionWorld()
 
 
-def _outcome(index: int, verdict: PathVerdict, elapsed: float) -> EpisodeOutcome:
+@dataclass(frozen=True)
+class _Planned:
+    """A runner's answer: the path (None: no solution) and its times."""
+
+    path: npt.NDArray[np.float64] | None
+    time_s: float
+    """On the task's clock: what ``planning_time`` averages."""
+    wall_s: float | None
+    """Wall-clock seconds beside CPU seconds (``cpu`` clock); None on the wall clock."""
+
+
+def _times(clock: Clock, wall_s: float, cpu_s: float | None) -> tuple[float, float | None]:
+    """(planning time, wall time beside it) of an attempt measured on both clocks."""
+    if clock == "cpu":
+        assert cpu_s is not None
+        return cpu_s, wall_s
+    return wall_s, None
+
+
+def _outcome(index: int, verdict: PathVerdict, planned: _Planned) -> EpisodeOutcome:
     return EpisodeOutcome(
         index,
         1.0 if verdict.success else 0.0,
@@ -87,7 +110,8 @@ def _outcome(index: int, verdict: PathVerdict, elapsed: float) -> EpisodeOutcome
         verdict.success,
         success=verdict.success,
         collided=verdict.collided,
-        planning_time_s=elapsed,
+        planning_time_s=planned.time_s,
+        planning_wall_time_s=planned.wall_s,
         reason=verdict.reason,
     )
 
@@ -108,16 +132,16 @@ def planning_episodes(
     try:
         for index, seed in seeds:
             problem = generate_problem(int(seed), planning.scene_types, world)
-            path, elapsed = plan(problem, int(seed))
+            planned = plan(problem, int(seed))
             verdict = validate_path(
                 world,
                 problem,
-                path,
+                planned.path,
                 resolution=planning.validation_resolution_rad,
                 goal_tolerance=planning.goal_tolerance_rad,
                 max_states=planning.max_validated_states,
             )
-            outcome = _outcome(index, verdict, elapsed)
+            outcome = _outcome(index, verdict, planned)
             out.append(outcome)
             if on_episode is not None:
                 on_episode(outcome)
@@ -128,7 +152,7 @@ def planning_episodes(
     return out
 
 
-_Runner = Callable[[Problem, int], tuple[npt.NDArray[np.float64] | None, float]]
+_Runner = Callable[[Problem, int], _Planned]
 
 
 class _PlannerRunner:
@@ -138,12 +162,14 @@ class _PlannerRunner:
         assert task.planning is not None and task.planning.planner is not None
         self.cfg = PlannerConfig.model_validate(doc)
         self.grace = task.planning.planner.grace_s
+        self.clock = task.planning.clock
         self.pool = PlannerPool(self.cfg.parallel_processes)
         self.pool.warm_up()
 
-    def __call__(self, problem: Problem, seed: int) -> tuple[npt.NDArray[np.float64] | None, float]:
-        attempt = self.pool.solve(problem, self.cfg, self.grace)
-        return (attempt.path if attempt.solved else None), attempt.elapsed_s
+    def __call__(self, problem: Problem, seed: int) -> _Planned:
+        attempt = self.pool.solve(problem, self.cfg, self.grace, self.clock)
+        path = attempt.path if attempt.solved else None
+        return _Planned(path, *_times(self.clock, attempt.elapsed_s, attempt.cpu_s))
 
     def close(self) -> None:
         self.pool.close()
@@ -154,11 +180,15 @@ def _planner_runner(task: TaskSpec, doc: dict[str, Any]) -> _PlannerRunner:
 
 
 def _edmp_runner(task: TaskSpec, doc: dict[str, Any]) -> _Runner:
-    cfg = EdmpConfig.model_validate(doc)
+    """EDMP in the worker itself, timed around the generator (its CPU time: the worker's,
+    every thread, so numpy's own threads count too)."""
+    assert task.planning is not None
+    cfg, clock = EdmpConfig.model_validate(doc), task.planning.clock
 
-    def run(problem: Problem, seed: int) -> tuple[npt.NDArray[np.float64] | None, float]:
-        t0 = time.perf_counter()
+    def run(problem: Problem, seed: int) -> _Planned:
+        t0, c0 = time.perf_counter(), cpu_seconds()
         path = generate_trajectory(problem, cfg, seed)
-        return path, time.perf_counter() - t0
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
+        return _Planned(path, *_times(clock, wall, cpu))
 
     return run
