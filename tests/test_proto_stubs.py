@@ -26,7 +26,7 @@ def test_committed_stubs_are_fresh(tmp_path: Path) -> None:
     assert not stale, f"stale stubs {stale}: run 'make proto' and commit the result"
 
 
-def test_service_has_the_fourteen_rpcs() -> None:
+def test_service_has_the_fifteen_rpcs() -> None:
     from ale_robotics.v1 import ale_env_pb2
 
     service = ale_env_pb2.DESCRIPTOR.services_by_name["AleEnv"]
@@ -46,9 +46,12 @@ def test_service_has_the_fourteen_rpcs() -> None:
         "SubmitCheckpoint",
         "OpenRun",
         "CloseRun",
+        "GetEvalVideos",
     ]
     streaming = {m.name for m in service.methods if m.client_streaming or m.server_streaming}
-    assert streaming == {"StepStream", "WatchSessions"}
+    assert streaming == {"StepStream", "WatchSessions", "GetEvalVideos"}
+    videos = service.methods_by_name["GetEvalVideos"]
+    assert videos.server_streaming and not videos.client_streaming
     stream = service.methods_by_name["StepStream"]
     assert stream.client_streaming and stream.server_streaming
     assert stream.input_type.name == "StepRequest" and stream.output_type.name == "StepResponse"
