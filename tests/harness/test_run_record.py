@@ -63,7 +63,7 @@ def test_a_labelled_run_records_when_what_and_with_which_versions(tmp_path: Path
     after = dt.datetime.now(dt.UTC)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert doc["schema_version"] == SCHEMA_VERSION == 5
+    assert doc["schema_version"] == SCHEMA_VERSION == 6
     assert doc["label"] == "td3-shipped"
     started = dt.datetime.fromisoformat(doc["started_at"])
     ended = dt.datetime.fromisoformat(doc["ended_at"])
@@ -123,7 +123,7 @@ def test_result_json_has_one_version_and_derives_what_it_leaves_out(tmp_path: Pa
     assert RunReport.model_validate({**doc, "official": False}).official is False
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4, 6])
+@pytest.mark.parametrize("version", [1, 2, 3, 4, 5, 7])
 def test_result_json_of_another_version_is_refused_saying_so(tmp_path: Path, version: int) -> None:
     stopped = {"schema_version": version, "state": "interrupted", "run_id": "r", "task_id": "t"}
     stopped |= {"agent_cmd": "python x/agent_v2.py", "reason": "SIGINT", "phase": "agent"}
@@ -132,10 +132,10 @@ def test_result_json_of_another_version_is_refused_saying_so(tmp_path: Path, ver
     path.write_text(json.dumps(stopped))
     with pytest.raises(
         ValidationError,
-        match=f"has schema_version {version}; this ale-robotics reads schema_version 5",
+        match=f"has schema_version {version}; this ale-robotics reads schema_version 6",
     ):
         load_run_report(path)
-    path.write_text(json.dumps({**stopped, "schema_version": 5}))
+    path.write_text(json.dumps({**stopped, "schema_version": 6}))
     assert load_run_report(path).label == "agent_v2"
 
 

@@ -180,7 +180,7 @@ def test_a_report_of_another_schema_version_is_a_problem_that_says_so(root_copy:
     with RunIndex(root_copy) as index:
         assert "alpha-1" not in _dirs(index)
         problems = {p.path.parent.name: p.reason for p in index.problems()}
-    assert "has schema_version 3; this ale-robotics reads schema_version 5" in problems["alpha-1"]
+    assert "has schema_version 3; this ale-robotics reads schema_version 6" in problems["alpha-1"]
 
 
 def test_find_takes_a_run_id_a_unique_prefix_or_a_directory(root_copy: Path) -> None:

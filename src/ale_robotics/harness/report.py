@@ -40,7 +40,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Literal[5] = 5
+SCHEMA_VERSION: Literal[6] = 6
 """The ``result.json`` schema, the one this release writes and reads."""
 
 
@@ -88,7 +88,7 @@ class RunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[5] = SCHEMA_VERSION
+    schema_version: Literal[6] = SCHEMA_VERSION
     """The one version of the whole document (:data:`SCHEMA_VERSION`)."""
     state: Literal["completed"] = Field(
         default="completed",
@@ -283,7 +283,7 @@ class StoppedRunReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[5] = SCHEMA_VERSION
+    schema_version: Literal[6] = SCHEMA_VERSION
     """The one version of the whole document (:data:`SCHEMA_VERSION`)."""
     state: Literal["interrupted", "failed"] = Field(description="How the run ended.")
     run_id: str = Field(description="Identifier the harness created for this run.")

@@ -174,6 +174,9 @@ def _score(
             evidence = gate_evidence(result, Path(tmp), task=task, harness=measured)
             report = score(task, result.metrics, target, evidence)
             report = _with_interval(report, task, result, target, evidence)
+        floor = None if result.floor is None else result.floor.metrics.get(report.primary_metric)
+        if floor is not None and result.floor is not None:
+            report = report.with_floor(floor, result.floor.policy)
         if task.mode is TaskMode.INTERACTIVE:  # unfinished episodes: played out with null actions
             report = report.with_abandoned(
                 sum(e.abandoned for e in result.episodes), len(result.episodes)

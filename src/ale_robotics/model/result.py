@@ -33,6 +33,7 @@ __all__ = [
     "EpisodeRecord",
     "EvalResult",
     "FailedCheckpoint",
+    "Floor",
     "HostInfo",
     "MetricInterval",
     "SmokeRun",
@@ -76,6 +77,31 @@ class EpisodeRecord(_Model):
         description="Interactive eval sessions: steps the agent took in the episode; the rest "
         "of its length (length - agent_steps) were the evaluator's null actions. None for "
         "batch results, whose every step is the submitted policy's.",
+    )
+
+
+class Floor(_Model):
+    """What doing nothing scores on the run's own hidden seeds, measured by the evaluator.
+
+    A reader of a score needs to know how much of it is free: a Reacher that never moves
+    already has a small cost, a Hopper that stands still already collects its alive bonus.
+    The floor is the same measurement (same kind, same engine, same hidden seeds) of a
+    submission that does nothing, so the score can be read beside it and the
+    baseline-normalized figure ``(measured - floor) / (target - floor)`` computed from it.
+    It never changes the official score, which keeps the published formula.
+    """
+
+    policy: Literal["null_action", "zero_output"] = Field(
+        description="'null_action': every step plays the task's null action (zero where the "
+        "action bounds allow it, else their centre; interactive tasks, and replay tasks whose "
+        "submitted action sequences are all null actions); 'zero_output': the contract's "
+        "policy with every weight zero (batch policy tasks)."
+    )
+    metrics: dict[str, float] = Field(
+        description="The task's metrics of those episodes, computed as the official ones."
+    )
+    episode_returns: list[float] = Field(
+        default_factory=list, description="Each episode's return, in episode index order."
     )
 
 
@@ -261,6 +287,17 @@ class EvalResult(_Model):
         description="Batch results of tasks with training.checkpoints: the run's checkpoints "
         "as the evaluator measured them (signed `checkpoint` events, in order) when the "
         "result was built; empty otherwise.",
+    )
+    floor: Floor | None = Field(
+        default=None,
+        description="Measured results (SUCCEEDED) of tasks with a null submission: the same "
+        "measurement of doing nothing on the same hidden seeds (Floor); None otherwise, "
+        "floor_note says why.",
+    )
+    floor_note: str = Field(
+        default="",
+        description="Why a SUCCEEDED result has no floor (its kind has no null submission, or "
+        "measuring it failed); empty otherwise.",
     )
     failed_checkpoints: list[FailedCheckpoint] = Field(
         default_factory=list,

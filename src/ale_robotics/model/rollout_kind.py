@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from ale_robotics.seeds import HiddenSeed
     from ale_robotics.tasks.spec import EvalProtocol, TaskSpec
 
-__all__ = ["Artifact", "EpisodeCallback", "RolloutKind", "Shard", "WorkerNeeds"]
+__all__ = ["Artifact", "EpisodeCallback", "RolloutKind", "Shard", "VideoActor", "WorkerNeeds"]
 
 Artifact = dict[str, "npt.NDArray[Any]"]
 """What a kind loads from a frozen submission and hands to its shard runner: named arrays,
@@ -51,6 +51,10 @@ Shard = Sequence[tuple[int, int]]
 
 EpisodeCallback = Callable[["EpisodeOutcome"], None]
 """Called once per finished episode, in the worker (progress reporting)."""
+
+VideoActor = Callable[[Any, int], Any]
+"""``(observation, step) -> action`` of one episode played again for its video; None for an
+action ends the episode there (an action sequence that ran out)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,35 @@ class RolloutKind(abc.ABC):
         """The typed per-episode record of a job's outcomes (stored in the result and the
         signed ``result`` event), with enough to recompute every metric; ``base_seeds``
         are the task's public base seeds (a replay task's instances)."""
+
+    floor_policy: ClassVar[str] = "null_action"
+    """What :meth:`null_artifact` plays, as :attr:`~ale_robotics.model.result.Floor.policy`
+    names it: 'null_action' or 'zero_output'."""
+
+    def null_artifact(self, task: TaskSpec) -> Artifact | None:
+        """A submission of ``task`` that does nothing, as this kind's artifact, or None.
+
+        The evaluator measures it on the run's own hidden seeds, exactly as it measures the
+        submission, and reports it beside the score as the task's floor
+        (:class:`~ale_robotics.model.result.Floor`): how much of a score is free. By
+        default None: the kind has no null submission (a planner configuration always
+        plans), and its results carry no floor.
+        """
+        return None
+
+    video_source: ClassVar[str | None] = None
+    """How :meth:`video_actor` plays an episode again, as the videos' index names it
+    (:data:`~ale_robotics.model.video.VideoSource`: 'policy' or 'replay'); None: the kind
+    makes no videos (a planner's configuration has no episode to film)."""
+
+    def video_actor(
+        self, task: TaskSpec, artifact: Artifact, index: int, action_space: Any
+    ) -> VideoActor | None:
+        """How to play episode ``index`` of a job of ``task`` again, one env at a time, for its
+        video (:mod:`ale_robotics.evaluator.videos`, after the official result): the action
+        for each observation, given the env's ``action_space``. None (the default): the kind
+        makes no videos."""
+        return None
 
     def vector_stepper(self, task: TaskSpec, envs: Sequence[Any]) -> Any | None:
         """A native stepper for an interactive session's ``envs`` of ``task`` (the

@@ -15,9 +15,9 @@ It lives outside the kinds' folders so that the kinds do not import each other
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ale_robotics.model.rollout_kind import Artifact, RolloutKind
+from ale_robotics.model.rollout_kind import Artifact, RolloutKind, VideoActor
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 if TYPE_CHECKING:
@@ -66,6 +66,35 @@ class PolicyRolloutKind(RolloutKind):
 
         assert task.contract is not None
         return dict(load_weights(files, task.contract))
+
+    floor_policy = "zero_output"
+
+    def null_artifact(self, task: TaskSpec) -> Artifact | None:
+        """The contract's policy with every tensor zero: its output is the output
+        activation of 0 (tanh or identity: 0), scaled to the action bounds, so each step
+        plays the null action of a task whose bounds hold 0, through the kind's own
+        engine. None for a task without a contract (interactive: no policy to roll out)."""
+        import numpy as np
+
+        if task.contract is None or not task.contract.tensors:
+            return None
+        return {t.key: np.zeros(t.shape, dtype=np.dtype(t.dtype)) for t in task.contract.tensors}
+
+    video_source = "policy"
+
+    def video_actor(
+        self, task: TaskSpec, artifact: Artifact, index: int, action_space: Any
+    ) -> VideoActor | None:
+        """The submitted policy on one observation at a time, in the env's action dtype (the
+        kinds roll out whole shards at once, so a re-rolled episode may differ from the
+        official one in the last bits, and chaotic envs may drift; the video says so)."""
+        policy = policy_for(task, artifact, action_space.high)
+        dtype = action_space.dtype
+
+        def act(obs: Any, step: int) -> Any:
+            return policy(obs[None])[0].astype(dtype, copy=False)
+
+        return act
 
     def outcome_record(
         self, base_seeds: Sequence[int], outcomes: Sequence[EpisodeOutcome]

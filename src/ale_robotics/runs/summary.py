@@ -32,7 +32,7 @@ from ale_robotics.runs.verify import Verification, verify_run
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "RunState", "RunSummary", "load_summary", "summarize"]
 
-SUMMARY_SCHEMA_VERSION = 3
+SUMMARY_SCHEMA_VERSION = 4
 """Bumped whenever what a summary holds or how it is derived changes: an index holding
 summaries of another version is rebuilt (see :mod:`.index`)."""
 
@@ -95,6 +95,17 @@ class RunSummary(BaseModel):
     )
     target_value: float | None = Field(
         default=None, description="The paper's value of the primary metric, when synced."
+    )
+    floor: float | None = Field(
+        default=None,
+        description="The primary metric of doing nothing on the same hidden seeds, as the "
+        "evaluator measured it (the null action, or the policy with zero weights); None "
+        "when the result has no floor.",
+    )
+    floor_normalized: float | None = Field(
+        default=None,
+        description="(primary_value - floor) / (target_value - floor), when scored with a "
+        "floor the paper's value beats; None otherwise. Read beside the score, never instead.",
     )
     metrics: dict[str, float] = Field(
         default_factory=dict,
@@ -246,6 +257,8 @@ def summarize(
         primary_unit=_unit(report.task_id, score.primary_metric),
         direction=score.direction.value,
         target_value=score.target_value,
+        floor=_finite(score.floor),
+        floor_normalized=_finite(score.floor_normalized),
         metrics={k: v for k, v in score.measured.items() if math.isfinite(v)},
         episode_values=values,
         episode_seeds=_episode_seeds(report, values),

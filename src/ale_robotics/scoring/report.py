@@ -127,6 +127,29 @@ class ScoreReport(_Model):
     the agent played every episode to its end (and for batch tasks)."""
     evaluated_episodes: int | None = None
     """Episodes the measurement covers, when the harness says (with abandoned_episodes)."""
+    floor: float | None = None
+    """The primary metric of doing nothing, measured by the evaluator on the same hidden
+    seeds (the result's ``floor``: the task's null action, or its policy with zero
+    weights); None when the result has none. Read beside the score, never part of it."""
+    floor_policy: str | None = None
+    """What the floor played: 'null_action' or 'zero_output'; None without a floor."""
+    floor_normalized: float | None = None
+    """``(measured - floor) / (target - floor)``: 0 at the floor, 1 at the paper's value,
+    below 0 under the floor (unclamped); None unless the run is scored, has a floor and
+    the paper's value is better than the floor."""
+
+    def with_floor(self, floor: float, policy: str) -> ScoreReport:
+        """This report with the floor of its primary metric beside the score (the score,
+        status and explanation's verdict unchanged: the official score keeps the published
+        formula)."""
+        update: dict[str, object] = {"floor": floor, "floor_policy": policy}
+        m, t = self.primary_measured, self.target_value
+        if self.status == "scored" and m is not None and t is not None and math.isfinite(floor):
+            better = t > floor if self.direction is Direction.HIGHER_IS_BETTER else t < floor
+            if better and math.isfinite(m):
+                update["floor_normalized"] = (m - floor) / (t - floor)
+        update["explanation"] = f"{self.explanation} {_floor_text(floor, policy, update)}"
+        return self.model_copy(update=update)
 
     def with_abandoned(self, abandoned: int, of: int) -> ScoreReport:
         """This report saying that ``abandoned`` of ``of`` episodes were completed with the
@@ -151,6 +174,11 @@ class ScoreReport(_Model):
         line = self._score_line()
         if self.abandoned_episodes and self.evaluated_episodes is not None:
             line += f" [{_abandoned_text(self.abandoned_episodes, self.evaluated_episodes)}]"
+        if self.floor is not None:
+            line += f" [floor {fmt_number(self.floor)}"
+            if self.floor_normalized is not None:
+                line += f", floor-normalized {self.floor_normalized:.3f}"
+            line += "]"
         return line
 
     def _score_line(self) -> str:
@@ -195,6 +223,19 @@ def fmt_number(x: float) -> str:
         return str(x)
     text = f"{x:.6g}"
     return text if any(c in text for c in ".e") else f"{text}.0"
+
+
+def _floor_text(floor: float, policy: str, update: dict[str, object]) -> str:
+    """The explanation's sentence on the floor."""
+    what = "its policy with every weight zero" if policy == "zero_output" else "the null action"
+    text = (
+        f"Doing nothing ({what}) measures {fmt_number(floor)} on the same hidden seeds "
+        "(the floor; the score does not use it)"
+    )
+    normalized = update.get("floor_normalized")
+    if isinstance(normalized, float):
+        text += f"; from that floor to the paper's value, this run went {normalized:.3f} of the way"
+    return text + "."
 
 
 def _abandoned_text(abandoned: int, of: int) -> str:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-__all__ = ["Abandoned", "CurrentJob", "RetryPolicy", "Why"]
+__all__ = ["Abandoned", "CurrentJob", "RetryPolicy", "Why", "final_infra_failure"]
 
 
 class Why(StrEnum):
@@ -84,3 +84,16 @@ class RetryPolicy(Protocol):
     @property
     def max_infra_retries_per_run(self) -> int:
         """Re-runs after infrastructure failures for all of a run's jobs together."""
+
+
+def final_infra_failure(attempts: int, used: int, cfg: RetryPolicy, reason: str) -> str | None:
+    """Why a job whose attempt ``attempts`` failed by the infrastructure (``reason``) ends
+    FAILED, with ``used`` re-runs spent by its run; None: a bound still allows a re-run."""
+    if attempts < cfg.max_attempts and used < cfg.max_infra_retries_per_run:
+        return None
+    if attempts < cfg.max_attempts:
+        return (
+            f"infrastructure failure after {attempts} attempts (the run has used its "
+            f"{cfg.max_infra_retries_per_run} infrastructure retries): {reason}"
+        )
+    return f"infrastructure failure after {attempts} attempts: {reason}"

@@ -43,8 +43,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ale_robotics.evaluator.batch.attempt import Abandoned, CurrentJob, RetryPolicy, Why
+from ale_robotics.evaluator.batch.attempt import (
+    Abandoned,
+    CurrentJob,
+    RetryPolicy,
+    Why,
+    final_infra_failure,
+)
 from ale_robotics.evaluator.batch.evidence import collect_evidence, validate_evidence_formats
+from ale_robotics.evaluator.batch.floor import measure_floor
 from ale_robotics.evaluator.batch.leases import renew_leases
 from ale_robotics.evaluator.batch.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.batch.snapshot import reclaim_snapshots, snapshot_files
@@ -54,6 +61,7 @@ from ale_robotics.evaluator.results.metrics import NonFiniteMetric, task_metrics
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobQueue, JobRecord, StoreUnavailable
 from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
+from ale_robotics.model.result import Floor
 from ale_robotics.model.rollout_kind import Artifact
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.model.states import FailureSource, JobState
@@ -107,24 +115,14 @@ class JobRunner:
         self.reclaim_snapshots()
 
     def reclaim_snapshots(self) -> list[str]:
-        """Delete snapshot dirs no job needs; returns their names.
-
-        Kept: the snapshots of queued and running jobs (a restarted evaluator
-        re-runs those from them), and recent dirs no job names yet (a submission
-        another evaluator on this state dir is copying). Deleted: the snapshots of
-        terminal jobs, and old ``staging-*`` or unknown dirs a dead process left
-        (:func:`.snapshot.reclaim_snapshots`). Runs when the runner is created,
-        before the listeners start.
-        """
+        """Delete snapshot dirs no job needs (:func:`.snapshot.reclaim_snapshots` says which);
+        returns their names. Runs when the runner is created, before the listeners start."""
         return reclaim_snapshots(self._snapshots, self._store)
 
     def _finish(self, job_id: str, state: JobState, **fields: Any) -> None:
-        """Record the terminal state, then delete the job's snapshot (in that order: a
-        crash in between leaves a stray dir for :meth:`reclaim_snapshots`, never a
-        live job without its snapshot).
-
-        Only while this runner still holds the job: when it does not, nothing
-        changes and the attempt is abandoned (:class:`Abandoned`)."""
+        """Record the terminal state, then delete the job's snapshot (in that order: a crash
+        in between leaves a stray dir for :meth:`reclaim_snapshots`, never a live job without
+        its snapshot); only while this runner holds the job, else :class:`Abandoned`."""
         if not self._store.finish(job_id, state, owned=True, **fields):
             self._drop(job_id, Why.LOST)
             raise Abandoned(Why.LOST.value)
@@ -303,8 +301,9 @@ class JobRunner:
         outcomes = self._roll_out(job, current, task, weights, runs, t0)
         if outcomes is None:
             return
-        wall = time.monotonic() - t0
-        self._record_success(job, current, task, files, weights, seeds, len(runs), outcomes, wall)
+        wall = time.monotonic() - t0  # the official measurement's: the floor runs after it
+        floor = measure_floor(task, lambda null: self._rollouts(job, current, task, null, runs, t0))
+        self._record_success(job, current, task, files, weights, seeds, outcomes, wall, floor)
 
     def _validate(
         self, job: JobRecord, current: CurrentJob, task: TaskSpec
@@ -343,16 +342,7 @@ class JobRunner:
         """The hidden episodes on the executor, within the job deadline; None when the
         job ended here (TIMED_OUT, a worker crash, or the policy's own fault)."""
         try:
-            return self._pool.run(
-                task,
-                weights,
-                [seed for _, seed in runs],
-                on_progress=lambda n: self._held(job, current, self._store.progress(job.job_id, n)),
-                deadline=t0 + self._policy.job_deadline_s,
-                on_heartbeat=lambda: self._held(job, current, self._store.heartbeat(job.job_id)),
-                indices=[index for index, _ in runs],
-                abort=current.abort,
-            )
+            return self._rollouts(job, current, task, weights, runs, t0, progress=True)
         except TimeoutError:
             reason = f"evaluation exceeded the job deadline of {self._policy.job_deadline_s:.0f}s"
             current.check()
@@ -371,6 +361,31 @@ class JobRunner:
             self._submission_failure(job, current, task, exc.reason, exc.public_reason)
         return None
 
+    def _rollouts(
+        self,
+        job: JobRecord,
+        current: CurrentJob,
+        task: TaskSpec,
+        artifact: Artifact,
+        runs: list[tuple[int, int]],
+        t0: float,
+        progress: bool = False,
+    ) -> list[EpisodeOutcome]:
+        """``artifact`` on the job's episodes, on the executor, within the job deadline;
+        ``progress``: the job's episodes-done count follows them (the official ones)."""
+        return self._pool.run(
+            task,
+            artifact,
+            [seed for _, seed in runs],
+            on_progress=(lambda n: self._held(job, current, self._store.progress(job.job_id, n)))
+            if progress
+            else None,
+            deadline=t0 + self._policy.job_deadline_s,
+            on_heartbeat=lambda: self._held(job, current, self._store.heartbeat(job.job_id)),
+            indices=[index for index, _ in runs],
+            abort=current.abort,
+        )
+
     def _record_success(
         self,
         job: JobRecord,
@@ -379,9 +394,9 @@ class JobRunner:
         files: list[SnapshotFile],
         weights: Artifact,
         seeds: list[HiddenSeed],
-        episodes_total: int,
         outcomes: list[EpisodeOutcome],
         wall: float,
+        floor: tuple[Floor | None, str],
     ) -> None:
         """The metrics of the episodes, signed and stored: the job SUCCEEDED (or FAILED by
         the submission when a metric came out non-finite)."""
@@ -404,7 +419,7 @@ class JobRunner:
             {
                 "job_id": job.job_id,
                 "episodes_done": len(outcomes),
-                "episodes_total": episodes_total,
+                "episodes_total": len(outcomes),
                 "env_steps": steps,
                 "wall_s": round(wall, 3),
             },
@@ -420,6 +435,7 @@ class JobRunner:
             wall_s=wall,
             env_steps=steps,
             workers=self._pool.workers,
+            floor=floor,
         )
         self._event(job, current, task, "result", verdict.payload)
         self._finish(
@@ -432,13 +448,10 @@ class JobRunner:
     def _submission_failure(
         self, job: JobRecord, current: CurrentJob, task: TaskSpec, reason: str, public_reason: str
     ) -> None:
-        """End the job FAILED by the submission: its policy's output broke the evaluation.
-
-        Not retried (deterministic on frozen inputs) and counted against the quota.
-        ``reason`` (which episode, which step) goes into the official result and the
-        signed ``result`` event, read only by the harness; the job status the agent
-        polls gets ``public_reason``, which does not say when a hidden episode failed.
-        """
+        """End the job FAILED by the submission (not retried: :mod:`.attempt`). ``reason``
+        (which episode, which step) goes into the official result and the signed event, read
+        only by the harness; the agent's job status gets ``public_reason``, which does not
+        say when a hidden episode failed."""
         log.warning("job %s failed (submission): %s", job.job_id, reason)
         verdict = self._results.batch_failure(job, task, reason)
         self._event(job, current, task, "result", verdict.payload)
@@ -451,17 +464,14 @@ class JobRunner:
         )
 
     def _infra_failure(self, job: JobRecord, current: CurrentJob, reason: str) -> None:
-        """Re-run the job, or end it FAILED (infrastructure) when a retry bound is spent.
-
-        Bounds (see the module docstring): ``max_attempts`` per job and
-        ``max_infra_retries_per_run`` re-runs in all for the run, so a run cannot
-        buy unbounded evaluations by failing as infrastructure.
-        """
+        """Re-run the job, or end it FAILED (infrastructure) when a retry bound is spent
+        (:func:`.attempt.final_infra_failure`: a run cannot buy unbounded evaluations by
+        failing as infrastructure)."""
         current.check()  # a dropped job's errors are the drop's, not the infrastructure's
-        cfg = self._policy
         log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
         used = self._store.retries_used(job.run_id)
-        if job.attempts < cfg.max_attempts and used < cfg.max_infra_retries_per_run:
+        why = final_infra_failure(job.attempts, used, self._policy, reason)
+        if why is None:
             if not self._store.requeue(
                 job.job_id, f"retrying after an infrastructure failure: {reason}"
             ):
@@ -469,13 +479,6 @@ class JobRunner:
                 raise Abandoned(Why.LOST.value)
             self._wake.set()
             return
-        if job.attempts < cfg.max_attempts:
-            why = (
-                f"infrastructure failure after {job.attempts} attempts (the run has used its "
-                f"{cfg.max_infra_retries_per_run} infrastructure retries): {reason}"
-            )
-        else:
-            why = f"infrastructure failure after {job.attempts} attempts: {reason}"
         self._finish(
             job.job_id,
             JobState.FAILED,

@@ -52,6 +52,7 @@ from ale_robotics.model.result import (
     EpisodeRecord,
     EvalResult,
     FailedCheckpoint,
+    Floor,
     HostInfo,
     Timings,
     TrainingUsage,
@@ -82,11 +83,12 @@ def result_payload(
     outcomes: dict[str, Any] | None = None,
     smoke_run: dict[str, Any] | None = None,
     training: dict[str, Any] | None = None,
+    floor: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The payload of a ``result`` event: the keys given, always in this order.
 
     The order is the one the evaluator has always signed, so payloads of old and
-    new runs compare key for key (``training``, the newest, comes last).
+    new runs compare key for key (the newest, ``training`` then ``floor``, come last).
     """
     payload: dict[str, Any] = {"job_id": job_id, "state": state.value}
     if failure_source is not None:
@@ -98,6 +100,7 @@ def result_payload(
         ("outcomes", outcomes),
         ("smoke_run", smoke_run),
         ("training", training),
+        ("floor", floor),
     )
     payload.update((key, value) for key, value in optional if value is not None)
     return payload
@@ -165,9 +168,11 @@ class ResultBuilder:
         wall_s: float,
         env_steps: int,
         workers: int,
+        floor: tuple[Floor | None, str] = (None, ""),
     ) -> Verdict:
         """A batch job that ran every episode: metrics, episodes, typed outcomes, evidence,
-        and what the evaluator observed of the run's training (module docstring)."""
+        what the evaluator observed of the run's training (module docstring), and the
+        floor (:mod:`.floor`: the floor measured, or None and why)."""
         training = self._batch_training(job.run_id, task)
         curve, failed = self._checkpoints(job.run_id, task)
         result = EvalResult(
@@ -203,6 +208,8 @@ class ResultBuilder:
             training=training,
             learning_curve=curve,
             failed_checkpoints=failed,
+            floor=floor[0],
+            floor_note=floor[1],
         )
         assert result.outcomes is not None
         payload = result_payload(
@@ -215,6 +222,7 @@ class ResultBuilder:
             outcomes=result.outcomes.model_dump(mode="json"),
             smoke_run=_smoke(result),
             training=None if training is None else training.model_dump(mode="json"),
+            floor=_floor_payload(floor[0]),
         )
         return Verdict(result, payload)
 
@@ -267,9 +275,11 @@ class ResultBuilder:
         wall_s: float,
         env_steps: int,
         training: TrainingUsage,
+        floor: tuple[Floor | None, str] = (None, ""),
     ) -> Verdict:
-        """A run's eval session: SUCCEEDED with metrics, or FAILED with why and whose fault
-        (``infrastructure``: the evaluator's, else the submission's)."""
+        """A run's eval session: SUCCEEDED with metrics (and its floor, :mod:`.floor`), or
+        FAILED with why and whose fault (``infrastructure``: the evaluator's, else the
+        submission's)."""
         source = FailureSource.NONE
         if failure:
             source = FailureSource.INFRASTRUCTURE if infrastructure else FailureSource.SUBMISSION
@@ -292,6 +302,8 @@ class ResultBuilder:
             timings=_timings(wall_s, env_steps, 1),
             smoke_run=self._tasks.smoke_run(task.id),
             training=training,
+            floor=None if failure else floor[0],
+            floor_note="" if failure else floor[1],
         )
         payload = result_payload(
             job_id,
@@ -301,6 +313,7 @@ class ResultBuilder:
             metrics=None if failure else metrics,
             episode_returns=[r.episode_return for r in episodes],
             smoke_run=_smoke(result),
+            floor=_floor_payload(result.floor),
         )
         return Verdict(result, payload)
 
@@ -349,6 +362,11 @@ def _timings(wall_s: float, env_steps: int, workers: int) -> Timings:
         env_steps_per_s=env_steps / wall_s if wall_s > 0 else 0.0,
         workers=workers,
     )
+
+
+def _floor_payload(floor: Floor | None) -> dict[str, Any] | None:
+    """A floor as its signed event says it (None: no ``floor`` key)."""
+    return None if floor is None else floor.model_dump(mode="json")
 
 
 def _smoke(result: EvalResult) -> dict[str, Any] | None:

@@ -24,7 +24,8 @@ the run's signed events land in its trajectory.
   episode (return, length, whether it was abandoned and how many of its steps
   the agent took), then ``training_steps`` again (the count the result
   carries), ``progress_summary`` and ``result`` with the same payloads as a
-  batch job. An abandoned episode was completed with the null action before it
+  batch job; the result carries the task's floor (:mod:`.floor`), measured when the
+  session ends. An abandoned episode was completed with the null action before it
   was summarized (:mod:`.vector`), so every successful result covers
   the whole budget.
 """
@@ -39,6 +40,7 @@ from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.results.builder import ResultBuilder
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
+from ale_robotics.evaluator.sessions.floor import measure_floor
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobQueue
 from ale_robotics.model.episode import EpisodeOutcome
@@ -248,6 +250,7 @@ class EvalRecorder:
                 "wall_s": round(wall, 3),
             },
         )
+        floor = (None, "") if failure else measure_floor(self.task, self.seeds)
         verdict = self._results.eval_session(
             job_id=self.job_id,
             run_id=self.run_id,
@@ -259,6 +262,7 @@ class EvalRecorder:
             wall_s=wall,
             env_steps=env_steps,
             training=training,
+            floor=floor,
         )
         self._ledger.event(self.run_id, self.task, "result", verdict.payload)
         result = verdict.result

@@ -7,14 +7,26 @@ without the session's stepping code.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["AUTORESET_MODE", "AUTORESET_MODES", "Batch", "CompletionAborted", "SessionKind"]
+if TYPE_CHECKING:
+    from ale_robotics.model.result import EpisodeRecord
+    from ale_robotics.seeds import HiddenSeed
+
+__all__ = [
+    "AUTORESET_MODE",
+    "AUTORESET_MODES",
+    "Batch",
+    "CompletionAborted",
+    "EvalSink",
+    "SessionKind",
+]
 
 
 AUTORESET_MODE = "next_step"
@@ -45,3 +57,32 @@ class Batch:
     episodes_completed: int = 0
     eval_complete: bool = False
     seeds_ignored: bool = False
+
+
+class EvalSink(Protocol):
+    """Where an eval session's episodes go: the run's trusted record
+    (:class:`.eval_record.EvalRecorder`), or the measurement of the task's floor
+    (:mod:`.floor`: a session abandoned before its first step)."""
+
+    @property
+    def seeds(self) -> Sequence[HiddenSeed]:
+        """The run's hidden seeds, one per budget episode."""
+        ...
+
+    def heartbeat(self) -> None:
+        """The session is alive (called on every Step)."""
+        ...
+
+    def episode_ended(self, record: EpisodeRecord, done: int) -> None:
+        """One more episode ended (``done`` so far)."""
+        ...
+
+    def finish(
+        self,
+        records: Iterable[EpisodeRecord],
+        env_steps: int,
+        failure: str | None,
+        infrastructure: bool = False,
+    ) -> None:
+        """Every budget episode ended (``failure`` None), or the session cannot be scored."""
+        ...

@@ -76,6 +76,7 @@ from ale_robotics.evaluator.sessions.types import (
     AUTORESET_MODES,
     Batch,
     CompletionAborted,
+    EvalSink,
     SessionKind,
 )
 from ale_robotics.model.result import EpisodeRecord
@@ -83,7 +84,6 @@ from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.runs.training_budget import PracticeMeter
-    from ale_robotics.evaluator.sessions.eval_record import EvalRecorder
 
 __all__ = ["Session"]
 
@@ -100,7 +100,7 @@ class Session:
         kind: SessionKind,
         envs: list[Any],
         run_id: str = "",
-        recorder: EvalRecorder | None = None,
+        recorder: EvalSink | None = None,
         meter: PracticeMeter | None = None,
         render_mode: str | None = None,
         float64_actions: bool = False,

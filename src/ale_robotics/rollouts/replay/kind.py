@@ -12,10 +12,17 @@ is one whose submissions can be checked completely.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.outcomes import BatchOutcomes, ReplayOutcomes
-from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, RolloutKind, Shard
+from ale_robotics.model.rollout_kind import (
+    Artifact,
+    EpisodeCallback,
+    RolloutKind,
+    Shard,
+    VideoActor,
+)
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.rollouts.replay.trajectories import (
     ACTIONS_KEY,
@@ -94,6 +101,29 @@ class ReplayKind(RolloutKind):
 
     def load_artifact(self, files: list[SnapshotFile], task: TaskSpec) -> Artifact:
         return dict(load_trajectories(files, task))
+
+    def null_artifact(self, task: TaskSpec) -> Artifact | None:
+        """Every instance's action sequence all zeros (the contract's shape): the null action
+        of the task's bounds, which hold 0 (a replay contract's actions are float32 in
+        [low, high] per contract.tensors.bounds)."""
+        import numpy as np
+
+        assert task.contract is not None
+        rule = next(t for t in task.contract.tensors if t.key == ACTIONS_KEY)
+        return {ACTIONS_KEY: np.zeros(rule.shape, dtype=np.float32)}
+
+    video_source = "replay"
+
+    def video_actor(
+        self, task: TaskSpec, artifact: Artifact, index: int, action_space: Any
+    ) -> VideoActor | None:
+        """Instance ``index``'s submitted actions, open-loop as the official replay plays them."""
+        actions = artifact[ACTIONS_KEY][index]
+
+        def act(obs: Any, step: int) -> Any:
+            return actions[step] if step < len(actions) else None
+
+        return act
 
     def episode_plan(self, task: TaskSpec, seeds: Sequence[HiddenSeed]) -> list[tuple[int, int]]:
         """The public instances of the hidden subset (the hidden values only choose which)."""
