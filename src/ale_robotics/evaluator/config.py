@@ -45,6 +45,7 @@ class EvaluatorConfig:
         store_url: str | None = None,
         executor: str = "local",
         ray_address: str | None = None,
+        video_episodes: int = 3,
     ) -> None:
         self.state_dir = state_dir
         self.submission_volume = submission_volume
@@ -79,6 +80,12 @@ class EvaluatorConfig:
         """Where the shards run (:func:`.execution.make_executor`): 'local' worker
         processes, or 'ray' (a local Ray instance, or the cluster at ``ray_address``)."""
         self.ray_address = ray_address
+        if video_episodes < 0:
+            raise ValueError(f"video_episodes must be >= 0, got {video_episodes}")
+        self.video_episodes = video_episodes
+        """The most hidden-seed episodes of a run this evaluator renders videos of, after its
+        official result (:mod:`.videos`; ``--videos``); 0: it keeps nothing for videos and
+        renders none."""
         if smoke_episodes is not None and smoke_episodes < 1:
             raise ValueError(f"smoke_episodes must be at least 1, got {smoke_episodes}")
         self.smoke_episodes = smoke_episodes

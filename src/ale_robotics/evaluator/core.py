@@ -13,6 +13,9 @@ collaborators it uses and nothing more:
 * :class:`~.runs.checkpoints.CheckpointService`: a run's checkpoints, snapshotted and
   signed as they arrive (SubmitCheckpoint), evaluated in-process when the run's
   result is built;
+* :class:`~.videos.VideoService`: a job's evaluation videos, rendered when the harness
+  asks once the result is recorded, from what :class:`~.videos.VideoStore` kept (a
+  batch job's frozen files, an eval session's actions);
 * :class:`~.batch.jobs.JobService`, :class:`~.sessions.manager.SessionManager`,
   :class:`~.runs.service.RunService`: what the gRPC servicer (:mod:`.server.servicer`)
   translates requests to, with :class:`~.runs.access.RunAccess` (who acts for which
@@ -49,6 +52,7 @@ from ale_robotics.evaluator.sessions.manager import SessionManager
 from ale_robotics.evaluator.state.directory import StateDir
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobRecord
+from ale_robotics.evaluator.videos import VideoService, VideoStore
 from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.registry import Registry
@@ -101,7 +105,12 @@ class Evaluator:
             training=self.training,
             settle=self.checkpoints.settle,
         )
-        records = EvalRecords(self.store, self.ledger, self.results, self.training, self.tasks)
+        self.video_store = VideoStore(self.state.root / "videos", config.video_episodes)
+        self.video_store.reclaim()  # what harnesses that died never fetched
+        self.videos = VideoService(self.video_store, self.ledger, self.tasks)
+        records = EvalRecords(
+            self.store, self.ledger, self.results, self.training, self.tasks, self.video_store
+        )
         reaper = LeaseReaper(self.store, records, bound_run=config.run_id)
         self.runner = JobRunner(
             self.store,
@@ -132,6 +141,7 @@ class Evaluator:
             self.runner,
             config,
             snapshots=self.state.snapshots,
+            videos=self.video_store,
         )
         self.run_service = RunService(
             self.runs,
@@ -141,6 +151,7 @@ class Evaluator:
             self.jobs,
             self.sessions,
             submission_volume=config.submission_volume,
+            videos=self.video_store,
         )
         # Jobs a dead process left RUNNING, once their lease has run out (the runner
         # looks again every third of the lease); never a live process's.
@@ -161,6 +172,8 @@ class Evaluator:
         self.runner.stop()
         self.pool.shutdown()
         self.store.close()
+        if self.config.run_id is not None:  # the run is over with its embedded evaluator
+            self.video_store.remove_run(self.config.run_id)
 
     # ------------------------------------------- delegations for in-process callers --
 

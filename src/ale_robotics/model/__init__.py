@@ -8,6 +8,7 @@
     result          EvalResult and its records (episodes, per-kind outcomes, host, timings)
     rollout_kind    RolloutKind: the interface every rollout kind implements
     kind_registry   the installed kinds by name (entry points "ale_robotics.rollout_kinds")
+    video           VideoIndex: a run's evaluation videos (videos/videos.json)
 
 Rollout kinds (:mod:`ale_robotics.rollouts`), the task model (:mod:`ale_robotics.tasks`)
 and the evaluator all import from here, and this package imports none of them at run

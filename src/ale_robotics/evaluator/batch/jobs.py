@@ -45,6 +45,8 @@ from ale_robotics.evaluator.runs.registry import (
 )
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobQueue, JobRecord, StoreUnavailable, new_job_id
+from ale_robotics.evaluator.videos.store import VideoStore
+from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.model.result import EvalResult
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.model.states import JobState
@@ -87,6 +89,7 @@ class JobService:
         limits: SubmissionLimits,
         *,
         snapshots: Path,
+        videos: VideoStore | None = None,
     ) -> None:
         self._store = store
         self._ledger = ledger
@@ -96,6 +99,8 @@ class JobService:
         self._runner = runner
         self._limits = limits
         self._snapshots = snapshots
+        self._videos = videos
+        """Keeps each job's frozen files for its videos (the runner deletes the snapshot)."""
         self._faults = SubmissionFaults()
 
     # -------------------------------------------------------------- queries --
@@ -289,6 +294,9 @@ class JobService:
         job_id = new_job_id()
         snapshot = self._snapshots / job_id
         staging.rename(snapshot)
+        videos = self._videos if get_kind(task.eval.rollout).video_source is not None else None
+        if videos is not None:  # before the job exists: its runner deletes the snapshot
+            videos.keep_submission(run, job_id, snapshot)
         job, dedup = self._store.create(
             run_id=run,
             task_id=task.id,
@@ -299,6 +307,8 @@ class JobService:
         )
         if dedup:
             shutil.rmtree(snapshot, ignore_errors=True)
+            if videos is not None:
+                shutil.rmtree(videos.job_dir(run, job_id), ignore_errors=True)
         return job, dedup
 
     # --------------------------------------------------------------- cancel --

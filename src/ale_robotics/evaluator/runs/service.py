@@ -18,6 +18,7 @@ from ale_robotics.evaluator.runs.access import RunAccess
 from ale_robotics.evaluator.runs.registry import OpenedRun, RunClosed, RunRegistry
 from ale_robotics.evaluator.sessions.manager import SessionManager
 from ale_robotics.evaluator.state.ledger import RunLedger
+from ale_robotics.evaluator.videos import VideoStore
 
 __all__ = ["RunService"]
 
@@ -35,6 +36,7 @@ class RunService:
         sessions: SessionManager,
         *,
         submission_volume: Path | None,
+        videos: VideoStore | None = None,
     ) -> None:
         self._runs = runs
         self._access = access
@@ -43,6 +45,7 @@ class RunService:
         self._jobs = jobs
         self._sessions = sessions
         self._volume = submission_volume
+        self._videos = videos
 
     def open_run(self, run_id: str, task_id: str) -> OpenedRun:
         """Register a run of a shared evaluator: its own agent token and submission directory."""
@@ -65,7 +68,7 @@ class RunService:
 
     def close_run(self, run_id: str) -> RunClosed:
         """End a run: revoke its token first (no new calls), close its sessions, cancel
-        its unfinished jobs.
+        its unfinished jobs, forget its videos (the harness fetched them before).
 
         On an evaluator bound to the run (``--run-id``, the embedded evaluator) the
         agent listener's own token is the run's (minted for it, never the state dir's
@@ -80,4 +83,6 @@ class RunService:
             self._access.close_bound()
         sessions = self._sessions.close_run(run, "the run was closed")
         jobs = self._jobs.cancel_run(run, "the run was closed before the job finished")
+        if self._videos is not None:
+            self._videos.remove_run(run)
         return RunClosed(sessions_closed=sessions, jobs_cancelled=len(jobs))

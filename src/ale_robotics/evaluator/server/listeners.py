@@ -126,6 +126,7 @@ def _backends(evaluator: Evaluator) -> Backends:
         runs=evaluator.run_service,
         training=evaluator.training,
         checkpoints=evaluator.checkpoints,
+        videos=evaluator.videos,
     )
 
 

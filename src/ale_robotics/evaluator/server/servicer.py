@@ -50,11 +50,13 @@ from ale_robotics.evaluator.server.messages import (
     task_spaces,
 )
 from ale_robotics.evaluator.server.status import answer, rpc
+from ale_robotics.evaluator.server.videos import VideoCalls
 from ale_robotics.evaluator.sessions import rendering
 from ale_robotics.evaluator.sessions.limits import settings_for
 from ale_robotics.evaluator.sessions.manager import SessionManager, Watch
 from ale_robotics.evaluator.sessions.types import AUTORESET_MODE, SessionKind
 from ale_robotics.evaluator.sessions.vector import Session
+from ale_robotics.evaluator.videos import VideoService
 from ale_robotics.infos import encode_infos
 from ale_robotics.tasks.brief import render_brief
 from ale_robotics.tasks.manifest import ManifestEntry
@@ -79,9 +81,10 @@ class Backends:
     runs: RunService
     training: TrainingLedger
     checkpoints: CheckpointService
+    videos: VideoService
 
 
-class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
+class _Servicer(VideoCalls, pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def __init__(
         self,
         backends: Backends,
@@ -97,6 +100,7 @@ class _Servicer(pb_grpc.AleEnvServicer):  # type: ignore[misc]
         self._runs = backends.runs
         self._training = backends.training
         self._checkpoints = backends.checkpoints
+        self._videos = backends.videos
         self._role = role
         self._auth = auth
         self._max_message_bytes = max_message_bytes

@@ -40,9 +40,12 @@ from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.results.builder import ResultBuilder
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
+from ale_robotics.evaluator.sessions import rendering
 from ale_robotics.evaluator.sessions.floor import measure_floor
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobQueue
+from ale_robotics.evaluator.videos.store import VideoStore
+from ale_robotics.evaluator.videos.tape import ActionTape
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.result import EpisodeRecord, TrainingUsage
 from ale_robotics.model.states import JobState
@@ -73,12 +76,14 @@ class EvalRecords:
         results: ResultBuilder,
         training: TrainingLedger,
         tasks: TaskCatalog,
+        videos: VideoStore | None = None,
     ) -> None:
         self._store = store
         self._ledger = ledger
         self._results = results
         self._training = training
         self._tasks = tasks
+        self._videos = videos
 
     def open(self, task: TaskSpec, run_id: str, session_id: str, num_envs: int) -> EvalRecorder:
         """The run's eval job, opened now (refused when the run had one)."""
@@ -92,6 +97,7 @@ class EvalRecords:
             run_id,
             session_id,
             num_envs,
+            self._videos,
         )
 
     def fail_interrupted(self, failed: Iterable[str]) -> list[str]:
@@ -130,6 +136,7 @@ class EvalRecorder:
         run_id: str,
         session_id: str,
         num_envs: int,
+        videos: VideoStore | None = None,
     ) -> None:
         self._store = store
         self._ledger = ledger
@@ -140,6 +147,14 @@ class EvalRecorder:
         self.run_id = run_id
         self.session_id = session_id
         self.seeds = ledger.hidden_seeds(task, run_id)
+        self._videos = videos if videos is not None and videos.episodes > 0 else None
+        self.tape = (
+            ActionTape(min(self._videos.episodes, task.eval.episodes))
+            if self._videos is not None and "rgb_array" in rendering.offered_modes(task)
+            else None
+        )
+        """The actions of the first eval episodes, kept for their videos once the result is
+        recorded (None: no videos of this task here); the session records into it."""
         job, existing = store.create(
             run_id=run_id,
             task_id=task.id,
@@ -159,6 +174,7 @@ class EvalRecorder:
                 "close it with CloseSession"
             )
         self.job_id = job.job_id
+        results.job_started(job.job_id)
         self._t0 = time.monotonic()
         self._beat = self._t0
         self.finished = False
@@ -275,3 +291,5 @@ class EvalRecorder:
             result_json=result.model_dump_json(),
             episodes_done=len(episodes),
         )
+        if self._videos and self.tape and result.state is JobState.SUCCEEDED:  # for its videos
+            self._videos.keep_tape(self.run_id, self.job_id, self.tape)

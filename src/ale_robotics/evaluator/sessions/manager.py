@@ -267,6 +267,7 @@ class SessionManager:
                 render_mode,
                 float64_actions,
                 autoreset_mode,
+                tape=recorder.tape if recorder is not None else None,
             )
         except BaseException:
             for env in envs:

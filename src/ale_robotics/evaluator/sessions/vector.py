@@ -84,6 +84,7 @@ from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.runs.training_budget import PracticeMeter
+    from ale_robotics.evaluator.videos.tape import ActionTape
 
 __all__ = ["Session"]
 
@@ -105,6 +106,7 @@ class Session:
         render_mode: str | None = None,
         float64_actions: bool = False,
         autoreset_mode: str = AUTORESET_MODE,
+        tape: ActionTape | None = None,
     ) -> None:
         if autoreset_mode not in AUTORESET_MODES:
             raise InvalidArgumentError(
@@ -131,6 +133,7 @@ class Session:
         self._stepper = make_stepper(task, envs)
         self._recorder = recorder
         self._meter = meter
+        self._tape = tape  # eval: the first episodes' actions, for their videos
         act, obs = envs[0].action_space, envs[0].observation_space
         self.action_dtype: np.dtype[Any] = np.dtype(act.dtype)
         self.float64_actions = float64_actions and self.action_dtype.kind == "f"
@@ -233,9 +236,10 @@ class Session:
         obs_k: Sequence[Any] = ()
         info_k: Sequence[dict[str, Any]] = ()
         if moving:
-            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(
-                moving, action if len(moving) == n else action[moving]
-            )
+            acts = action if len(moving) == n else action[moving]
+            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, acts)
+            if self._tape is not None:
+                self._tape.record(self._episode, moving, acts)
             self._obs[moving] = obs_k
             rewards[moving] = r_k
             terminated[moving] = term_k
@@ -417,6 +421,8 @@ class Session:
             all_obs, all_r, all_term, all_trunc, all_info = self._stepper.step(
                 running, self._null_batch[: len(running)]
             )
+            if self._tape is not None:
+                self._tape.record(self._episode, running, self._null_batch)
             still = []
             for j, i in enumerate(running):
                 self._obs[i] = all_obs[j]
