@@ -35,6 +35,7 @@ __all__ = [
     "FailedCheckpoint",
     "Floor",
     "HostInfo",
+    "HostLoad",
     "MetricInterval",
     "SmokeRun",
     "Timings",
@@ -201,11 +202,26 @@ class FailedCheckpoint(_Model):
     reason: str = Field(description="The failure in words (never a seed or a step).")
 
 
+class HostLoad(_Model):
+    """The host's load around a job (``os.getloadavg``: runnable and uninterruptible tasks,
+    averaged over 1, 5 and 15 minutes). Read beside ``cpu_count``: a load above it means
+    processes waited for a CPU, which stretches wall-clock times (issue 27: a wall-timed
+    planner failed problems at a load of ~12)."""
+
+    start: list[float] | None = Field(
+        default=None, description="1, 5 and 15 minute load averages when the job started."
+    )
+    end: list[float] = Field(description="1, 5 and 15 minute load averages when it ended.")
+
+
 class HostInfo(_Model):
     platform: str
     machine: str
     python: str
     cpu_count: int
+    load: HostLoad | None = Field(
+        default=None, description="The host's load around the job (absent before issue 27)."
+    )
     blas: str = Field(
         default="unknown",
         description="numpy's BLAS and the CPU kernel it picked (evaluator.blas.numpy_blas): "

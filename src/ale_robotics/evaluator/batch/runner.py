@@ -276,6 +276,7 @@ class JobRunner:
     def _run_job(self, job: JobRecord, current: CurrentJob) -> None:
         """One attempt, step by step: validate the snapshot, roll out the hidden
         episodes, record the result; each step ends the job itself when it fails."""
+        self._results.job_started(job.job_id)
         task = self._spec(job.task_id)
         assert task.contract is not None
         loaded = self._validate(job, current, task)

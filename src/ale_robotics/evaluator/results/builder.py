@@ -54,6 +54,7 @@ from ale_robotics.model.result import (
     FailedCheckpoint,
     Floor,
     HostInfo,
+    HostLoad,
     Timings,
     TrainingUsage,
 )
@@ -131,6 +132,11 @@ class ResultBuilder:
         self._events = events
         self._training = training
         self._settle = settle
+        self._load_start: dict[str, list[float]] = {}
+
+    def job_started(self, job_id: str) -> None:
+        """Note the host's load as job ``job_id`` starts, for its result's ``host.load``."""
+        self._load_start[job_id] = load_average()
 
     def _checkpoints(
         self, run_id: str, task: TaskSpec
@@ -201,7 +207,7 @@ class ResultBuilder:
             secret_sha256=self._secret_sha256,
             evaluator_version=__version__,
             simulator_versions=simulator_versions(task.simulator.package),
-            host=host_info(),
+            host=host_info(self._load_start.pop(job.job_id, None)),
             timings=_timings(wall_s, env_steps, workers),
             attempts=job.attempts,
             smoke_run=self._tasks.smoke_run(task.id),
@@ -246,7 +252,7 @@ class ResultBuilder:
             secret_sha256=self._secret_sha256,
             evaluator_version=__version__,
             simulator_versions=simulator_versions(task.simulator.package),
-            host=host_info(),
+            host=host_info(self._load_start.pop(job.job_id, None)),
             attempts=job.attempts,
             smoke_run=self._tasks.smoke_run(task.id),
             training=training,
@@ -298,7 +304,7 @@ class ResultBuilder:
             secret_sha256=self._secret_sha256,
             evaluator_version=__version__,
             simulator_versions=simulator_versions(task.simulator.package),
-            host=host_info(),
+            host=host_info(self._load_start.pop(job_id, None)),
             timings=_timings(wall_s, env_steps, 1),
             smoke_run=self._tasks.smoke_run(task.id),
             training=training,
@@ -392,12 +398,19 @@ def package_versions(names: list[str]) -> dict[str, str]:
     return out
 
 
-def host_info() -> HostInfo:
+def load_average() -> list[float]:
+    """The host's 1, 5 and 15 minute load averages, rounded to 0.01."""
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def host_info(load_start: list[float] | None = None) -> HostInfo:
+    """This host, and its load now (and at ``load_start``, the job's start)."""
     return HostInfo(
         platform=platform.platform(),
         machine=platform.machine(),
         python=sys.version.split()[0],
         cpu_count=os.cpu_count() or 1,
+        load=HostLoad(start=load_start, end=load_average()),
         blas=numpy_blas(),
     )
 
