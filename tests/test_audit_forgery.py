@@ -30,7 +30,7 @@ import pytest
 from ale_robotics.audit import AuditReport, audit_run, read_secret
 from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.model.episode import EpisodeOutcome
-from ale_robotics.scoring import score
+from ale_robotics.scoring import ScoreReport, score
 from ale_robotics.tasks import default_registry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -379,3 +379,31 @@ def test_a_forged_gate_verdict_fails_the_recomputed_score(short_tmp: Path) -> No
     assert list(failed) == ["score"], failed
     assert "status 'scored' vs 'gate_failed'" in failed["score"]
     assert "`result` event #" in failed["score"]
+
+
+def test_a_forged_floor_fails_naming_the_result_event(runs: Runs, short_tmp: Path) -> None:
+    """A lower floor makes a run look further from doing nothing: result.json's floor and the
+    score's floor figures must be the signed ones."""
+    run = _copy(runs.weak, short_tmp)
+    doc = _doc(run)
+    floor = doc["eval_result"]["floor"]
+    assert floor is not None and floor["policy"] == "zero_output"
+    floor["metrics"]["mean_return"] = 0.0
+    floor["episode_returns"] = [0.0] * len(floor["episode_returns"])
+    task = default_registry().get(TASK)
+    report = ScoreReport.model_validate(doc["score"])
+    forged = score(task, report.measured, default_registry().target(TASK)).with_floor(
+        0.0, "zero_output"
+    )
+    assert forged.floor_normalized != report.floor_normalized
+    doc["score"] = forged.model_dump(mode="json")
+    (run / "result.json").write_text(json.dumps(doc, indent=2) + "\n")
+    failed = _failed(audit_run(run, read_secret(runs.secret_file), workers=1))
+    result = f"the signed `result` event #{_signed_seq(run, 'result')}"
+    assert set(failed) == {"signed result", "score"}, failed
+    assert "eval_result.floor differs from" in failed["signed result"]
+    assert (
+        result in failed["signed result"]
+        and "episode_returns[0]: 0.0 vs " in failed["signed result"]
+    )
+    assert "floor 0.0 vs" in failed["score"]

@@ -28,7 +28,7 @@ from ale_robotics.claims.signed import (
 from ale_robotics.errors import AleError
 from ale_robotics.harness.evidence import gate_evidence
 from ale_robotics.harness.report import RunReport, StoppedRunReport, submission_sha256
-from ale_robotics.model.result import CurvePoint, EvalResult, TrainingUsage
+from ale_robotics.model.result import CurvePoint, EvalResult, Floor, TrainingUsage
 from ale_robotics.scoring import ScoreReport, score
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
@@ -173,6 +173,13 @@ def _result_event_problems(
             f"result.json eval_result.outcomes differ from {where}'s outcomes "
             f"(result.json vs signed): {diff.lstrip('.')}"
         )
+    claimed_floor = None if result.floor is None else result.floor.model_dump(mode="json")
+    diff = first_diff(claimed_floor, p.get("floor"))
+    if diff is not None:
+        problems.append(
+            f"result.json eval_result.floor differs from {where}'s floor "
+            f"(result.json vs signed): {diff.lstrip('.') or 'one of them has none'}"
+        )
     signed_smoke = p.get("smoke_run")
     claimed_smoke = None if result.smoke_run is None else result.smoke_run.model_dump()
     if not same(claimed_smoke, signed_smoke):
@@ -252,6 +259,8 @@ def score_digest(r: ScoreReport) -> dict[str, object]:
         "primary_measured": r.primary_measured,
         "measured": dict(r.measured),
         "target_value": r.target_value,
+        "floor": r.floor,
+        "floor_normalized": r.floor_normalized,
         "ratio": r.ratio,
         "base_score": r.base_score,
         "penalties": [(p.metric, p.factor) for p in r.penalties],
@@ -260,6 +269,20 @@ def score_digest(r: ScoreReport) -> dict[str, object]:
         if r.gate is None
         else (r.gate.passed, [(c.name, c.passed) for c in r.gate.checks]),
     }
+
+
+def _with_signed_floor(report: ScoreReport, outcome: Event) -> ScoreReport:
+    """``report`` with the floor of the signed ``result`` event beside it, as the harness
+    puts result.json's there (harness/verdict.py)."""
+    raw = outcome.payload.get("floor")
+    if not isinstance(raw, dict):
+        return report
+    try:
+        floor = Floor.model_validate(raw)
+    except pydantic.ValidationError:
+        return report
+    value = floor.metrics.get(report.primary_metric)
+    return report if value is None else report.with_floor(value, floor.policy)
 
 
 def check_score(
@@ -298,7 +321,7 @@ def check_score(
                 # the harness's own measurements (wall clock, CPU) as result.json records
                 # them: the harness is their only witness, the audit has nothing to re-run
                 measured = gate_evidence(basis, Path(tmp), task=task, harness=doc.harness_evidence)
-                again = score(task, metrics, target, measured)
+                again = _with_signed_floor(score(task, metrics, target, measured), outcome)
             source = f"{event_label(outcome)}'s metrics"
         else:
             again = score(task, {}, target, no_result=f"submission {state.lower()}")
