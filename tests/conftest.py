@@ -23,6 +23,9 @@ from ale_robotics.tasks import Registry, TaskSpec, default_registry  # noqa: E40
 TASK_ID = "td3-inverted-pendulum-v1"
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# Runs render no evaluation videos unless a test asks (--videos K): rendering 3 episodes
+# costs seconds of CPU per run, and most tests run many runs (tests/harness/test_videos.py).
+os.environ.setdefault("ALE_VIDEOS", "0")
 
 
 @pytest.fixture(autouse=True)

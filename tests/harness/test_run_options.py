@@ -126,6 +126,8 @@ _EMBEDDED = {
     "memory_bytes": 300 * MIB,
     "pids_max": 99,
     "state_dir": "state",
+    "videos": 5,
+    "no_videos": True,
 }
 _SEPARATE = {
     "evaluator": "unix:///srv/ale/agent/agent.sock",

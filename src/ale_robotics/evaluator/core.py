@@ -14,7 +14,7 @@ collaborators it uses and nothing more:
   signed as they arrive (SubmitCheckpoint), evaluated in-process when the run's
   result is built;
 * :class:`~.videos.VideoService`: a job's evaluation videos, rendered when the harness
-  asks once the result is recorded, from what :class:`~.videos.VideoStore` kept (a
+  asks once the result is recorded, from what its :class:`~.videos.VideoStore` kept (a
   batch job's frozen files, an eval session's actions);
 * :class:`~.batch.jobs.JobService`, :class:`~.sessions.manager.SessionManager`,
   :class:`~.runs.service.RunService`: what the gRPC servicer (:mod:`.server.servicer`)
@@ -52,7 +52,7 @@ from ale_robotics.evaluator.sessions.manager import SessionManager
 from ale_robotics.evaluator.state.directory import StateDir
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobRecord
-from ale_robotics.evaluator.videos import VideoService, VideoStore
+from ale_robotics.evaluator.videos import open_videos
 from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.registry import Registry
@@ -105,12 +105,9 @@ class Evaluator:
             training=self.training,
             settle=self.checkpoints.settle,
         )
-        self.video_store = VideoStore(self.state.root / "videos", config.video_episodes)
-        self.video_store.reclaim()  # what harnesses that died never fetched
-        self.videos = VideoService(self.video_store, self.ledger, self.tasks)
-        records = EvalRecords(
-            self.store, self.ledger, self.results, self.training, self.tasks, self.video_store
-        )
+        self.videos = open_videos(self.state.root, config.video_episodes, self.ledger, self.tasks)
+        vs = self.videos.store  # what videos are made from: taped sessions, kept submissions
+        records = EvalRecords(self.store, self.ledger, self.results, self.training, self.tasks, vs)
         reaper = LeaseReaper(self.store, records, bound_run=config.run_id)
         self.runner = JobRunner(
             self.store,
@@ -141,7 +138,7 @@ class Evaluator:
             self.runner,
             config,
             snapshots=self.state.snapshots,
-            videos=self.video_store,
+            videos=vs,
         )
         self.run_service = RunService(
             self.runs,
@@ -151,7 +148,7 @@ class Evaluator:
             self.jobs,
             self.sessions,
             submission_volume=config.submission_volume,
-            videos=self.video_store,
+            videos=vs,
         )
         # Jobs a dead process left RUNNING, once their lease has run out (the runner
         # looks again every third of the lease); never a live process's.
@@ -173,7 +170,7 @@ class Evaluator:
         self.pool.shutdown()
         self.store.close()
         if self.config.run_id is not None:  # the run is over with its embedded evaluator
-            self.video_store.remove_run(self.config.run_id)
+            self.videos.store.remove_run(self.config.run_id)
 
     # ------------------------------------------- delegations for in-process callers --
 

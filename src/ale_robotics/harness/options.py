@@ -12,6 +12,8 @@ validation, help text (its ``description``) and command-line flag (:class:`Flag`
                               models, token budget)
 :class:`EndpointOptions`      a separate evaluator to use instead (socket, tokens, volume,
                               state dir, an evaluator container)
+:class:`VideoOptions`         the evaluation videos (``--videos K``, ``--no-videos``), in
+                              :mod:`.video_options`
 :class:`OutputOptions`        where this run goes and what it is called (run dir, label,
                               ``--strict``)
 ============================  ===========================================================
@@ -29,14 +31,15 @@ import math
 import re
 import secrets
 import shlex
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.harness.option_decl import Flag, OptionGroup
+from ale_robotics.harness.video_options import VideoOptions
 from ale_robotics.paths import state_home
 from ale_robotics.sandboxes.registry import (
     AUTO,
@@ -59,6 +62,7 @@ __all__ = [
     "RunOptions",
     "RunSettings",
     "SandboxOptions",
+    "VideoOptions",
     "check_label",
     "default_label",
     "default_state_dir",
@@ -148,24 +152,6 @@ def default_state_dir() -> Path:
 MIB = 1024**2
 
 
-@dataclass(frozen=True)
-class Flag:
-    """How a run option is given to ``ale-robotics run`` (and in an eval set's ``run_args``).
-
-    In a field's ``Annotated`` metadata: ``name`` is the flag (``--budget``), or the
-    argument's name with ``argument``; ``scale`` is the field's units per flag unit (the
-    field holds bytes, the flag takes MiB); ``choices`` lists the values allowed, read
-    when asked (the sandboxes installed); ``metavar`` is how ``--help`` shows the value.
-    """
-
-    name: str
-    metavar: str | None = None
-    scale: int = 1
-    choices: Callable[[], Sequence[str]] | None = None
-    argument: bool = False
-    repeat: bool = False
-
-
 EXECUTORS = ("local", "ray")
 """Where an embedded evaluator runs its rollouts (:mod:`ale_robotics.evaluator.execution`)."""
 
@@ -188,8 +174,7 @@ def _whole_mib(value: int | None) -> int | None:
     return value
 
 
-class _Group(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Group = OptionGroup
 
 
 class SandboxOptions(_Group):
@@ -405,12 +390,15 @@ GROUPS: tuple[tuple[str, type[_Group]], ...] = (
     ("Limits", LimitOptions),
     ("Model", ModelOptions),
     ("Evaluator endpoint", EndpointOptions),
+    ("Videos", VideoOptions),
     ("Output", OutputOptions),
 )
 """The groups in the order ``run --help`` shows them and an eval set writes them."""
 
 
-class RunSettings(SandboxOptions, ExecutorOptions, LimitOptions, ModelOptions, EndpointOptions):
+class RunSettings(
+    SandboxOptions, ExecutorOptions, LimitOptions, ModelOptions, EndpointOptions, VideoOptions
+):
     """The options one setting of which holds for many runs: every group but the output.
 
     An eval set's SPEC has one key per field (:mod:`ale_robotics.evalset.spec`).

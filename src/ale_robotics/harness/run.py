@@ -55,6 +55,7 @@ from ale_robotics.harness.run_context import RunContext
 from ale_robotics.harness.stopped_run import record_failure, record_interrupt
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.harness.verdict import RunOutcome, await_result, score_run
+from ale_robotics.harness.videos import fetch_videos
 from ale_robotics.sandboxes import Sandbox, resolve_sandbox
 from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
@@ -261,6 +262,7 @@ def _connect_and_drive(ctx: RunContext) -> RunOutcome:
                     smoke_episodes=opts.episodes,
                     executor=opts.executor,
                     ray_address=opts.ray_address,
+                    video_episodes=opts.video_episodes,
                 ),
                 # The agent socket gets a directory of its own: the sandbox binds
                 # that whole directory, which must not hold the harness socket.
@@ -350,7 +352,14 @@ def _drive(
     result = await_result(ctx, harness)
     ctx.phase.name = "scoring"
     ctx.stop.check()
-    return score_run(ctx, agent, result, agent_wall_s, model_usage)
+    outcome = score_run(ctx, agent, result, agent_wall_s, model_usage)
+    if result is not None and result.state == "SUCCEEDED" and ctx.opts.video_episodes:
+        ctx.phase.name = "videos"  # result.json is written: nothing below changes the score
+        try:
+            fetch_videos(harness, ctx.run_dir, result.job_id, ctx.opts.video_episodes)
+        except KeyboardInterrupt:  # the score stands; only the videos are cut short
+            logger.warning("videos interrupted; the run's result is complete")
+    return outcome
 
 
 TASK_PACKET_DIR = "task"

@@ -12,8 +12,8 @@ The harness writes them to ``runs/<run_id>/videos/`` with their index
 (:class:`ale_robotics.model.video.VideoIndex`); the agent never reaches any of it.
 """
 
-from ale_robotics.evaluator.videos.service import VIDEO_SIZE, NoVideos, VideoService
+from ale_robotics.evaluator.videos.service import VIDEO_SIZE, NoVideos, VideoService, open_videos
 from ale_robotics.evaluator.videos.store import VideoStore
 from ale_robotics.evaluator.videos.tape import ActionTape
 
-__all__ = ["VIDEO_SIZE", "ActionTape", "NoVideos", "VideoService", "VideoStore"]
+__all__ = ["VIDEO_SIZE", "ActionTape", "NoVideos", "VideoService", "VideoStore", "open_videos"]

@@ -52,7 +52,7 @@ from ale_robotics.model.states import JobState
 from ale_robotics.model.video import VIDEO_INDEX, VideoIndex, VideoSource
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
-__all__ = ["RENDER_TIMEOUT_S", "VIDEO_SIZE", "NoVideos", "VideoService"]
+__all__ = ["RENDER_TIMEOUT_S", "VIDEO_SIZE", "NoVideos", "VideoService", "open_videos"]
 
 log = logging.getLogger(__name__)
 
@@ -231,3 +231,14 @@ class VideoService:
         rendered = Rendered.model_validate_json(output.read_text())
         output.unlink()
         return rendered
+
+
+def open_videos(
+    state_root: Path, episodes: int, ledger: RunLedger, tasks: TaskCatalog
+) -> VideoService:
+    """The video service of an evaluator on ``state_root`` making videos of up to ``episodes``
+    episodes a run, its store's leftovers of runs long gone removed first
+    (:meth:`.store.VideoStore.reclaim`)."""
+    store = VideoStore(state_root / "videos", episodes)
+    store.reclaim()
+    return VideoService(store, ledger, tasks)
