@@ -34,6 +34,7 @@ from ale_robotics.cli.runs_tables import (
     print_warnings,
 )
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
+from ale_robotics.model.video import VIDEOS_DIR, read_video_index
 from ale_robotics.runs import RunIndex, RunSummary, compare, leaderboard, load_summary
 from ale_robotics.runs.verify import pin
 
@@ -215,7 +216,8 @@ def runs_show(
 
     With --json, one document: {"schema_version", "run": the run's summary (as in
     'runs list --json'), "result": the path of its result.json (everything else),
-    "eval_set": {"name", "repetition"} or null}.
+    "eval_set": {"name", "repetition"} or null, "videos": its evaluation videos'
+    index (videos/videos.json, each file's "path" added) or null}.
     Exit codes: 0 ok, 2 a usage error (no such run).
     """
     keys = _keys(public_key)
@@ -235,10 +237,22 @@ def runs_show(
                 "eval_set": None
                 if place is None
                 else {"name": place.set_name, "repetition": place.rep},
+                "videos": _videos_doc(s.run_dir),
             }
         )
         return
-    print_run(s, place)
+    print_run(s, place, read_video_index(s.run_dir))
+
+
+def _videos_doc(run_dir: Path) -> dict[str, Any] | None:
+    """The run's videos' index for ``runs show --json``, each video with its path."""
+    index = read_video_index(run_dir)
+    if index is None:
+        return None
+    doc = index.model_dump(mode="json")
+    for video in doc["videos"]:
+        video["path"] = str(run_dir / VIDEOS_DIR / video["file"])
+    return doc
 
 
 def _set_place(s: RunSummary, root: Path) -> SetPlace | None:

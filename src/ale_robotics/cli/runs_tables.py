@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ale_robotics.cli.app import console, out
+from ale_robotics.model.video import VIDEOS_DIR, VideoIndex
 from ale_robotics.runs import Comparison, LeaderRow, RunIndex, RunSummary, spread
 from ale_robotics.runs.compare import SCORE_DECIMALS, diff_text, fmt_fixed
 from ale_robotics.scoring.report import fmt_number
@@ -148,9 +149,9 @@ def print_run_list(index: RunIndex, runs: list[RunSummary], task: str | None) ->
     )
 
 
-def print_run(s: RunSummary, place: SetPlace | None) -> None:
+def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None = None) -> None:
     """``runs show``'s tables: the run's facts (with whether its result.json agrees with its
-    signed events, and its eval set place), then every metric."""
+    signed events, its eval set place and its evaluation videos), then every metric."""
     table = _table(f"{s.run_id} ({s.task_id})", show_header=False)
     table.add_column("", no_wrap=True, style="bold")
     table.add_column("", overflow="fold")
@@ -187,6 +188,8 @@ def print_run(s: RunSummary, place: SetPlace | None) -> None:
     if s.inspect is not None:
         rows.append(("inspect", f"{s.inspect.model}, epoch {s.inspect.epoch}, log {s.inspect.log}"))
     rows.append(("dir", str(s.run_dir)))
+    if videos is not None:
+        rows.append(("videos", _videos_text(s, videos)))
     for key, value in rows:
         table.add_row(key, Text(value, style="bold red" if value.startswith("NO:") else ""))
     out.print(table)
@@ -198,6 +201,20 @@ def print_run(s: RunSummary, place: SetPlace | None) -> None:
             mark = " (primary)" if name == s.primary_metric else ""
             metrics.add_row(Text(name + mark), fmt_number(measured))
         out.print(metrics)
+
+
+def _videos_text(s: RunSummary, index: VideoIndex) -> str:
+    """Where the run's videos are and what each shows (or why there are none)."""
+    parts = [
+        f"{v.file} (episode {v.index}, {v.frames} frames at {v.fps} fps, return "
+        f"{fmt_number(v.episode_return)}"
+        + ("" if v.matches_official is not False else ", differs from the official episode")
+        + ")"
+        for v in index.videos
+    ]
+    where = f"in {s.run_dir / VIDEOS_DIR}: " if parts else ""
+    why = f"; {index.error}" if index.error else ""
+    return f"{where}{', '.join(parts) or 'none'}{why}"
 
 
 def _verified_text(s: RunSummary) -> str:

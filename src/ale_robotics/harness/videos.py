@@ -25,23 +25,13 @@ from ale_robotics.errors import AleError, from_rpc_error
 from ale_robotics.model.video import VIDEO_INDEX, VIDEOS_DIR, VideoIndex
 from ale_robotics.v1 import ale_env_pb2 as pb
 
-__all__ = ["FETCH_TIMEOUT_S", "fetch_videos", "read_video_index"]
+__all__ = ["FETCH_TIMEOUT_S", "fetch_videos"]
 
 log = logging.getLogger(__name__)
 
 FETCH_TIMEOUT_S = 420.0
 """The longest the harness waits for a run's videos (the evaluator's render limit, 300 s,
 and the transfer)."""
-
-
-def read_video_index(run_dir: Path) -> VideoIndex | None:
-    """A run's ``videos/videos.json``, or None when it has none (or one this release cannot
-    read: videos are never worth failing a reader for)."""
-    path = run_dir / VIDEOS_DIR / VIDEO_INDEX
-    try:
-        return VideoIndex.model_validate_json(path.read_text())
-    except (OSError, pydantic.ValidationError):
-        return None
 
 
 def fetch_videos(

@@ -13,11 +13,19 @@ exactly as in the ``EvalResult``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["VIDEOS_DIR", "VIDEO_INDEX", "EpisodeVideo", "VideoIndex", "VideoSource"]
+__all__ = [
+    "VIDEOS_DIR",
+    "VIDEO_INDEX",
+    "EpisodeVideo",
+    "VideoIndex",
+    "VideoSource",
+    "read_video_index",
+]
 
 VIDEOS_DIR = "videos"
 """The run directory's folder of videos."""
@@ -78,3 +86,12 @@ class VideoIndex(_Model):
         description="Why some or all videos are missing (a task that does not render, a host "
         "without off-screen OpenGL, a failed render); logged, and the score stands.",
     )
+
+
+def read_video_index(run_dir: Path) -> VideoIndex | None:
+    """A run's ``videos/videos.json``, or None when it has none, or one this release cannot
+    read (videos are never worth failing a reader of the run for)."""
+    try:
+        return VideoIndex.model_validate_json((run_dir / VIDEOS_DIR / VIDEO_INDEX).read_text())
+    except (OSError, ValidationError):
+        return None
