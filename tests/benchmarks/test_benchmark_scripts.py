@@ -128,3 +128,27 @@ def test_interactive_covers_every_mujoco_interactive_task() -> None:
     assert data["min_batched_vs_raw_vector"] == min(
         d["batched_vs_raw_vector"] for d in data["tasks"].values()
     )
+
+
+def test_td3_budget_times_the_reference_agents_and_states_a_verdict() -> None:
+    out, data = _run(
+        "td3_budget.py",
+        "--task",
+        "td3-inverted-pendulum-v2",
+        "--task",
+        "td3-walker2d-repro-v3",
+        "--steps",
+        "20",
+    )
+    rows = {r["task"]: r for r in data["rows"]}
+    assert set(rows) == {"td3-inverted-pendulum-v2", "td3-walker2d-repro-v3"}
+    assert rows["td3-inverted-pendulum-v2"]["where"] == "local env"
+    assert rows["td3-walker2d-repro-v3"]["where"] == "practice session"
+    for row in rows.values():
+        assert row["ms_per_step"] > 0 and row["cpu_ms_per_step"] > 0
+        assert abs(row["steps_1m_s"] - 1000 * row["ms_per_step"]) <= 1  # 1M steps, in s
+        usable = row["wall_clock_s"] * 0.9
+        assert row["fits"] == (1000 * row["ms_per_step"] <= usable)
+        assert row["steps_that_fit"] <= usable * 1e3 / row["ms_per_step"]
+        assert row["task"] in out and ("fits" in out or "does not fit" in out)
+    assert data["machine"]["cpus"] >= 1
