@@ -1,11 +1,13 @@
 """Reference agent for the planning tasks: hand over a prepared planner configuration.
 
-* ``panda-planner-config-v1`` (batch): copy ``planning/planner.yaml`` (or ``--config FILE``)
-  into the submission directory as ``planner.yaml``, submit, wait for the job.
-* ``edmp-v1`` (read-from-task-config): the harness has already written the agent's copy of
-  the planner settings, ``edmp_config.yaml``, into the submission directory; merge the keys
-  of ``planning/edmp_config.yaml`` (or ``--config FILE``) into it and exit. The harness
-  submits it when the agent exits; calling SubmitBatchEval would be refused.
+* ``panda-planner-config-v2`` and ``-v1`` (batch): copy ``planning/planner.yaml`` (or
+  ``--config FILE``) into the submission directory as ``planner.yaml``, submit, wait for
+  the job.
+* ``edmp-v2`` and ``-v1`` (read-from-task-config): the harness has already written the
+  agent's copy of the planner settings, ``edmp_config.yaml``, into the submission
+  directory; merge the keys of ``planning/edmp_config.yaml`` (or ``--config FILE``) into
+  it and exit. The harness submits it when the agent exits; calling SubmitBatchEval would
+  be refused.
 
 Nothing is tuned at run time: these files were chosen offline (the README gives the numbers).
 Exit status: 0 on success (batch: the job SUCCEEDED), 1 when the job ended otherwise, 2 on a
@@ -21,7 +23,10 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent / "planning"
-DEFAULTS = {"panda-planner-config-v1": HERE / "planner.yaml", "edmp-v1": HERE / "edmp_config.yaml"}
+DEFAULTS = {
+    **dict.fromkeys(("panda-planner-config-v1", "panda-planner-config-v2"), HERE / "planner.yaml"),
+    **dict.fromkeys(("edmp-v1", "edmp-v2"), HERE / "edmp_config.yaml"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

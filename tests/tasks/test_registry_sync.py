@@ -146,6 +146,9 @@ def test_the_bundled_manifest_supersedes_the_old_layouts_by_their_v2() -> None:
         "tdmpc2-cheetah-run-v1": "tdmpc2-cheetah-run-v2",
         "tdmpc2-walker-run-v1": "tdmpc2-walker-run-v2",
         "tdmpc2-mw-push-v1": "tdmpc2-mw-push-v2",
+        # planning timed in CPU seconds, not wall-clock seconds (issue 27)
+        "panda-planner-config-v1": "panda-planner-config-v2",
+        "edmp-v1": "edmp-v2",
     }
     assert manifest.tasks["td3-walker2d-repro-v2"].target == (
         manifest.tasks["td3-walker2d-repro-v3"].target
@@ -179,6 +182,14 @@ def test_the_bundled_manifest_supersedes_the_old_layouts_by_their_v2() -> None:
         assert budget_v1 is not None and budget_v2 is not None
         assert budget_v1.agent_steps == 2 * budget_v2.agent_steps == steps
         assert manifest.tasks[v1].target.value == manifest.tasks[v2].target.value  # type: ignore[union-attr]
+    for v1 in ("panda-planner-config-v1", "edmp-v1"):  # the same problems, another clock
+        a, b = reg.get(v1), reg.get(old[v1])
+        assert a.planning is not None and b.planning is not None
+        assert (a.planning.clock, b.planning.clock) == ("wall", "cpu")
+        assert a.planning.model_copy(update={"clock": "cpu"}) == b.planning
+        assert (a.eval, a.scoring, a.mode, a.env) == (b.eval, b.scoring, b.mode, b.env)
+        assert {m.name for m in b.metrics} == {m.name for m in a.metrics} | {"planning_wall_time"}
+        assert manifest.tasks[v1].target is None and manifest.tasks[old[v1]].target is None
 
 
 def test_superseded_by_must_name_a_newer_version_of_the_task(tmp_path: Path) -> None:
