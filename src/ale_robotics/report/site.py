@@ -63,6 +63,7 @@ from ale_robotics.report.pages import (
 )
 from ale_robotics.report.sets import PLOT_CAPTIONS, SetView, fmt_interval, group_sets, set_view
 from ale_robotics.report.transcript import transcript_view, usage_view
+from ale_robotics.report.videos import video_view
 from ale_robotics.runs.index import LeaderRow, RunIndex, RunSummary, leaderboard
 
 __all__ = ["MARKER", "PLOTS", "SiteBuild", "build_site", "page_name"]
@@ -187,6 +188,7 @@ def _run_context(summary: RunSummary, page: str, out: Path) -> dict[str, Any]:
             href=f"{page}/model_calls.jsonl",
         ),
         "log_truncated": completed is not None and completed.agent_log_truncated,
+        "videos": video_view(run_dir, page, out),
     }
 
 
