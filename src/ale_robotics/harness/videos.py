@@ -67,7 +67,7 @@ def _write(stream: Iterator[pb.EvalVideoChunk], folder: Path) -> VideoIndex:
     names = {v.file for v in index.videos}
     if any(Path(name).name != name or name.startswith(".") for name in names):
         raise OSError(f"the evaluator's index names a path, not a file: {sorted(names)}")
-    folder.mkdir(mode=0o700, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     handles = {}
     try:
         for chunk in stream:
