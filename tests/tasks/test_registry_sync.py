@@ -163,7 +163,17 @@ def test_the_bundled_manifest_supersedes_the_old_layouts_by_their_v2() -> None:
             b.eval.base_seeds,
         )
         assert a.eval.rollout == "gymnasium" and b.eval.rollout == "mujoco_rollout"
-        assert manifest.tasks[v1].target == manifest.tasks[v2].target
+        t1, t2 = manifest.tasks[v1].target, manifest.tasks[v2].target
+        assert t1 is not None and t2 is not None
+        # the same target; v2's comparability says what its engine changes: the cold solver
+        *same, engine = t2.comparability.notes
+        assert "constraint solver cold" in engine and "mujoco_rollout" in engine
+        assert t1 == t2.model_copy(
+            update={"comparability": t2.comparability.model_copy(update={"notes": same})}
+        )
+    for task_id in ("td3-halfcheetah-vec-v1", "td3-walker2d-repro-v3"):  # every rollout-engine task
+        target = manifest.tasks[task_id].target
+        assert target is not None and "constraint solver cold" in target.comparability.notes[-1]
     for v1, v2 in old.items():  # TD-MPC2: the same task and target row, the budget's unit
         if not v1.startswith("tdmpc2-"):
             continue
