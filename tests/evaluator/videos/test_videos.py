@@ -20,6 +20,7 @@ from safetensors.numpy import save_file
 from ale_robotics.client import AleClient, RemoteVectorEnv
 from ale_robotics.errors import PermissionDeniedError, from_rpc_error
 from ale_robotics.evaluator import RunningEvaluator
+from ale_robotics.evaluator.videos import service
 from ale_robotics.harness.videos import fetch_videos
 from ale_robotics.model.result import EvalResult
 from ale_robotics.model.video import VIDEO_INDEX, VideoIndex
@@ -63,8 +64,11 @@ def _check_videos(index: VideoIndex, folder: Path, result: EvalResult) -> None:
 
 
 def test_batch_videos_replay_the_policy_on_the_harness_channel_only(
-    evaluator: RunningEvaluator, task: TaskSpec, tmp_path: Path
+    evaluator: RunningEvaluator, task: TaskSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # a host of four cores: two renderer processes, one episode each
+    monkeypatch.setattr(service.os, "cpu_count", lambda: 4)
+    assert service.render_processes(2) == 2 and service.render_processes(9) == 2
     volume = evaluator.evaluator.config.submission_volume
     assert volume is not None
     save_file(random_weights(task, seed=3, scale=0.3), str(volume / "policy.safetensors"))

@@ -1,4 +1,4 @@
-"""``python -m ale_robotics.evaluator.videos FOLDER``: render a job's episodes to mp4.
+"""``python -m ale_robotics.evaluator.videos FOLDER PART``: render a job's episodes to mp4.
 
 Run by :class:`.service.VideoService` as a process of its own, niced, once the official
 result is recorded: off-screen OpenGL (EGL or OSMesa, :func:`~ale_robotics.evaluator.
@@ -6,11 +6,13 @@ sessions.rendering.prepare_headless_gl`) and the encoder then share neither the
 evaluator's interpreter (its GIL, its threads serving other runs) nor its fate (a driver
 that crashes kills this process, and the run only misses its videos).
 
-``FOLDER`` holds ``request.json`` (a :class:`RenderRequest`) and ``inputs.npz`` (the
-submitted artifact, or the session's taped actions); this writes ``episode-<index>.mp4``
-per episode and ``rendered.json`` (a :class:`Rendered`). Each episode: a fresh env of the
-task with ``render_mode="rgb_array"`` at the requested size (MuJoCo envs; others render at
-their own), reset on the episode's env seed, a frame after the reset and after every step.
+``FOLDER`` holds ``request-<PART>.json`` (a :class:`RenderRequest`: this process's share of
+the episodes; several processes render a job's episodes side by side on a host with the
+cores) and ``inputs.npz`` (the submitted artifact, or the session's taped actions); this
+writes ``episode-<index>.mp4`` per episode and ``rendered-<PART>.json`` (a
+:class:`Rendered`). Each episode: a fresh env of the task with ``render_mode="rgb_array"``
+at the requested size (MuJoCo envs; others render at their own), reset on the episode's
+env seed, a frame after the reset and after every step.
 """
 
 from __future__ import annotations
@@ -33,11 +35,17 @@ from ale_robotics.model.rollout_kind import VideoActor
 from ale_robotics.model.video import EpisodeVideo, VideoSource
 from ale_robotics.tasks.spec import TaskSpec
 
-__all__ = ["EpisodeToRender", "RenderRequest", "Rendered", "main", "render_episode"]
+__all__ = [
+    "EpisodeToRender",
+    "RenderRequest",
+    "Rendered",
+    "main",
+    "render_episode",
+    "rendered_file",
+    "request_file",
+]
 
-REQUEST = "request.json"
 INPUTS = "inputs.npz"
-RENDERED = "rendered.json"
 DEFAULT_FPS = 30
 """Playback rate of an env that declares no ``render_fps``."""
 
@@ -153,10 +161,18 @@ def _compare(total: float, steps: int, episode: EpisodeToRender) -> tuple[bool |
     )
 
 
-def render_folder(folder: Path) -> Rendered:
-    """Every episode of ``folder``'s request; the first failure ends the rendering (said in
-    :attr:`Rendered.error`), the episodes rendered before it are kept."""
-    request = RenderRequest.model_validate_json((folder / REQUEST).read_text())
+def request_file(folder: Path, part: int) -> Path:
+    return folder / f"request-{part}.json"
+
+
+def rendered_file(folder: Path, part: int) -> Path:
+    return folder / f"rendered-{part}.json"
+
+
+def render_folder(folder: Path, part: int = 0) -> Rendered:
+    """Every episode of ``folder``'s request ``part``; the first failure ends the rendering
+    (said in :attr:`Rendered.error`), the episodes rendered before it are kept."""
+    request = RenderRequest.model_validate_json(request_file(folder, part).read_text())
     task = TaskSpec.model_validate_json(request.task_json)
     videos: list[EpisodeVideo] = []
     with np.load(folder / INPUTS, allow_pickle=False) as inputs:
@@ -171,12 +187,12 @@ def render_folder(folder: Path) -> Rendered:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m ale_robotics.evaluator.videos FOLDER", file=sys.stderr)
+    if len(args) != 2 or not args[1].isdigit():
+        print("usage: python -m ale_robotics.evaluator.videos FOLDER PART", file=sys.stderr)
         return 2
-    folder = Path(args[0])
+    folder, part = Path(args[0]), int(args[1])
     os.nice(10)  # behind whatever else the host runs: other runs' measured evaluations
     prepare_headless_gl()
-    rendered = render_folder(folder)
-    (folder / RENDERED).write_text(rendered.model_dump_json())
+    rendered = render_folder(folder, part)
+    rendered_file(folder, part).write_text(rendered.model_dump_json())
     return 0

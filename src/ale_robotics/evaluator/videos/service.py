@@ -38,11 +38,11 @@ from ale_robotics.evaluator.store import JobRecord
 from ale_robotics.evaluator.videos.encode import encoder_name
 from ale_robotics.evaluator.videos.render import (
     INPUTS,
-    RENDERED,
-    REQUEST,
     EpisodeToRender,
     Rendered,
     RenderRequest,
+    rendered_file,
+    request_file,
 )
 from ale_robotics.evaluator.videos.store import VideoStore
 from ale_robotics.evaluator.videos.tape import tape_key
@@ -206,31 +206,66 @@ class VideoService:
         return source, sorted(episode_plan(task, seeds))[:k], None
 
     def _run_renderer(self, folder: Path, request: RenderRequest) -> Rendered:
-        """:mod:`.render` on ``folder``; its inputs (the submission, the env seeds) are
-        removed once it ended, whatever happened."""
-        (folder / REQUEST).write_text(request.model_dump_json())
-        command = [sys.executable, "-m", "ale_robotics.evaluator.videos", str(folder)]
+        """:mod:`.render` on ``folder``, the episodes shared among :func:`render_processes`
+        processes; the inputs (the submission, the env seeds) are removed once they ended,
+        whatever happened."""
+        n = render_processes(len(request.episodes))
+        parts = [request.episodes[i::n] for i in range(n)]
+        procs: list[subprocess.Popen[str]] = []
+        deadline = time.monotonic() + self._timeout_s
         try:
-            done = subprocess.run(
-                command,
-                capture_output=True,
-                text=True,
-                timeout=self._timeout_s,
-                env=dict(os.environ),
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise NoVideos(f"rendering took longer than {self._timeout_s:.0f} s") from None
+            for part, episodes in enumerate(parts):
+                share = request.model_copy(update={"episodes": episodes})
+                request_file(folder, part).write_text(share.model_dump_json())
+                command = [sys.executable, "-m", "ale_robotics.evaluator.videos", str(folder)]
+                procs.append(
+                    subprocess.Popen(
+                        [*command, str(part)],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                        text=True,
+                    )
+                )
+            for p in procs:
+                _wait(p, deadline, self._timeout_s)
+            return _merge(folder, n)
         finally:
-            for name in (REQUEST, INPUTS):
-                (folder / name).unlink(missing_ok=True)
-        output = folder / RENDERED
-        if done.returncode != 0 or not output.is_file():
-            tail = (done.stderr or "").strip().splitlines()[-3:]
-            raise NoVideos(f"the renderer exited with {done.returncode}: {' | '.join(tail)}")
-        rendered = Rendered.model_validate_json(output.read_text())
-        output.unlink()
-        return rendered
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            for part in range(n):
+                request_file(folder, part).unlink(missing_ok=True)
+                rendered_file(folder, part).unlink(missing_ok=True)
+            (folder / INPUTS).unlink(missing_ok=True)
+
+
+def render_processes(episodes: int) -> int:
+    """How many renderer processes share a job's ``episodes``: one per two cores of the
+    host (the other for whatever else it runs), at most one per episode."""
+    return max(1, min(episodes, (os.cpu_count() or 2) // 2))
+
+
+def _wait(proc: subprocess.Popen[str], deadline: float, limit_s: float) -> None:
+    """Wait for one renderer until ``deadline``; NoVideos when it ran past or failed."""
+    try:
+        _, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        raise NoVideos(f"rendering took longer than {limit_s:.0f} s") from None
+    if proc.returncode != 0:
+        tail = (err or "").strip().splitlines()[-3:]
+        raise NoVideos(f"the renderer exited with {proc.returncode}: {' | '.join(tail)}")
+
+
+def _merge(folder: Path, parts: int) -> Rendered:
+    """The renderers' results as one, in episode order, their errors joined."""
+    rendered = [
+        Rendered.model_validate_json(rendered_file(folder, part).read_text())
+        for part in range(parts)
+    ]
+    videos = sorted((v for r in rendered for v in r.videos), key=lambda v: v.index)
+    errors = [r.error for r in rendered if r.error]
+    return Rendered(videos=videos, error="; ".join(errors) or None)
 
 
 def open_videos(
