@@ -161,6 +161,19 @@ def evaluator_serve(
             show_default=False,
         ),
     ] = None,
+    videos: Annotated[
+        int,
+        typer.Option(
+            "--videos",
+            rich_help_panel="Execution",
+            metavar="K",
+            min=0,
+            max=10,
+            help="The most hidden-seed episodes of a run rendered to video once its official "
+            "result is recorded, when its harness asks (0: keep nothing for videos, render "
+            "none).",
+        ),
+    ] = 3,
     store: Annotated[
         str | None,
         typer.Option(
@@ -217,6 +230,7 @@ def evaluator_serve(
             store_url=store_url,
             executor=executor,
             ray_address=ray_address,
+            video_episodes=videos,
         ),
         agent_listen=agent_listen,
         harness_listen=harness_listen,
