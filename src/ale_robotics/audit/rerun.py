@@ -172,7 +172,7 @@ def _check_rerun_metrics(
         report.add(
             "timed metrics",
             True,
-            f"re-measured on this host, not compared (wall-clock, host-dependent), vs {ref_name}: "
+            f"re-measured on this host, not compared (timed: host-dependent), vs {ref_name}: "
             + ", ".join(
                 f"{k} {again[k]:.4g} vs {reference.get(k, float('nan')):.4g}" for k in timed
             ),
