@@ -26,6 +26,8 @@ Layout::
                         the runs opened with OpenRun and their practice step counts
       snapshots/<job>/  frozen copies of submitted files
       snapshots/ckpt-<id>/  a run's checkpoints (SubmitCheckpoint), kept for the audit
+      videos/<run_id>/  what a run's evaluation videos are made from, and the videos
+                        (:mod:`ale_robotics.evaluator.videos.store`), until the run closes
 """
 
 from __future__ import annotations
