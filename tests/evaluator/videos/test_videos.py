@@ -19,7 +19,7 @@ from safetensors.numpy import save_file
 
 from ale_robotics.client import AleClient, RemoteVectorEnv
 from ale_robotics.errors import PermissionDeniedError, from_rpc_error
-from ale_robotics.evaluator import RunningEvaluator
+from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
 from ale_robotics.evaluator.videos import service
 from ale_robotics.harness.videos import fetch_videos
 from ale_robotics.model.result import EvalResult
@@ -170,3 +170,40 @@ def test_a_task_whose_env_renders_nothing_has_no_videos(registry: Registry, tmp_
             index = fetch_videos(h, tmp_path, "", 3)
     assert index is not None and index.videos == []
     assert index.error is not None and "renders no frames" in index.error
+
+
+def test_trajectory_set_videos_replay_the_submitted_actions(
+    registry: Registry, tmp_path: Path, short_tmp: Path
+) -> None:
+    task_id, run = "fetch-pickplace-trajset-v1", "run-videos-replay"
+    task = registry.get(task_id)
+    volume = short_tmp / "volume"
+    volume.mkdir()
+    n, t = len(task.eval.base_seeds), task.env.max_episode_steps
+    rng = np.random.default_rng(0)
+    with open(volume / "trajectories.npz", "wb") as fh:
+        np.savez(
+            fh,
+            seeds=np.asarray(task.eval.base_seeds, np.int64),
+            actions=rng.uniform(-1, 1, (n, t, 4)).astype(np.float32),
+        )
+    ev = serve(
+        EvaluatorConfig(short_tmp / "state", volume, task_id=task_id, run_id=run, workers=1),
+        agent_listen=f"unix://{short_tmp}/a.sock",
+        harness_listen=f"unix://{short_tmp}/h.sock",
+        registry=registry,
+    )
+    try:
+        with AleClient(ev.agent_address, ev.agent_token, task_id=task_id, run_id=run) as agent:
+            job = agent.submit()
+            assert agent.wait(job, timeout_s=120).state == "SUCCEEDED"
+        result = _result(ev, run, job)
+        with AleClient(ev.harness_address, ev.harness_token, run_id=run) as h:
+            index = fetch_videos(h, tmp_path, job, 2)
+    finally:
+        ev.stop(grace=0.5)
+    assert index is not None and index.error is None, index
+    assert index.source == "replay"
+    # the first two instances of the hidden subset, in index order
+    assert [v.index for v in index.videos] == [e.index for e in result.episodes][:2]
+    _check_videos(index, tmp_path / "videos", result)

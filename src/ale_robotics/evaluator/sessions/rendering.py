@@ -21,6 +21,7 @@ frame, and offers no render modes from then on.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
@@ -59,7 +60,11 @@ def _declared(task: TaskSpec) -> list[str]:
     import gymnasium as gym
     from gymnasium.envs.registration import load_env_creator
 
-    spec = gym.spec(task.env.gym_id)
+    env_id = task.env.gym_id
+    if ":" in env_id:  # "module:Id" (gym.make imports the module; gym.spec does not)
+        module, env_id = env_id.split(":", 1)
+        importlib.import_module(module)
+    spec = gym.spec(env_id)
     creator: Any = spec.entry_point
     if isinstance(creator, str):
         creator = load_env_creator(creator)
