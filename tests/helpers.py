@@ -58,3 +58,13 @@ def child_pids(pid: int, *, marker: bytes | None = None) -> list[int]:
         if marker is None or marker in cmdline:
             out.append(int(stat_path.parent.name))
     return out
+
+
+def decoded(path: Path) -> list[np.ndarray]:
+    """Every frame of an mp4 (an evaluation video), read back with imageio-ffmpeg."""
+    import imageio_ffmpeg
+
+    reader = imageio_ffmpeg.read_frames(str(path))
+    meta = next(reader)
+    width, height = meta["size"]
+    return [np.frombuffer(f, np.uint8).reshape(height, width, 3) for f in reader]

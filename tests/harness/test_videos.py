@@ -14,6 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from helpers import decoded
+
 from ale_robotics.harness.report import load_run_report
 from ale_robotics.model.video import VIDEO_INDEX, VideoIndex
 from ale_robotics.report.site import build_site
@@ -35,11 +38,14 @@ c.wait(c.submit())
 """
 
 
-def _run(tmp: Path, *extra: str, env: dict[str, str] | None = None) -> Path:
-    agent = tmp / "agent.py"
-    agent.write_text(SUBMIT_RANDOM)
+def _run(
+    tmp: Path, *extra: str, env: dict[str, str] | None = None, agent: str | None = None
+) -> Path:
+    if agent is None:
+        (tmp / "agent.py").write_text(SUBMIT_RANDOM)
+        agent = f"{sys.executable} {tmp / 'agent.py'}"
     run_dir = tmp / "runs" / "r1"
-    args = ["--agent", f"{sys.executable} {agent}", "--sandbox", "none", "--workers", "1"]
+    args = ["--agent", agent, "--sandbox", "none", "--workers", "1"]
     args += ["--run-dir", str(run_dir), "--state-dir", str(tmp / "state"), *extra]
     proc = subprocess.run(
         [*CLI, "run", TASK, *args],
@@ -115,3 +121,19 @@ def test_no_videos_makes_none(tmp_path: Path) -> None:
     assert not (tmp_path / "state" / "videos").exists() or not any(
         (tmp_path / "state" / "videos").iterdir()
     )
+
+
+@pytest.mark.slow
+def test_the_shipped_checkpoint_gets_three_full_episodes_by_default(tmp_path: Path) -> None:
+    """The default (no --videos, ALE_VIDEOS unset): the first 3 of the shipped TD3 policy's
+    1000-step episodes, 1001 frames each, every one reproducing its official return."""
+    agent = f"{sys.executable} {ROOT / 'examples/agents/submit_checkpoint.py'}"
+    run_dir = _run(tmp_path, agent=agent, env={"ALE_VIDEOS": ""})
+    index = VideoIndex.model_validate_json((run_dir / "videos" / VIDEO_INDEX).read_text())
+    assert index.error is None and index.requested == 3
+    assert [(v.index, v.frames, v.matches_official) for v in index.videos] == [
+        (i, 1001, True) for i in range(3)
+    ]
+    for v in index.videos:
+        frames = decoded(run_dir / "videos" / v.file)
+        assert len(frames) == 1001 and all(f.std() > 1.0 for f in frames[::50])

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
-from helpers import random_weights, run_bound_evaluator
+from helpers import decoded, random_weights, run_bound_evaluator
 from safetensors.numpy import save_file
 
 from ale_robotics.client import AleClient, RemoteVectorEnv
@@ -29,16 +29,6 @@ from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 RUN = "run-test-1"
-
-
-def decoded(path: Path) -> list[np.ndarray]:
-    """Every frame of an mp4, read back with imageio-ffmpeg."""
-    import imageio_ffmpeg
-
-    reader = imageio_ffmpeg.read_frames(str(path))
-    meta = next(reader)
-    width, height = meta["size"]
-    return [np.frombuffer(f, np.uint8).reshape(height, width, 3) for f in reader]
 
 
 def _result(ev: RunningEvaluator, run: str, job: str = "") -> EvalResult:
