@@ -60,6 +60,11 @@ PER_EPISODE: dict[str, tuple[PerEpisodeFn, str, bool]] = {
     "collision_rate": (lambda o: _flag(o.collided), "collided (1 = yes, 0 = no)", True),
     "mean_final_distance": (lambda o: o.final_distance, "final distance [{unit}]", False),
     "planning_time": (lambda o: o.planning_time_s, "planning time [{unit}]", False),
+    "planning_wall_time": (
+        lambda o: o.planning_wall_time_s,
+        "wall-clock planning time [{unit}]",
+        False,
+    ),
 }
 """Metric name -> (one episode's value, its axis label, whether it is 0/1).
 
