@@ -9,12 +9,13 @@ answered with an index that says why. Bad (quickly falling) policies and Reacher
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import grpc
 import numpy as np
 import pytest
-from helpers import decoded, random_weights, run_bound_evaluator
+from helpers import child_pids, decoded, random_weights, run_bound_evaluator
 from safetensors.numpy import save_file
 
 from ale_robotics.client import AleClient, RemoteVectorEnv
@@ -197,3 +198,40 @@ def test_trajectory_set_videos_replay_the_submitted_actions(
     # the first two instances of the hidden subset, in index order
     assert [v.index for v in index.videos] == [e.index for e in result.episodes][:2]
     _check_videos(index, tmp_path / "videos", result)
+
+
+def _submit_random(ev: RunningEvaluator, task: TaskSpec, seed: int) -> str:
+    volume = ev.evaluator.config.submission_volume
+    assert volume is not None
+    save_file(random_weights(task, seed=seed, scale=0.3), str(volume / "policy.safetensors"))
+    with AleClient(ev.agent_address, ev.agent_token, task_id=task.id, run_id=RUN) as agent:
+        job = agent.submit(client_token=f"videos-{seed}")
+        assert agent.wait(job, timeout_s=120).state == "SUCCEEDED"
+    return job
+
+
+def test_a_failed_render_is_said_in_the_index_and_the_result_stands(
+    evaluator: RunningEvaluator, task: TaskSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    job = _submit_random(evaluator, task, seed=4)
+    before = _result(evaluator, RUN, job)
+    monkeypatch.setenv("MUJOCO_GL", "disable")  # a host without off-screen OpenGL
+    with AleClient(evaluator.harness_address, evaluator.harness_token, run_id=RUN) as h:
+        index = fetch_videos(h, tmp_path / "a", job, 2)
+    assert index is not None and index.videos == []
+    assert index.error is not None and "MUJOCO_GL" in index.error
+    monkeypatch.delenv("MUJOCO_GL")
+    # a renderer past its time limit is killed, and says so
+    videos = evaluator.evaluator.videos
+    job = _submit_random(evaluator, task, seed=5)
+    monkeypatch.setattr(videos, "_timeout_s", 0.05)
+    with AleClient(evaluator.harness_address, evaluator.harness_token, run_id=RUN) as h:
+        index = fetch_videos(h, tmp_path / "b", job, 2)
+    assert index is not None and index.videos == []
+    assert index.error == "rendering took longer than 0 s"
+    assert not child_pids(os.getpid(), marker=b"ale_robotics.evaluator.videos")
+    # the renderers' inputs (the submission, the hidden env seeds) are gone either way
+    left = {p.name for p in videos.store.root.rglob("*") if p.is_file()}
+    assert not {n for n in left if n.startswith(("request-", "rendered-")) or n == "inputs.npz"}
+    after = _result(evaluator, RUN, before.job_id)
+    assert after.model_dump(exclude={"events"}) == before.model_dump(exclude={"events"})
