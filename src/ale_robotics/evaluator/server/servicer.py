@@ -7,7 +7,8 @@ them.
 One servicer instance per listener, constructed with that listener's role; the
 role is never read from a request. Every call runs through :func:`.status.rpc`, the one
 place where an :class:`~ale_robotics.errors.AleError` becomes its status code; the token
-rules are :mod:`.auth`'s, the wire forms of records :mod:`.messages`'.
+rules are :mod:`.auth`'s, the wire forms of records :mod:`.messages`', and GetEvalVideos,
+the one call that streams files, :mod:`.videos`'.
 """
 
 from __future__ import annotations
