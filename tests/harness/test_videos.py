@@ -57,6 +57,7 @@ def _run(
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
+    (run_dir.parent / "stderr.txt").write_text(proc.stderr)
     return run_dir
 
 
@@ -68,6 +69,8 @@ def test_a_run_writes_its_videos_after_result_json_and_shows_them(tmp_path: Path
         "episode-000.mp4",
         "episode-001.mp4",
     ]
+    said = (run_dir.parent / "stderr.txt").read_text()
+    assert f"videos: 2 in {folder}" in " ".join(said.split())  # the command says where
     files = [v.file for v in index.videos]
     assert sorted(p.name for p in folder.iterdir()) == [*files, VIDEO_INDEX]
     report = load_run_report(run_dir / "result.json")

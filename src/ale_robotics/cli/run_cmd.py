@@ -153,6 +153,7 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: boo
     from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
     from ale_robotics.harness.run import run_task
     from ale_robotics.harness.stopped_run import RunInterruptedError
+    from ale_robotics.model.video import VIDEOS_DIR, read_video_index
     from ale_robotics.sandboxes.errors import HarnessError
 
     def started(run_id: str, run_dir: Path) -> None:
@@ -184,6 +185,12 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: boo
     # The explanation quotes agent-controlled text (a rejected file's tensor key, say):
     # never parse it as rich markup.
     console.print(f"run dir: {outcome.run_dir}", highlight=False, markup=False)
+    videos = read_video_index(outcome.run_dir)
+    if videos is not None:  # what the harness fetched after the result (--videos K)
+        n, folder = len(videos.videos), outcome.run_dir / VIDEOS_DIR
+        shown = f"{n} in {folder}" if n else "none"
+        why = f" ({videos.error})" if videos.error else ""
+        console.print(f"videos: {shown}{why}", highlight=False, markup=False, soft_wrap=True)
     console.print(rep.score.explanation, highlight=False, markup=False)
     typer.echo(outcome.score_line)  # one line, never wrapped: stdout's last line
     if outcome.agent_log_tail:  # under the score line, where the eye lands
