@@ -16,7 +16,7 @@ from ale_robotics.planning.cpu_clock import (
     CpuBudget,
     cpu_seconds,
     process_cpu_seconds,
-    run_delay_seconds,
+    process_stat,
     wall_backstop_s,
 )
 from ale_robotics.planning.ompl_planner import STARVED, plan_with_ompl
@@ -45,14 +45,18 @@ def test_a_process_cpu_time_is_read_from_proc_and_none_once_it_is_gone() -> None
     try:
         time.sleep(1.5)  # start-up, then spinning
         first = process_cpu_seconds(proc.pid)
-        time.sleep(0.5)
-        later = process_cpu_seconds(proc.pid)
-        assert first is not None and later is not None and later - first > 0.1
-        assert run_delay_seconds(proc.pid) is not None
+        assert first is not None
+        later, deadline = first, time.monotonic() + 20  # however busy the host is
+        while later - first < 0.1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            later = process_cpu_seconds(proc.pid) or 0.0
+        assert later - first >= 0.1
+        stat = process_stat(proc.pid)
+        assert stat is not None and stat[1] == "R"  # spinning: running or waiting to
     finally:
         proc.kill()
         proc.join()
-    assert process_cpu_seconds(proc.pid) is None and run_delay_seconds(proc.pid) is None
+    assert process_cpu_seconds(proc.pid) is None and process_stat(proc.pid) is None
 
 
 def test_the_cpu_budget_counts_cpu_time_not_sleep() -> None:
@@ -95,7 +99,7 @@ def test_ompl_stops_on_cpu_time_on_the_cpu_clock_and_on_wall_time_on_the_wall_cl
     assert cpu.elapsed_s > 2 * cpu.cpu_s  # mostly asleep: a wall clock would have stopped early
     wall = plan_with_ompl(world, _unsolvable(), cfg, clock="wall")
     assert not wall.solved and wall.cpu_s is not None
-    assert 0.2 <= wall.elapsed_s < 0.3 and wall.cpu_s < 0.15
+    assert 0.19 <= wall.elapsed_s < 0.3 and wall.cpu_s < 0.15  # OMPL's own clock: ~1 ms
 
 
 def test_an_attempt_past_the_wall_ceiling_within_its_cpu_time_reports_starved(

@@ -17,9 +17,12 @@ So from ``planning.clock: cpu`` on, the planner is stopped and timed by CPU time
   CPU time with :func:`process_cpu_seconds` (``/proc/<pid>/stat``: ``utime +
   stime``, in clock ticks, usually 10 ms) and kills a child past its budget plus
   the grace, however the child misbehaves. A child that hangs without using CPU (a
-  deadlock) is told from a starved one by the time it spent waiting for a CPU,
-  :func:`run_delay_seconds` (``/proc/<pid>/schedstat``): wall time not spent waiting
-  for a CPU is time the child had, and counts against the same budget.
+  deadlock) is told from a starved one by its scheduler state, :func:`process_stat`:
+  a starved child is runnable (``R``) and waits for a CPU, a hung one sleeps while its
+  CPU time stands still, and the time it spends so counts against the same budget.
+  (Not the kernel's run-queue delay, ``/proc/<pid>/schedstat``: it is added only when
+  the waiting task next runs, so a long wait looks like time the child had; and on a
+  host where another session's autogroup runs at nice -20 a planner waited seconds.)
 
 The wall clock stays beside it: reported (``planning_wall_time``) and, as a generous
 backstop, a multiple of the budget (:func:`wall_backstop_s`) past which a starved
@@ -40,7 +43,7 @@ __all__ = [
     "CpuBudget",
     "cpu_seconds",
     "process_cpu_seconds",
-    "run_delay_seconds",
+    "process_stat",
     "wall_backstop_s",
 ]
 
@@ -60,12 +63,14 @@ def cpu_seconds() -> float:
     return time.process_time()
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """CPU time (user + system) of process ``pid`` so far, in seconds; None once it is gone.
+def process_stat(pid: int) -> tuple[float, str] | None:
+    """Process ``pid``'s CPU time so far (user + system, every thread, seconds) and its
+    main thread's scheduler state (``R`` runnable, ``S`` or ``D`` asleep, ...); None once
+    it is gone.
 
-    Read from ``/proc/<pid>/stat`` (fields 14 and 15, after the parenthesised command
-    name, which may itself hold spaces or parentheses), so its resolution is one clock
-    tick (``SC_CLK_TCK``, usually 100 per second).
+    Read from ``/proc/<pid>/stat`` (fields 3, 14 and 15 of proc(5), after the
+    parenthesised command name, which may itself hold spaces or parentheses), so the
+    CPU time's resolution is one clock tick (``SC_CLK_TCK``, usually 100 per second).
     """
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -74,18 +79,14 @@ def process_cpu_seconds(pid: int) -> float | None:
         return None
     fields = stat[stat.rindex(b")") + 2 :].split()
     # fields[0] is the state (field 3 of proc(5)); utime and stime are fields 14 and 15
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK, fields[0].decode("ascii")
 
 
-def run_delay_seconds(pid: int) -> float | None:
-    """Seconds process ``pid``'s main thread has spent runnable but waiting for a CPU (the
-    second field of ``/proc/<pid>/schedstat``, nanoseconds); None once it is gone or where
-    the kernel keeps no scheduler statistics."""
-    try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU time (user + system) of process ``pid`` so far, in seconds; None once it is gone
+    (:func:`process_stat`)."""
+    stat = process_stat(pid)
+    return None if stat is None else stat[0]
 
 
 def wall_backstop_s(budget_s: float) -> float:

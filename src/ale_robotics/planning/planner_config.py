@@ -72,8 +72,9 @@ class PlannerConfig(BaseModel):
     time_limit_s: float = Field(
         gt=0,
         le=120,
-        description="Seconds per problem before the planner gives up; at most the "
-        "task's planning.planner.time_limit_cap_s.",
+        description="Seconds per problem before the planner gives up, on the task's "
+        "planning.clock (wall-clock seconds in v1, the planner process's CPU seconds from "
+        "v2); at most the task's planning.planner.time_limit_cap_s.",
     )
     range: float | None = Field(
         default=None,
@@ -89,7 +90,11 @@ class PlannerConfig(BaseModel):
         description="Probability of sampling the goal; planners in GOAL_BIAS_PLANNERS only.",
     )
     simplification_time_s: float = Field(
-        default=0.0, ge=0, le=10, description="Path shortcutting after a solution is found."
+        default=0.0,
+        ge=0,
+        le=10,
+        description="Seconds of path shortcutting after a solution is found (on the task's "
+        "planning.clock).",
     )
     parallel_processes: int = Field(
         default=1,

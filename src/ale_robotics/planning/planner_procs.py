@@ -21,7 +21,8 @@ child's CPU seconds: the child stops itself on its own CPU time, and this side
 reads the child's CPU time from ``/proc`` every :data:`_POLL_S` and kills it past
 ``time_limit_s + grace_s`` of it (:mod:`.cpu_clock`), so a loaded host slows a
 planner down without failing it. A child that hangs without using CPU is killed
-when its wall time less the time it waited for a CPU reaches the same budget.
+once it has slept (not runnable, its CPU time standing still) for as long as the same
+budget.
 Only when a child is still within its budget after
 :func:`~.cpu_clock.wall_backstop_s` of wall time does the job fail, with
 :class:`PlannerStarved`: an infrastructure failure (the evaluator retries the job),
@@ -39,8 +40,7 @@ from typing import Any
 
 from ale_robotics.planning.cpu_clock import (
     Clock,
-    process_cpu_seconds,
-    run_delay_seconds,
+    process_stat,
     wall_backstop_s,
 )
 from ale_robotics.planning.ompl_planner import STARVED, PlanAttempt
@@ -209,14 +209,16 @@ class _Race:
         self.winner: PlanAttempt | None = None
         self.cpu0: list[float] = []
         self.cpu: list[float] = []
-        self.delay0: list[float | None] = []
+        self.asleep: list[float] = []
+        """Seconds each child was seen asleep with its CPU time standing still."""
 
     def start(self) -> None:
         self.sent = time.monotonic()
         self.deadline = self.sent + self.backstop
-        self.cpu0 = [process_cpu_seconds(c.proc.pid) or 0.0 for c in self.children]
+        self.cpu0 = [_cpu(process_stat(c.proc.pid)) for c in self.children]
         self.cpu = [0.0] * len(self.children)
-        self.delay0 = [run_delay_seconds(c.proc.pid) for c in self.children]
+        self.asleep = [0.0] * len(self.children)
+        self.polled = self.sent
 
     def next_wake(self) -> float:
         """Seconds until the next look: the wall deadline, or the next CPU-time poll."""
@@ -240,22 +242,26 @@ class _Race:
 
     def over_cpu_budget(self) -> list[tuple[int, str]]:
         """Children past their budget (``cpu`` clock, while no one has won), with why: the
-        CPU time they used, or the wall time they had without waiting for a CPU (hung)."""
+        CPU time they used, or the time they slept without computing (hung, not starved:
+        a starved child is runnable)."""
         if self.clock != "cpu" or self.winner is not None:
             return []
+        now = time.monotonic()
+        since, self.polled = now - self.polled, now
         over = []
         for i in self.waiting:
-            pid = self.children[i].proc.pid
-            cpu, delay = process_cpu_seconds(pid), run_delay_seconds(pid)
-            if cpu is not None:
-                self.cpu[i] = cpu - self.cpu0[i]
-            d0 = self.delay0[i]
-            had = None if delay is None or d0 is None else self.elapsed() - (delay - d0)
+            stat = process_stat(self.children[i].proc.pid)
+            if stat is not None:
+                used = stat[0] - self.cpu0[i]
+                if used <= self.cpu[i] and stat[1] != "R":
+                    self.asleep[i] += since
+                self.cpu[i] = used
             if self.cpu[i] >= self.budget_s:
                 over.append((i, "killed past its CPU time limit"))
-            elif had is not None and had >= self.budget_s:
+            elif self.asleep[i] >= self.budget_s:
                 over.append((i, "killed past its time limit without using the CPU (hung)"))
         return over
 
-    def elapsed(self) -> float:
-        return time.monotonic() - self.sent
+
+def _cpu(stat: tuple[float, str] | None) -> float:
+    return 0.0 if stat is None else stat[0]

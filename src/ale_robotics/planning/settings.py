@@ -35,7 +35,7 @@ class PlannerLimits(_Strict):
         gt=0,
         le=30,
         description="How long past its time limit a planner process may take to answer before "
-        "it is killed (and the problem counts as unsolved).",
+        "it is killed (and the problem counts as unsolved), in seconds on planning.clock.",
     )
 
 
