@@ -41,6 +41,7 @@ OTHER_PROGRAMS_FLAGS = {
     "--network",  # docker run --network none (the container sandbox)
     "--slice",  # benchmarks/interactive.py
     "--server-work-us",  # benchmarks/grpc_floor.py
+    "--margin",  # benchmarks/td3_budget.py
     "--checkpoint-every",  # examples/agents/td3_train.py, and the options below
     "--learning-starts",
     "--noise-std",
