@@ -95,30 +95,35 @@ class VideoService:
         read back after. Never raises for a job that cannot have videos: the index says why."""
         k = episodes if episodes > 0 else self._store.episodes
         folder = self._store.job_dir(job.run_id, job.job_id) / f"render-{k}"
-        with self._lock:
+        with self._lock:  # one render per job at a time; later calls read its cached index
             job_lock = self._job_locks.setdefault(job.job_id, threading.Lock())
-        with job_lock:
-            cached = folder / VIDEO_INDEX
-            if cached.is_file():
-                return VideoIndex.model_validate_json(cached.read_text()), folder
-            base = VideoIndex(
-                task_id=job.task_id, run_id=job.run_id, job_id=job.job_id, requested=k
-            )
-            try:
-                index = self._render(job, k, folder, base)
-            except NoVideos as why:
-                index = base.model_copy(update={"error": str(why)})
-            except Exception as exc:  # a bug or the host: the run keeps its score regardless
-                log.exception("job %s: videos not rendered", job.job_id)
-                index = base.model_copy(update={"error": f"{type(exc).__name__}: {exc}"})
-            if index.error:
-                log.warning("job %s: %s", job.job_id, index.error)
-            try:
-                folder.mkdir(parents=True, mode=0o700, exist_ok=True)
-                cached.write_text(index.model_dump_json(indent=2))
-            except OSError as exc:
-                log.warning("job %s: the videos' index not cached: %s", job.job_id, exc)
-            return index, folder
+        try:
+            with job_lock:
+                return self._cached_or_rendered(job, k, folder)
+        finally:
+            with self._lock:
+                self._job_locks.pop(job.job_id, None)
+
+    def _cached_or_rendered(self, job: JobRecord, k: int, folder: Path) -> tuple[VideoIndex, Path]:
+        cached = folder / VIDEO_INDEX
+        if cached.is_file():
+            return VideoIndex.model_validate_json(cached.read_text()), folder
+        base = VideoIndex(task_id=job.task_id, run_id=job.run_id, job_id=job.job_id, requested=k)
+        try:
+            index = self._render(job, k, folder, base)
+        except NoVideos as why:
+            index = base.model_copy(update={"error": str(why)})
+        except Exception as exc:  # a bug or the host: the run keeps its score regardless
+            log.exception("job %s: videos not rendered", job.job_id)
+            index = base.model_copy(update={"error": f"{type(exc).__name__}: {exc}"})
+        if index.error:
+            log.warning("job %s: %s", job.job_id, index.error)
+        try:
+            folder.mkdir(parents=True, mode=0o700, exist_ok=True)
+            cached.write_text(index.model_dump_json(indent=2))
+        except OSError as exc:
+            log.warning("job %s: the videos' index not cached: %s", job.job_id, exc)
+        return index, folder
 
     def _render(self, job: JobRecord, k: int, folder: Path, base: VideoIndex) -> VideoIndex:
         if self._store.episodes == 0:
