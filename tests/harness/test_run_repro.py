@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from ale_robotics.scoring.report import fmt_number
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "agents"
 TASK = "td3-walker2d-repro-v1"
@@ -137,9 +139,11 @@ def test_the_forged_agent_fails_naming_the_evaluators_evidence(short_tmp: Path) 
     assert checks["learning_curve"]["reason"] == (
         "0 practice steps observed; 0 checkpoints evaluated (at least 3 needed)"
     )
+    floor = doc["score"]["floor"]  # doing nothing on the run's hidden seeds, beside the 0
+    assert floor is not None and doc["score"]["floor_normalized"] is None  # not scored
     assert doc["_line"] == (
         "score: 0.000 (faithfulness gate failed: budget: meta.json declares training_steps "
-        "1,000,000, but the evaluator observed 0 practice steps)"
+        f"1,000,000, but the evaluator observed 0 practice steps) [floor {fmt_number(floor)}]"
     )
     assert doc["eval_result"]["training"]["agent_steps"] == 0
     assert doc["eval_result"]["learning_curve"] == []
