@@ -86,9 +86,11 @@ typecheck: venv
 
 # Two pytest-xdist workers (one per core here); every test has its own state home, temp
 # dirs and sockets. --durations names the slowest tests so that the suite stays fast.
+# --dist loadgroup: a module whose tests share a module fixture and read what the earlier
+# ones left in it (the protocol fuzzer) marks them xdist_group, and they run on one worker.
 PYTEST_WORKERS ?= 2
 unit: venv sandbox-deps postgres-deps browser-deps
-	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --durations=15
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=15
 
 # The slow end-to-end tests (marked `slow`, left out of `make test`): CI runs them too.
 test-slow: venv sandbox-deps postgres-deps browser-deps

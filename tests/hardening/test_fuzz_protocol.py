@@ -33,6 +33,10 @@ from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
 from ale_robotics.tasks import Registry, TaskSpec
 from ale_robotics.v1 import ale_env_pb2 as pb
 
+# One worker for the whole module (make test runs --dist loadgroup): the last test checks what
+# the fuzzers before it left in the module's caller.
+pytestmark = pytest.mark.xdist_group("fuzz_protocol")
+
 SETTINGS = settings(
     max_examples=40,
     deadline=None,
