@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from helpers import child_pids
 
+from ale_robotics.evaluator.store.sqlite import SqliteJobStore
 from ale_robotics.harness.report import StoppedRunReport, load_run_report
 from ale_robotics.sandboxes.bwrap.command import sandbox_available
 from ale_robotics.trajectory import verify_file
@@ -203,6 +204,11 @@ def test_run_dir_existing_empty_is_used_non_empty_is_refused(tmp_path: Path, sta
         (["--budget", "-5"], "--budget -5: the agent's wall-clock budget must be a positive"),
         (["--episodes", "100"], "--episodes 100: td3-inverted-pendulum-v2 evaluates 10 episode"),
         (["--state-dir", "{file}"], "is a file; the evaluator's state dir must be a directory"),
+        (
+            ["--state-dir", "{damaged}"],
+            "its job store jobs.sqlite3 is damaged (database disk image is malformed): restore "
+            "it from a backup, or move it aside",
+        ),
         (["--agent", "nosuchcmd --flag"], "command not found: 'nosuchcmd'"),
         (
             ["--agent", "python nosuchfile.py"],
@@ -214,14 +220,28 @@ def test_run_dir_existing_empty_is_used_non_empty_is_refused(tmp_path: Path, sta
             "; did you mean examples/agents/submit_checkpoint.py?",
         ),
     ],
-    ids=["budget", "episodes", "state-dir-file", "command-not-found", "no-script", "typo"],
+    ids=[
+        "budget",
+        "episodes",
+        "state-dir-file",
+        "damaged-store",
+        "command-not-found",
+        "no-script",
+        "typo",
+    ],
 )
 def test_options_that_cannot_work_are_refused_before_anything_starts(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
-    args = [x.replace("{file}", str(a_file)) for x in args]
+    damaged = tmp_path / "damaged"  # a state dir whose job store's pages past the first are junk
+    damaged.mkdir()
+    SqliteJobStore(damaged / "jobs.sqlite3").close()
+    with open(damaged / "jobs.sqlite3", "r+b") as fh:
+        fh.seek(4096)
+        fh.write(b"\xff" * 8192)
+    args = [x.replace("{file}", str(a_file)).replace("{damaged}", str(damaged)) for x in args]
     base = ["--agent", f"{sys.executable} -c pass", "--sandbox", "none"]
     if "--state-dir" not in args:
         base += ["--state-dir", str(tmp_path / "state")]

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Literal
 
 from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.evaluator.state.directory import DB_NAME
+from ale_robotics.evaluator.store.sqlite import damage
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.sandboxes import AgentCommand, Sandbox, resolve_sandbox
 from ale_robotics.sandboxes.process import workspace_argv
@@ -64,6 +66,14 @@ def check_options(opts: RunOptions, task: TaskSpec) -> None:
                 f"--state-dir {state_dir} cannot be created ({exc.strerror}): give a "
                 "directory this user can write"
             ) from None
+        store = state_dir / DB_NAME
+        problem = damage(store)
+        if problem is not None:
+            raise InvalidArgumentError(
+                f"--state-dir {state_dir}: its job store {store.name} is damaged ({problem}): "
+                "restore it from a backup, or move it aside to start with an empty store "
+                "(the jobs it held are then gone)"
+            )
     if opts.run_dir is not None and opts.run_dir.exists():
         if not opts.run_dir.is_dir():
             raise InvalidArgumentError(

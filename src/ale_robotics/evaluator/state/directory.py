@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ale_robotics.seeds import SECRET_BYTES, new_secret
 
-__all__ = ["StateDir", "create_private", "read_token", "write_private"]
+__all__ = ["DB_NAME", "StateDir", "create_private", "read_token", "write_private"]
 
 
 def _private_temp(path: Path, data: bytes) -> Path:
@@ -108,6 +108,10 @@ def read_token(path: Path) -> str:
     return token
 
 
+DB_NAME = "jobs.sqlite3"
+"""The SQLite job store's file in a state dir (the default store)."""
+
+
 class StateDir:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -118,7 +122,7 @@ class StateDir:
 
     @property
     def db_path(self) -> Path:
-        return self.root / "jobs.sqlite3"
+        return self.root / DB_NAME
 
     @property
     def signing_key_path(self) -> Path:

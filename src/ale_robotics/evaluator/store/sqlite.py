@@ -40,7 +40,7 @@ from ale_robotics.evaluator.store.base import DEFAULT_LEASE_S, StoreUnavailable
 from ale_robotics.evaluator.store.dialect import Dialect, Tx
 from ale_robotics.evaluator.store.sql import SqlJobStore
 
-__all__ = ["SqliteDialect", "SqliteJobStore", "storage_fault"]
+__all__ = ["SqliteDialect", "SqliteJobStore", "damage", "storage_fault"]
 
 T = TypeVar("T")
 
@@ -74,6 +74,24 @@ def storage_fault(exc: BaseException) -> bool:
         and code is not None
         and (code & 0xFF) in _STORAGE_FAULTS
     )
+
+
+def damage(path: Path) -> str | None:
+    """What is wrong with the SQLite file at ``path``, read only (SQLite's
+    ``quick_check``), or None when it is sound or absent.
+
+    For the checks before a run starts: a damaged store found then is the operator's
+    to mend (one line, nothing made), where found later it would fail the run midway.
+    """
+    if not path.exists():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+            rows = db.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+    problems = [str(r[0]) for r in rows if r and r[0] != "ok"]
+    return "; ".join(problems[:3]) or None
 
 
 class SqliteDialect(Dialect):
