@@ -193,6 +193,7 @@ def evaluator_serve(
     stays RUNNING and its lease runs out (a shared evaluator on the same state dir
     may then take it over), and the process prints "evaluator stopped" and exits 0.
     """
+    _check_submission_dir(submission_dir)  # before the state dir is made
     root = _state_dir(state_dir)
     if allow_practice_without_run and run_id is not None:
         raise InvalidArgumentError(
@@ -273,8 +274,24 @@ def _store_url(store: str | None) -> str | None:
     return str(Path(where.target).absolute()) if where.kind is StoreKind.SQLITE else store
 
 
+def _check_submission_dir(submission_dir: Path | None) -> None:
+    """A given ``--submission-dir`` must be an existing directory: it is the volume the
+    agents' sandboxes share with the evaluator, so a missing one is a mistyped path or a
+    volume not mounted, refused before anything starts (it used to start and fail every
+    submission)."""
+    if submission_dir is None or submission_dir.is_dir():
+        return
+    what = "is not a directory" if submission_dir.exists() else "does not exist"
+    raise InvalidArgumentError(
+        f"--submission-dir {submission_dir} {what}: give the directory the agents' "
+        "submissions are written to (mount the shared volume first), or leave it out for "
+        "STATE_DIR/submissions"
+    )
+
+
 def _submission_volume(root: Path, submission_dir: Path | None) -> Path:
-    """``--submission-dir``, else ``STATE_DIR/submissions`` (made if missing)."""
+    """``--submission-dir`` (checked by :func:`_check_submission_dir`), else
+    ``STATE_DIR/submissions`` (made if missing)."""
     if submission_dir is not None:
         return submission_dir.absolute()
     volume = root / "submissions"
