@@ -75,3 +75,35 @@ def test_audit_of_a_completed_run_needs_the_secret(real_run: RealRun) -> None:
     r = cli("audit", str(real_run.run_dir))
     assert r.returncode == 2
     assert r.stderr.startswith("error: pass --secret FILE") and len(r.stderr.splitlines()) == 1
+
+
+def test_audit_of_a_batch_run_without_its_submission_says_where_it_is(
+    real_run: RealRun, tmp_path: Path
+) -> None:
+    """A run on a shared evaluator has no submission in its run dir (the evaluator keeps it
+    in SUBMISSION_DIR/<run_id>): the audit says so in one line, exit 2, and audits the run
+    when given it with --submission."""
+    run = copy_run(real_run, tmp_path / "run")
+    run_id = json.loads((run / "result.json").read_text())["run_id"]
+    moved = tmp_path / "volume" / run_id
+    moved.parent.mkdir()
+    (run / "submission").rename(moved)
+    r = cli("audit", str(run), "--secret", str(real_run.secret))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == (
+        f"error: {run / 'submission'} does not exist: a run on a shared evaluator keeps its "
+        f"submission in the evaluator's SUBMISSION_DIR/{run_id}; pass it with "
+        "--submission DIR"
+    )
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    wrong = cli("audit", str(run), "--secret", str(real_run.secret), "--submission", str(run))
+    assert wrong.returncode == 1  # a directory, but not the submission: the files check fails
+    ok = cli("audit", str(run), "--secret", str(real_run.secret), "--submission", str(moved))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.strip().splitlines()[-1].startswith("audit OK")
+    # the library says the same as a failed check, never an exception
+    from ale_robotics.audit import audit_run, read_secret
+
+    report = audit_run(run, read_secret(real_run.secret), workers=1)
+    failed = {c.name: c.detail for c in report.checks if not c.ok}
+    assert "submission files" in failed and "is not a directory" in failed["submission files"]

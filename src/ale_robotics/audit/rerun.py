@@ -73,6 +73,15 @@ def audit_batch(
             f"{result.job_id!r} to check the files against ({why})",
         )
         return evidence
+    if not source.is_dir():
+        report.add(
+            "submission files",
+            False,
+            f"not checked, not re-run: {source} is not a directory (a run on a shared "
+            f"evaluator keeps its submission in the evaluator's SUBMISSION_DIR/{result.run_id}:"
+            " pass it as the submission dir)",
+        )
+        return evidence
     verified = _verified_artifact(report, received, task, source, evidence)
     if verified is None:
         return evidence

@@ -13,6 +13,7 @@ from ale_robotics.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from ale_robotics.audit import AuditReport
+    from ale_robotics.harness.report import RunReport, StoppedRunReport
 
 __all__: list[str] = []
 
@@ -94,7 +95,9 @@ def audit(
             f"no result.json in {run_dir}: the run did not finish (or this is not a run directory)"
         )
     key = None if public_key is None else load_public_key(public_key)
-    if isinstance(load_report(run_dir / "result.json"), StoppedRunReport):
+    doc = load_report(run_dir / "result.json")
+    _check_submission(doc, run_dir, submission)
+    if isinstance(doc, StoppedRunReport):
         report = audit_run(run_dir, b"", public_key=key)  # no score: the secret is not used
     else:
         if secret is None:
@@ -144,6 +147,31 @@ def audit(
     if report.stopped is not None:
         raise typer.Exit(EXIT_STOPPED)
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _check_submission(
+    doc: RunReport | StoppedRunReport | str, run_dir: Path, given: Path | None
+) -> None:
+    """A batch job's audit re-runs the frozen submission: refuse, before anything runs, a
+    submission dir that is not there (a run on a shared evaluator has none in its run dir)."""
+    from ale_robotics.harness.report import StoppedRunReport
+
+    # a report that does not load is the audit's own finding (it says why), not this check's
+    result = None if isinstance(doc, StoppedRunReport | str) else doc.eval_result
+    if result is None or result.state != "SUCCEEDED" or result.outcomes is None:
+        return  # nothing of a batch job to re-run
+    source = given if given is not None else run_dir / "submission"
+    if source.is_dir():
+        return
+    if given is not None:
+        raise InvalidArgumentError(
+            f"--submission {given} is not a directory: pass the directory the run's "
+            "submission was frozen from"
+        )
+    raise InvalidArgumentError(
+        f"{source} does not exist: a run on a shared evaluator keeps its submission in the "
+        f"evaluator's SUBMISSION_DIR/{result.run_id}; pass it with --submission DIR"
+    )
 
 
 def _document(report: AuditReport, run_dir: Path) -> dict[str, Any]:
