@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,17 +46,24 @@ BATCH = "td3-inverted-pendulum-v2"
 
 
 def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and its descendants, in MiB."""
+    """Resident memory of a process and all its descendants, in MiB.
+
+    A process's children are listed per thread that started them
+    (``/proc/PID/task/TID/children``): the evaluator starts its rollout workers from a
+    thread of its own, so reading only the main thread's list left them out (~85 MiB)."""
     total = 0
-    todo = [pid]
+    todo, seen = [pid], set()
     while todo:
         p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1])
-            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-            todo += [int(c) for c in children]
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
             continue
     return total / 1024
@@ -213,6 +221,7 @@ def main() -> None:
         stop.set()
         server.terminate()
         server.wait(timeout=30)
+        shutil.rmtree(tmp, ignore_errors=True)  # the state dir holds the secret and keys
 
     lat = np.array(latencies) * 1000 if latencies else np.zeros(1)
     out = {

@@ -6,10 +6,14 @@ issue #4 names, ratios consistent with the rates), never their speed.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +156,50 @@ def test_td3_budget_times_the_reference_agents_and_states_a_verdict() -> None:
         assert row["steps_that_fit"] <= usable * 1e3 / row["ms_per_step"]
         assert row["task"] in out and ("fits" in out or "does not fit" in out)
     assert data["machine"]["cpus"] >= 1
+
+
+def test_load_counts_the_whole_evaluator_tree_and_leaves_no_temp_dir(tmp_path: Path) -> None:
+    args = ["--sessions", "2", "--jobs", "1", "--duration", "2", "--json"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "load.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert data["failed_calls"] == 0 and data["jobs_succeeded"] == 1
+    assert 0 < data["rss_start_mb"] <= data["rss_peak_mb"]
+    assert list(tmp_path.iterdir()) == []  # its state dir (secret, keys) removed
+
+
+def test_load_tree_rss_counts_children_started_by_any_thread() -> None:
+    """A child started from a thread other than the main one is listed under that thread
+    (/proc/PID/task/TID/children): the evaluator's rollout workers are such children."""
+    spec = importlib.util.spec_from_file_location("load_bench", BENCHMARKS / "load.py")
+    assert spec is not None and spec.loader is not None
+    load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load)
+    hold = "b = bytearray(64 * 2**20); import sys; sys.stdin.read()"  # 64 MiB, touched
+    children: list[subprocess.Popen[bytes]] = []
+    done = threading.Event()
+
+    def spawn() -> None:  # the thread stays alive while measured: its children are its own
+        children.append(subprocess.Popen([sys.executable, "-c", hold], stdin=subprocess.PIPE))
+        done.wait(30)
+
+    before = load._tree_rss_mb(os.getpid())
+    thread = threading.Thread(target=spawn)
+    thread.start()
+    try:
+        time.sleep(1.5)  # the child starts and allocates
+        assert children, "the child did not start"
+        assert load._tree_rss_mb(os.getpid()) - before > 60
+    finally:
+        done.set()
+        thread.join()
+        for child in children:
+            child.kill()
+            child.wait()
