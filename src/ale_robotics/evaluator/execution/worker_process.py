@@ -192,11 +192,10 @@ def init_worker(
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _PROGRESS = progress
     _LIMITS = limits
+    _die_with_parent()
     _no_gl()
     if limits is not None:
         _apply_limits(limits)
-    # after the limits: their unshare(CLONE_NEWUSER) is refused to a process with threads
-    _die_with_parent()
     if warm_task_json is not None:
         warm_up(warm_task_json)
 
