@@ -17,7 +17,6 @@ import resource
 import signal
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -40,7 +39,6 @@ from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
-    "PARENT_CHECK_S",
     "PRESTART_WAIT_S",
     "PinnedSpawnContext",
     "init_worker",
@@ -192,37 +190,11 @@ def init_worker(
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
     _PROGRESS = progress
     _LIMITS = limits
-    _die_with_parent()
     _no_gl()
     if limits is not None:
         _apply_limits(limits)
     if warm_task_json is not None:
         warm_up(warm_task_json)
-
-
-PARENT_CHECK_S = 0.5
-"""How often a worker checks that the process that started it is still its parent."""
-
-
-def _die_with_parent() -> None:
-    """End this worker when its parent (the evaluator, or the harness that embeds it) dies.
-
-    Workers ignore SIGINT and SIGTERM (the parent stops them), so a parent killed with
-    SIGKILL used to leave them running for good, orphaned, with their memory (issue 31).
-    A daemon thread compares the parent pid every :data:`PARENT_CHECK_S` seconds, busy or
-    idle (the shard's numpy and simulator code releases the GIL, and the interpreter
-    switches threads while it holds it), and leaves with ``os._exit`` once the worker was
-    re-parented. Not ``PR_SET_PDEATHSIG``: that fires when the *thread* that spawned the
-    worker ends, and the pool spawns workers from short-lived threads (prestart)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(PARENT_CHECK_S)
-            if os.getppid() != parent:
-                os._exit(0)
-
-    threading.Thread(target=watch, name="ale-parent-watch", daemon=True).start()
 
 
 def _started() -> int:
