@@ -89,7 +89,10 @@ def damage(path: Path) -> str | None:
         with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
             rows = db.execute("PRAGMA quick_check").fetchall()
     except sqlite3.DatabaseError as exc:
-        return str(exc)
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            return str(exc)
+        return None  # busy, locked, unreadable: not damage; the evaluator says what it is
     problems = [str(r[0]) for r in rows if r and r[0] != "ok"]
     return "; ".join(problems[:3]) or None
 
