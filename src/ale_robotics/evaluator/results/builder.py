@@ -62,7 +62,14 @@ from ale_robotics.model.states import FailureSource, JobState
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
-__all__ = ["ResultBuilder", "Verdict", "host_info", "result_payload", "simulator_versions"]
+__all__ = [
+    "ResultBuilder",
+    "Verdict",
+    "host_info",
+    "result_payload",
+    "session_outcomes",
+    "simulator_versions",
+]
 
 
 @dataclass(frozen=True)
@@ -299,7 +306,7 @@ class ResultBuilder:
             failure_source=source,
             failure_reason=failure or "",
             metrics=metrics,
-            intervals={} if failure else metric_intervals(_outcomes(episodes), metrics),
+            intervals={} if failure else metric_intervals(session_outcomes(episodes), metrics),
             episodes=episodes,
             secret_sha256=self._secret_sha256,
             evaluator_version=__version__,
@@ -415,7 +422,7 @@ def host_info(load_start: list[float] | None = None) -> HostInfo:
     )
 
 
-def _outcomes(episodes: Sequence[EpisodeRecord]) -> list[EpisodeOutcome]:
+def session_outcomes(episodes: Sequence[EpisodeRecord]) -> list[EpisodeOutcome]:
     """An eval session's records as the outcomes its metrics were computed from."""
     return [
         EpisodeOutcome(r.index, r.episode_return, r.length, r.terminated, success=r.success)

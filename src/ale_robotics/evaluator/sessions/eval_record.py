@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from ale_robotics.errors import FailedPreconditionError, OutOfRangeError
 from ale_robotics.evaluator.batch.pipeline import summarize
 from ale_robotics.evaluator.catalog import TaskCatalog
-from ale_robotics.evaluator.results.builder import ResultBuilder
+from ale_robotics.evaluator.results.builder import ResultBuilder, session_outcomes
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.evaluator.sessions import rendering
 from ale_robotics.evaluator.sessions.floor import measure_floor
@@ -46,7 +46,6 @@ from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobQueue
 from ale_robotics.evaluator.videos.store import VideoStore
 from ale_robotics.evaluator.videos.tape import ActionTape
-from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.result import EpisodeRecord, TrainingUsage
 from ale_robotics.model.states import JobState
 from ale_robotics.tasks.registry import TrainingBudget
@@ -243,15 +242,7 @@ class EvalRecorder:
         metrics = (
             {}
             if failure
-            else summarize(
-                [
-                    EpisodeOutcome(
-                        r.index, r.episode_return, r.length, r.terminated, success=r.success
-                    )
-                    for r in episodes
-                ],
-                (m.name for m in self.task.metrics),
-            )
+            else summarize(session_outcomes(episodes), (m.name for m in self.task.metrics))
         )
         self._ledger.event(
             self.run_id,

@@ -18,12 +18,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 
+from ale_robotics.evaluator.results.builder import session_outcomes
 from ale_robotics.evaluator.results.floor import floor_of
 from ale_robotics.evaluator.results.metrics import NonFiniteMetric
 from ale_robotics.evaluator.sessions.envs import make_envs
 from ale_robotics.evaluator.sessions.types import SessionKind
 from ale_robotics.evaluator.sessions.vector import Session
-from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.result import EpisodeRecord, Floor
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.spec import TaskSpec
@@ -83,11 +83,7 @@ def measure_floor(
         return None, f"the floor could not be measured: {type(exc).__name__}: {exc}"
     if sink.failure is not None:
         return None, f"the floor could not be measured: {sink.failure}"
-    outcomes = [
-        EpisodeOutcome(r.index, r.episode_return, r.length, r.terminated, success=r.success)
-        for r in sink.records
-    ]
     try:
-        return floor_of(task, outcomes, "null_action"), ""
+        return floor_of(task, session_outcomes(sink.records), "null_action"), ""
     except NonFiniteMetric as exc:
         return None, f"the floor could not be measured: {exc}"
