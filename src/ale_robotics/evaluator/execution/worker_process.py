@@ -2,7 +2,8 @@
 
 Split from :mod:`.local`, whose :class:`~.local.LocalExecutor` owns the pools: here are
 the worker's own limits (rlimits, its own user and network namespace), its start-up
-(signals ignored, BLAS pinned, the task warmed up), the shard it runs with its progress
+(signals ignored, BLAS pinned, a watch that ends it with its parent, the task warmed
+up), the shard it runs with its progress
 reports, and the spawn context that starts it with the pinned environment.
 """
 
@@ -12,11 +13,13 @@ import atexit
 import contextlib
 import ctypes
 import logging
+import multiprocessing
 import os
 import resource
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -39,6 +42,7 @@ from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
+    "PARENT_CHECK_S",
     "PRESTART_WAIT_S",
     "PinnedSpawnContext",
     "init_worker",
@@ -193,8 +197,49 @@ def init_worker(
     _no_gl()
     if limits is not None:
         _apply_limits(limits)
+    # after the limits: their unshare(CLONE_NEWUSER) is refused to a process with threads
+    _die_with_parent()
     if warm_task_json is not None:
         warm_up(warm_task_json)
+
+
+PARENT_CHECK_S = 0.5
+"""How often a worker checks that the process that started it is still its parent."""
+
+
+def _die_with_parent() -> None:
+    """End this worker when its parent (the evaluator, or the harness that embeds it) dies.
+
+    Workers ignore SIGINT and SIGTERM (the parent stops them, and a terminal's Ctrl-C
+    must reach the evaluator, which drains or stops them, not the workers), so a parent
+    killed with SIGKILL used to leave them running for good, orphaned, with their memory
+    (issue 31). A daemon thread compares the parent pid every :data:`PARENT_CHECK_S`
+    seconds, busy or idle (the shard's numpy and simulator code releases the GIL, and the
+    interpreter switches threads while it holds it), and leaves with ``os._exit`` once
+    the worker was re-parented. The pid to compare with is the one the parent wrote on
+    the spawn command line (``multiprocessing.parent_process``), so a parent that died
+    while this worker was starting is noticed too.
+
+    Not ``PR_SET_PDEATHSIG``: that fires when the *thread* that spawned the worker ends,
+    and the pool spawns workers from short-lived threads (prestart, a job's thread). Not
+    the spawn sentinel (a pipe whose write end the parent holds): a child the parent
+    forks would inherit that end and keep it open after the parent's death.
+
+    A thread the limits leave no room for (``RLIMIT_AS``, ``RLIMIT_NPROC``) is logged,
+    not fatal: the worker still runs shards, as it did before it had a watch.
+    """
+    spawner = multiprocessing.parent_process()
+    parent = spawner.pid if spawner is not None and spawner.pid else os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_S)
+        os._exit(0)
+
+    try:
+        threading.Thread(target=watch, name="ale-parent-watch", daemon=True).start()
+    except RuntimeError as exc:  # can't start new thread
+        log.warning("rollout worker %d will not notice its parent's death: %s", os.getpid(), exc)
 
 
 def _started() -> int:
