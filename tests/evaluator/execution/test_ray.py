@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -52,11 +53,20 @@ def test_bit_identical_to_the_local_executor(
     assert [o.ret.hex() for o in ray] == [o.ret.hex() for o in local]
 
 
+@pytest.fixture
+def ray_token(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process joining the module's local instance (token authentication, as every local
+    instance) by its address needs RAY_AUTH_MODE=token, as an operator's would."""
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+
+
+@pytest.mark.usefixtures("ray_token")
 def test_a_shard_past_its_time_limit_is_worker_crashed(task, ray_executor: Executor) -> None:
     from ale_robotics.evaluator.execution.ray import RayExecutor
 
     assert isinstance(ray_executor, RayExecutor)
-    strict = RayExecutor(2, shard_timeout_s=0.1)  # shares this process's Ray connection
+    # a second driver, on the first one's local instance
+    strict = RayExecutor(2, shard_timeout_s=0.1, address=ray_executor.cluster_address)
     try:
         with pytest.raises(WorkerCrashed, match=r"time limit of 0\.1s"):
             # one shard of 400 full-length episodes: over 2 s even on the native kind
@@ -87,13 +97,13 @@ def test_a_worker_whose_cpu_picks_another_blas_kernel_is_worker_crashed(
         ray_executor.run(task, random_weights(task), [1, 2, 3])
 
 
+@pytest.mark.usefixtures("ray_token")
 def test_connects_to_a_running_cluster_by_address(task, ray_executor: Executor) -> None:
     """Another process joins this module's Ray instance by its address (as an evaluator
     joins a cluster with --ray-address) and computes the same episodes; its own SIGTERM
-    handler (the harness's, ``evaluator serve``'s) survives ``ray.init``."""
-    import ray
-
-    address = ray.get_runtime_context().gcs_address
+    handler (the harness's, ``evaluator serve``'s) survives, and Ray never loads in it (its
+    driver is a process of its own)."""
+    address = ray_executor.cluster_address  # type: ignore[attr-defined]
     weights = random_weights(task, seed=4, scale=0.3)
     script = textwrap.dedent(
         f"""
@@ -114,6 +124,8 @@ def test_connects_to_a_running_cluster_by_address(task, ray_executor: Executor) 
         assert signal.getsignal(signal.SIGTERM) is mine, "ray.init took over SIGTERM"
         try:
             out = ex.run(task, w, list(range(100, 110)))
+            import sys
+            assert "ray" not in sys.modules, "Ray was imported in the evaluator's process"
             print(json.dumps({{"workers": ex.workers, "out": [asdict(o) for o in out]}}))
         finally:
             ex.shutdown()
@@ -136,9 +148,18 @@ def test_an_unreachable_address_fails_fast() -> None:
         check_reachable("127.0.0.1:1")
 
 
-def test_one_ray_connection_per_process(ray_executor: Executor) -> None:
-    with pytest.raises(ExecutorUnavailable, match="one Ray connection per process"):
-        make_executor("ray", ray_address="127.0.0.1:1")
+@pytest.mark.usefixtures("ray_token")
+def test_two_executors_in_one_process_have_a_driver_each(ray_executor: Executor) -> None:
+    """No "one Ray connection per process" any more: each executor's driver is its own."""
+    from ale_robotics.evaluator.execution.ray import RayExecutor
+
+    assert isinstance(ray_executor, RayExecutor)
+    other = RayExecutor(1, address=ray_executor.cluster_address)
+    try:
+        assert other.driver_pid() not in (None, ray_executor.driver_pid(), os.getpid())
+    finally:
+        other.shutdown()
+    assert other.driver_pid() is None
 
 
 def test_without_ray_installed_the_error_names_the_package(

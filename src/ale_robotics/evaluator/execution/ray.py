@@ -1,9 +1,19 @@
 """The Ray executor: a job's shards as Ray tasks, on a local Ray instance or a cluster.
 
-Without an address it starts a private local Ray instance (``ray.init(address="local")``:
+The Ray driver is not the evaluator's process: :class:`RayExecutor` starts a child process
+that holds the Ray connection (:mod:`.ray_driver`; its Ray side: :mod:`.ray_shards`) and
+talks to it over a socket pair. Ray's core worker ends the process it lives in when its
+cluster goes away; now that is the driver, and the evaluator fails the job as an
+infrastructure failure ("the Ray cluster at ADDR was lost: ...", :class:`.base.WorkerCrashed`,
+which the runner retries within its bounds) and keeps serving. The next job starts a fresh
+driver: it reconnects once the cluster is back, and fails fast while it is not. A driver
+that says nothing for 60 s (its own progress check gives up after 30 s) is killed, as lost.
+The driver dies with the evaluator, and a private local Ray instance with the driver.
+
+Without an address the driver starts a private local Ray instance (``ray.init(address="local")``:
 never someone else's cluster found on this host) with ``workers`` CPUs, no dashboard
 and Ray's usage statistics off (nothing leaves the host). With an address
-(``host:port`` of a cluster's head, or ``auto``) it connects to that cluster; the
+(``host:port`` of a cluster's head, or ``auto``) the driver connects to that cluster; the
 evaluator's host must be a node of it (see the README's cluster recipe), and every
 node must run the same software stack, which each shard checks (:class:`StackMismatch`).
 
@@ -31,19 +41,10 @@ need a process of one's own: Ray's workers are Ray's, multi-threaded, on Ray's n
   every host); ``unlimited_address_space`` needs nothing here, since Ray's workers have
   no ``RLIMIT_AS``.
 
-Progress and heartbeats: every shard posts to one small actor of this executor
-(:class:`_ProgressBoard`, no CPU): "started" (with its worker's PID and node) and
-one post per finished episode. The driver polls ``ray.wait`` on the shards' futures
-and the board every 50 ms; ``on_progress`` gets the episodes done, ``on_heartbeat``
-is called once a second while the board answers (a cluster that stops answering
-for 30 s fails the run as :class:`.base.WorkerCrashed`).
-
-Failures: a shard whose worker died (killed, out of memory, its node lost) or that
-raised anything but :class:`.pipeline.PolicyFault` is :class:`.base.WorkerCrashed`
-(logged with long numbers redacted); a ``PolicyFault`` passes through unchanged. As
-locally, the first failing shard in index order decides: later shards are cancelled,
-earlier ones finish. ``abort``, the deadline and a shard's time limit cancel the
-running shards (their workers are killed, ``force=True``).
+Progress, heartbeats and failures: see :mod:`.ray_shards` (one small progress actor on
+the driver's node, polled every 50 ms; a worker or node lost is :class:`.base.WorkerCrashed`,
+a ``PolicyFault`` passes through unchanged, the first failing shard in index order decides).
+The driver relays them; ``on_heartbeat`` is called once a second while the cluster answers.
 
 Trust: the cluster sees what a local worker sees (submitted weights, hidden env
 seeds), so it must be as trusted as the evaluator's host and unreachable to agents.
@@ -53,13 +54,10 @@ guards its ports; a sandboxed agent has no network and does not see ``/tmp/ray``
 
 from __future__ import annotations
 
-import contextlib
-import logging
+import importlib.util
 import os
 import threading
 import time
-import uuid
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,36 +70,22 @@ from ale_robotics.evaluator.execution.base import (
     Heartbeat,
     Progress,
     RolloutAborted,
-    Shard,
-    StackMismatch,
     WorkerCrashed,
     WorkerLimits,
-    in_index_order,
-    redacted,
-    run_shard,
     shard_layout,
-    stack_mismatch,
     stack_versions,
 )
-from ale_robotics.model.episode import EpisodeOutcome, PolicyFault
+from ale_robotics.evaluator.execution.ray_driver import ShardJob
+from ale_robotics.evaluator.execution.ray_process import DriverDied, DriverProcess, relay
+from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
 
-try:
-    import ray
-    from ray.exceptions import GetTimeoutError, RayError, RayTaskError
-except ImportError as exc:  # pragma: no cover - ray is a dependency; a trimmed install
+if importlib.util.find_spec("ray") is None:  # pragma: no cover - ray is a dependency
     raise ExecutorUnavailable(
         "the ray executor needs Ray: pip install 'ray==2.60.0' "
         "(or install ale-robotics with its dependencies), or use --executor local"
-    ) from exc
-
-from ale_robotics.evaluator.execution.ray_connection import (
-    THREAD_ENV,
-    alive,
-    connect,
-    disconnect,
-)
+    )
 
 __all__ = [
     "DEFAULT_OBJECT_STORE_BYTES",
@@ -110,68 +94,26 @@ __all__ = [
     "shards_in_flight",
 ]
 
-log = logging.getLogger(__name__)
-
 DEFAULT_SHARD_MEMORY_BYTES = 512 * 1024**2
 """Memory reserved per shard (a worker with MuJoCo loaded holds ~0.3 GiB resident)."""
 DEFAULT_OBJECT_STORE_BYTES = 256 * 1024**2
 """Object store of a local Ray instance: it holds one job's weights at a time."""
 
 _POLL_S = 0.05
-_HEARTBEAT_S = 1.0
-_RPC_TIMEOUT_S = 30.0
-"""How long the progress board may take to answer before the cluster counts as lost."""
-_CANCEL_WAIT_S = 1.5
-"""How long a cancel waits for Ray to resolve the killed shards (see ``RayExecutor._cancel``)."""
-
-# ------------------------------------------------------------ in Ray workers --
+_SILENCE_S = 60.0
+"""A driver silent this long during a run is killed and the cluster counted lost (it sends
+a heartbeat a second while its cluster answers, and gives up on its own after 30 s)."""
+_STOP_GRACE_S = 10.0
+"""How long a driver may take to confirm a stop (abort, deadline) before it is killed."""
 
 
-class _ProgressBoard:
-    """One per executor: shards post here, the driver takes the posts of its run."""
-
-    def __init__(self) -> None:
-        self._posts: dict[str, list[tuple[Any, ...]]] = {}
-
-    def post(self, tag: str, message: tuple[Any, ...]) -> None:
-        self._posts.setdefault(tag, []).append(message)
-
-    def take(self, tag: str) -> list[tuple[Any, ...]]:
-        return self._posts.pop(tag, [])
-
-
-_Board: Any = ray.remote(num_cpus=0, max_restarts=0)(_ProgressBoard)
-
-
-def _shard_in_ray(
-    board: Any,
-    tag: str,
-    shard: int,
-    stack: dict[str, str],
-    task_json: str,
-    weights: dict[str, npt.NDArray[np.floating]],
-    seeds: Shard,
-) -> list[EpisodeOutcome]:
-    """A Ray task: :func:`.base.run_shard` on one shard, posting progress to ``board``."""
-    mismatch = stack_mismatch(stack)
-    if mismatch is not None:
-        raise StackMismatch(mismatch)
-    node = ray.get_runtime_context().get_node_id()
-    board.post.remote(tag, ("start", shard, os.getpid(), node))
-    # Ray hands numpy arrays out of its object store read-only and shared; the local
-    # executor's shards get private, writable copies (unpickled): so do these.
-    own = {key: np.array(value, copy=True) for key, value in weights.items()}
-
-    def report() -> None:
-        board.post.remote(tag, ("episode", shard))
-
-    return run_shard(task_json, own, seeds, report)
-
-
-_shard_task: Any = ray.remote(max_retries=0)(_shard_in_ray)
-
-
-# ------------------------------------------------------------------ executor --
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a killed worker its raylet has not reaped yet does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def shards_in_flight(task: TaskSpec, workers: int) -> int:
@@ -185,11 +127,12 @@ def shards_in_flight(task: TaskSpec, workers: int) -> int:
 
 
 class RayExecutor(Executor):
-    """Shards as Ray tasks; see the module docstring for limits, progress and failures.
+    """Shards as Ray tasks, driven by a child process; see the module docstring.
 
     ``workers``: shards in flight at once (default: a local instance's CPU count, as
     many as the local executor's processes; on a cluster, its CPUs). The local
     instance gets ``workers`` CPUs and an object store of ``object_store_bytes``.
+    Raises :class:`.base.ExecutorUnavailable` when the first driver cannot join Ray.
     """
 
     kind = "ray"
@@ -210,82 +153,56 @@ class RayExecutor(Executor):
         cpu = self.limits.cpu_seconds_per_shard
         self.shard_timeout_s = shard_timeout_s if shard_timeout_s is not None else cpu
         """Wall-clock seconds a shard may run once started (None: no limit)."""
-        local = workers or max(1, min(os.cpu_count() or 1, 8))
-        self._pinned = connect(address, local, object_store_bytes)
-        self._connected = True
-        if workers is None and address is not None:
-            resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
-            workers = max(1, int(resources.get("CPU", 1)))
-        self.workers = workers or local
-        self._node = ray.get_runtime_context().get_node_id()
+        self._cpus = workers or max(1, min(os.cpu_count() or 1, 8))
+        self._object_store_bytes = object_store_bytes
+        self.where = "a private local Ray instance" if address is None else f"{address}"
         self._stack = stack_versions()
+        self._run_lock = threading.Lock()
         self._lock = threading.Lock()
-        self._board: Any = None
         self._pids: dict[int, str] = {}
+        self._closed = False
+        self._driver: DriverProcess | None = self._start_driver()
+        info = self._driver.info
+        self.workers = workers or (int(info["cpus"]) if address is not None else self._cpus)
 
-    # ------------------------------------------------------------- helpers --
+    # ------------------------------------------------------------- driver --
 
-    def _get_board(self) -> Any:
-        with self._lock:
-            if self._board is None:
-                self._board = _Board.remote()
-            return self._board
+    def _start_driver(self) -> DriverProcess:
+        driver = DriverProcess(self.address, self._cpus, self._object_store_bytes, self.where)
+        self._node = str(driver.info["node"])
+        self.cluster_address = str(driver.info["address"])
+        """The GCS address the driver is connected to (a local instance's too)."""
+        return driver
 
-    def _lose_board(self) -> None:
-        with self._lock:
-            board, self._board = self._board, None
-        if board is not None:
-            with contextlib.suppress(RayError):
-                ray.kill(board)
+    def _cluster(self) -> str:
+        if self.address is None:
+            return "the private local Ray instance"
+        return f"the Ray cluster at {self.address}"
 
-    def _options(self, shard: int) -> dict[str, Any]:
-        opts: dict[str, Any] = {"num_cpus": 1, "name": f"ale-robotics shard {shard}"}
-        if self.shard_memory_bytes is not None:
-            opts["memory"] = self.shard_memory_bytes
-        if not self._pinned:
-            opts["runtime_env"] = {"env_vars": dict(THREAD_ENV)}
-        return opts
-
-    @staticmethod
-    def _cancel(refs: Sequence[Any]) -> None:
-        """Stop these shards now: their workers are killed (Ray starts fresh ones).
-
-        Then wait (at most :data:`_CANCEL_WAIT_S`) until Ray has resolved them: a kill is
-        asynchronous, and a job submitted right after a deadline could otherwise be handed
-        a worker that is still being killed, and fail as a lost worker."""
-        for ref in refs:
-            with contextlib.suppress(RayError, ValueError):
-                ray.cancel(ref, force=True)
-        if refs:
-            with contextlib.suppress(RayError, ValueError):
-                ray.wait(list(refs), num_returns=len(refs), timeout=_CANCEL_WAIT_S)
-
-    def _failure(self, exc: RayError) -> BaseException:
-        """What a failed shard means for the run: the policy's fault or the infrastructure's."""
-        if isinstance(exc, RayTaskError):
-            cause = exc.cause
-            if isinstance(cause, PolicyFault):
-                return cause  # the submission's failure, detected on purpose
-            if isinstance(cause, StackMismatch):
-                log.error("%s", cause)
-                return WorkerCrashed(str(cause))
-            # never the (validated) submission's fault; the message may mention values a
-            # status must not show, so only the type is reported
-            log.error("rollout shard failed on Ray: %s", redacted(cause or exc))
-            return WorkerCrashed(f"a Ray worker failed ({type(cause or exc).__name__})")
-        log.error("rollout shard lost on Ray: %s", redacted(exc))
-        return WorkerCrashed(f"a Ray worker died ({type(exc).__name__})")
-
-    def _take(self, board: Any, tag: str) -> list[tuple[Any, ...]]:
+    def _live_driver(self) -> DriverProcess:
+        """The running driver, or a fresh one (WorkerCrashed when Ray cannot be joined)."""
+        if self._closed:
+            raise WorkerCrashed("the Ray executor was shut down")
+        driver = self._driver
+        if driver is not None and driver.alive():
+            return driver
+        if driver is not None:
+            self._driver = None
+            driver.close()
         try:
-            posts: list[tuple[Any, ...]] = ray.get(board.take.remote(tag), timeout=_RPC_TIMEOUT_S)
-        except (GetTimeoutError, RayError) as exc:
-            self._lose_board()
-            log.error("the Ray progress board stopped answering: %s", redacted(exc))
-            raise WorkerCrashed(
-                f"the Ray cluster stopped answering ({type(exc).__name__})"
-            ) from None
-        return posts
+            self._driver = self._start_driver()
+        except ExecutorUnavailable as exc:
+            raise WorkerCrashed(str(exc)) from None
+        return self._driver
+
+    def _lost(self, driver: DriverProcess, why: str) -> WorkerCrashed:
+        """The driver is gone (or killed here): the job failed by the infrastructure."""
+        if self._driver is driver:
+            self._driver = None
+        driver.kill()
+        if self._closed:
+            return WorkerCrashed("the Ray executor was shut down")
+        return WorkerCrashed(f"{self._cluster()} was lost: {why}")
 
     # ------------------------------------------------------------------ API --
 
@@ -296,11 +213,16 @@ class RayExecutor(Executor):
                 del self._pids[pid]
             return sorted(p for p, node in self._pids.items() if node == self._node)
 
+    def driver_pid(self) -> int | None:
+        """The Ray driver process's PID, while it runs (diagnostics and tests)."""
+        driver = self._driver
+        return driver.proc.pid if driver is not None and driver.alive() else None
+
     def shutdown(self) -> None:
-        self._lose_board()
-        if self._connected:
-            self._connected = False
-            disconnect()
+        self._closed = True
+        driver, self._driver = self._driver, None
+        if driver is not None:
+            driver.close()
 
     def run(
         self,
@@ -313,93 +235,128 @@ class RayExecutor(Executor):
         indices: Sequence[int] | None = None,
         abort: threading.Event | None = None,
     ) -> list[EpisodeOutcome]:
-        """See :meth:`.base.Executor.run`; the shards become Ray tasks."""
-        if not self._connected:
-            raise WorkerCrashed("the Ray executor was shut down")
-        shards = shard_layout(task, seeds, indices)
-        total = sum(len(shard) for shard in shards)
-        tag = uuid.uuid4().hex
-        board = self._get_board()
-        try:
-            weights_ref = ray.put(weights)
-        except RayError as exc:
-            raise WorkerCrashed(f"cannot store the weights in Ray ({type(exc).__name__})") from None
-        task_json = task.model_dump_json()
-        todo = deque(range(len(shards)))
-        running: dict[Any, int] = {}
-        results: dict[int, list[EpisodeOutcome]] = {}
-        failures: dict[int, BaseException] = {}
-        counts = [0] * len(shards)
-        started: dict[int, float] = {}
-        reported = 0
-        beat = time.monotonic()
-        in_flight = shards_in_flight(task, self.workers)
-        try:
-            while True:
-                while todo and len(running) < in_flight:
-                    i = todo.popleft()
-                    ref = _shard_task.options(**self._options(i)).remote(
-                        board, tag, i, self._stack, task_json, weights_ref, shards[i]
-                    )
-                    running[ref] = i
-                if running:
-                    ready, _ = ray.wait(list(running), num_returns=len(running), timeout=_POLL_S)
-                else:
-                    ready = []
-                for ref in sorted(ready, key=running.__getitem__):  # in index order
-                    if ref not in running:  # dropped: after a shard that failed
-                        continue
-                    i = running.pop(ref)
-                    try:
-                        results[i] = ray.get(ref)
-                        counts[i] = len(shards[i])
-                    except RayError as exc:
-                        failures[i] = self._failure(exc)
-                        # shards after the first failing one cannot change the outcome
-                        for j in [j for j in todo if j > i]:
-                            todo.remove(j)
-                        late = [r for r, j in running.items() if j > i]
-                        for r in late:
-                            del running[r]
-                        self._cancel(late)
-                for message in self._take(board, tag):
-                    kind, i = message[0], message[1]
-                    if kind == "start":
-                        started.setdefault(i, time.monotonic())
-                        with self._lock:
-                            self._pids[int(message[2])] = str(message[3])
-                    elif i not in results:
-                        counts[i] = min(counts[i] + 1, len(shards[i]))
-                if on_heartbeat is not None and time.monotonic() - beat > _HEARTBEAT_S:
-                    beat = time.monotonic()
-                    on_heartbeat()
-                done = sum(counts)
-                if on_progress is not None and done > reported and not failures:
-                    reported = done
-                    on_progress(done)
-                if not running and not todo:
-                    break
-                if abort is not None and abort.is_set():
-                    raise RolloutAborted("the rollouts were stopped")
-                if deadline is not None and time.monotonic() > deadline:
-                    raise TimeoutError("evaluation deadline passed")
-                self._check_shard_times(started, running)
-        except BaseException:
-            self._cancel(list(running))
-            raise
-        if failures:
-            raise failures[min(failures)]
-        if on_progress is not None and reported != total:
-            on_progress(total)
-        return in_index_order([results[i] for i in range(len(shards))])
+        """See :meth:`.base.Executor.run`; the driver process runs the shards as Ray tasks."""
+        with self._run_lock:
+            driver = self._live_driver()
+            shards = shard_layout(task, seeds, indices)
+            job = ShardJob(
+                task_json=task.model_dump_json(),
+                weights=weights,
+                shards=shards,
+                stack=dict(self._stack),
+                in_flight=shards_in_flight(task, self.workers),
+                deadline=deadline,
+                shard_timeout_s=self.shard_timeout_s,
+                shard_memory_bytes=self.shard_memory_bytes,
+            )
+            try:
+                driver.send(("run", job))
+                follow = _Follow(self, driver, on_progress, on_heartbeat)
+                outcomes = follow.until_done(abort, deadline)
+            except DriverDied as exc:
+                raise self._lost(driver, str(exc)) from None
+            total = sum(len(shard) for shard in shards)
+            if on_progress is not None and follow.reported != total:
+                on_progress(total)
+            return outcomes
 
-    def _check_shard_times(self, started: dict[int, float], running: dict[Any, int]) -> None:
-        if self.shard_timeout_s is None:
+    def _seen(self, pid: int, node: str) -> None:
+        with self._lock:
+            self._pids[pid] = node
+
+
+class _Follow:
+    """One run's messages from the driver, passed to the caller's callbacks."""
+
+    def __init__(
+        self,
+        executor: RayExecutor,
+        driver: DriverProcess,
+        on_progress: Progress | None,
+        on_heartbeat: Heartbeat | None,
+    ) -> None:
+        self.executor = executor
+        self.driver = driver
+        self.on_progress = on_progress
+        self.on_heartbeat = on_heartbeat
+        self.reported = 0
+        self.ended = False
+
+    def until_done(
+        self, abort: threading.Event | None, deadline: float | None
+    ) -> list[EpisodeOutcome]:
+        """The run's outcomes, or its error; a callback's error stops the driver's run."""
+        try:
+            return self._follow(abort, deadline)
+        except DriverDied:
+            raise
+        except BaseException:
+            if not self.ended:
+                self._stop()
+            raise
+
+    def _follow(
+        self, abort: threading.Event | None, deadline: float | None
+    ) -> list[EpisodeOutcome]:
+        heard = time.monotonic()
+        asked: float | None = None
+        while True:
+            if asked is None and abort is not None and abort.is_set():
+                self.driver.send(("abort",))
+                asked = time.monotonic()
+            message = self.driver.receive(_POLL_S)
+            now = time.monotonic()
+            if message is not None:
+                heard = now
+                result = self._handle(message)
+                if result is not None:
+                    return result
+                continue
+            if now - heard > _SILENCE_S:
+                raise DriverDied(f"the Ray driver stopped answering for {_SILENCE_S:.0f}s")
+            if asked is not None and now - asked > _STOP_GRACE_S:
+                self.executor._lost(self.driver, "the Ray driver did not stop")
+                raise RolloutAborted("the rollouts were stopped")
+            if deadline is not None and now > deadline + _STOP_GRACE_S:
+                self.executor._lost(self.driver, "the Ray driver did not stop")
+                raise TimeoutError("evaluation deadline passed")
+
+    def _handle(self, message: tuple[Any, ...]) -> list[EpisodeOutcome] | None:
+        kind = message[0]
+        if kind == "started":
+            self.executor._seen(int(message[1]), str(message[2]))
+        elif kind == "progress":
+            self.reported = int(message[1])
+            if self.on_progress is not None:
+                self.on_progress(self.reported)
+        elif kind == "beat":
+            if self.on_heartbeat is not None:
+                self.on_heartbeat()
+        elif kind == "log":
+            relay(message)
+        else:
+            self.ended = True
+            if kind == "done":
+                outcomes: list[EpisodeOutcome] = message[1]
+                return outcomes
+            if kind == "fault":
+                raise message[1]
+            if kind == "timeout":
+                raise TimeoutError(str(message[1]))
+            if kind == "aborted":
+                raise RolloutAborted("the rollouts were stopped")
+            raise WorkerCrashed(str(message[1]))
+        return None
+
+    def _stop(self) -> None:
+        """Stop the driver's run (a callback failed): its shards cancelled, or it killed."""
+        end = time.monotonic() + _STOP_GRACE_S
+        try:
+            self.driver.send(("abort",))
+            while time.monotonic() < end:
+                message = self.driver.receive(_POLL_S)
+                if message is not None and message[0] not in ("started", "progress", "beat", "log"):
+                    return
+        except DriverDied:
             return
-        now = time.monotonic()
-        for i in running.values():
-            if i in started and now - started[i] > self.shard_timeout_s:
-                log.error("rollout shard %d ran past its %gs limit", i, self.shard_timeout_s)
-                raise WorkerCrashed(
-                    f"a shard ran past its time limit of {self.shard_timeout_s:g}s on Ray"
-                )
+        self.executor._lost(self.driver, "the Ray driver did not stop")

@@ -1,7 +1,8 @@
 """This process's connection to Ray: joining a cluster or starting a local instance,
-with the evaluator's signal handlers kept and a clear error when Ray cannot be reached.
+with the process's signal handlers kept and a clear error when Ray cannot be reached.
 
-Split from :mod:`.ray`, whose :class:`~.ray.RayExecutor` runs shards once connected.
+Used by the Ray driver process (:mod:`.ray_driver`), never by the evaluator's own: the
+driver connects here and runs shards with :mod:`.ray_shards`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ except ImportError as exc:  # pragma: no cover - ray is a dependency; a trimmed 
 
 __all__ = [
     "THREAD_ENV",
-    "alive",
     "check_reachable",
     "connect",
     "disconnect",
@@ -162,12 +162,3 @@ def disconnect() -> None:
         if _Connection.users == 0 and _Connection.owned:
             ray.shutdown()
             _Connection.owned = False
-
-
-def alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a killed worker its raylet has not reaped yet does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
