@@ -33,6 +33,7 @@ from ale_robotics.paths import state_home
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.server.listeners import RunningEvaluator
+    from ale_robotics.evaluator.server.tls import ServerTls
 
 __all__: list[str] = []
 
@@ -90,6 +91,36 @@ def evaluator_serve(
         Path | None,
         typer.Option(rich_help_panel="Listeners", metavar="FILE", help="Harness token to accept."),
     ] = None,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            rich_help_panel="TLS",
+            metavar="FILE",
+            help="TCP listeners serve TLS with this PEM certificate (its subjectAltName "
+            "naming the host clients dial) and --tls-key.",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option(rich_help_panel="TLS", metavar="FILE", help="The certificate's PEM key."),
+    ] = None,
+    tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            rich_help_panel="TLS",
+            metavar="FILE",
+            help="Mutual TLS: clients must present a certificate this CA signed.",
+        ),
+    ] = None,
+    insecure: Annotated[
+        bool,
+        typer.Option(
+            "--insecure",
+            rich_help_panel="TLS",
+            help="Allow a plaintext TCP listener on a non-loopback address (tokens in clear: "
+            "a network you trust only). Loopback addresses and unix:// are always allowed.",
+        ),
+    ] = False,
     submission_dir: Annotated[
         Path | None,
         typer.Option(
@@ -194,6 +225,8 @@ def evaluator_serve(
     may then take it over), and the process prints "evaluator stopped" and exits 0.
     """
     _check_submission_dir(submission_dir)  # before the state dir is made
+    tls = _server_tls(tls_cert, tls_key, tls_client_ca)
+    _check_listeners(agent_listen, harness_listen, tls, insecure)
     root = _state_dir(state_dir)
     if allow_practice_without_run and run_id is not None:
         raise InvalidArgumentError(
@@ -237,6 +270,8 @@ def evaluator_serve(
         harness_listen=harness_listen,
         agent_token_file=agent_token_file,
         harness_token_file=harness_token_file,
+        tls=tls,
+        insecure=insecure,
     )
     _print_serving(
         running,
@@ -261,6 +296,31 @@ def _stop_on_signals() -> threading.Event:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     return stop
+
+
+def _server_tls(cert: Path | None, key: Path | None, client_ca: Path | None) -> ServerTls | None:
+    """``--tls-cert/--tls-key/--tls-client-ca`` read and checked, before anything is made."""
+    from ale_robotics.evaluator.server.tls import ServerTls
+
+    if cert is None and key is None:
+        if client_ca is not None:
+            raise InvalidArgumentError("--tls-client-ca goes with --tls-cert and --tls-key")
+        return None
+    if cert is None or key is None:
+        raise InvalidArgumentError("--tls-cert and --tls-key go together")
+    return ServerTls.from_files(cert, key, client_ca)
+
+
+def _check_listeners(
+    agent_listen: str | None, harness_listen: str | None, tls: ServerTls | None, insecure: bool
+) -> None:
+    """A plaintext TCP listener on a non-loopback address is refused before anything is
+    made (unless ``--insecure``); ``serve`` checks the same again."""
+    from ale_robotics.evaluator.server.tls import check_listeners
+
+    check_listeners(
+        {"--agent-listen": agent_listen, "--harness-listen": harness_listen}, tls, insecure
+    )
 
 
 def _store_url(store: str | None) -> str | None:

@@ -209,19 +209,24 @@ class AleClient:
         run_id: str = "",
         submission_dir: Path | str | None = None,
         timeout_s: float = 30.0,
+        credentials: grpc.ChannelCredentials | None = None,
     ) -> None:
+        """``credentials``: TLS for a TCP listener an evaluator serves with ``--tls-cert``
+        (:meth:`.tls.ClientTls.credentials`); None: plaintext (a Unix socket, loopback)."""
         self.endpoint = normalize_address(endpoint)
         self.task_id = task_id
         self.run_id = run_id
         self.submission_dir = Path(submission_dir) if submission_dir is not None else None
         self.timeout_s = timeout_s
         self._metadata = (("authorization", f"Bearer {token}"),)
-        self._channel = grpc.insecure_channel(
-            self.endpoint,
-            options=[
-                ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-                ("grpc.max_send_message_length", 64 * 1024 * 1024),
-            ],
+        options = [
+            ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+            ("grpc.max_send_message_length", 64 * 1024 * 1024),
+        ]
+        self._channel = (
+            grpc.insecure_channel(self.endpoint, options=options)
+            if credentials is None
+            else grpc.secure_channel(self.endpoint, credentials, options=options)
         )
         self._stub = pb_grpc.AleEnvStub(self._channel)
         self._opened_runs: list[str] = []

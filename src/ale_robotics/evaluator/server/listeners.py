@@ -7,6 +7,10 @@ so that ``grpcurl`` and load balancers work. Reflection is served as both
 ``grpc.reflection.v1`` (what current tools ask for first) and ``v1alpha``:
 grpcio-reflection implements only v1alpha, whose messages are the v1 messages
 field for field, so the v1 method is the same servicer under the v1 name.
+
+A TCP listener serves TLS given a :class:`~.tls.ServerTls` (mutual TLS with a client
+CA); a plaintext one on a non-loopback address is refused unless ``insecure`` (see
+:mod:`.tls`). Unix sockets are always plaintext.
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
-from ale_robotics.addresses import normalize_address
+from ale_robotics.addresses import normalize_address, split_host_port
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution import Executor
 from ale_robotics.evaluator.runs.registry import Access, Scope
 from ale_robotics.evaluator.server.auth import AuthInterceptor, Role, listener_scope
 from ale_robotics.evaluator.server.guard import RequestGuardInterceptor
 from ale_robotics.evaluator.server.servicer import Backends, make_servicer
+from ale_robotics.evaluator.server.tls import ServerTls, check_listeners
 from ale_robotics.evaluator.state.directory import StateDir, read_token
 from ale_robotics.tasks.registry import Registry, default_registry
 from ale_robotics.v1 import ale_env_pb2 as pb
@@ -139,6 +144,7 @@ def _listener(
     max_message_bytes: int,
     max_step_streams: int,
     practice_token: str | None = None,
+    tls: ServerTls | None = None,
 ) -> tuple[grpc.Server, str]:
     # Open streams can hold at most max_step_streams threads; the rest serve unary calls.
     workers = _UNARY_THREADS + max_step_streams
@@ -171,7 +177,10 @@ def _listener(
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_socket():
             path.unlink()  # stale socket of a previous process
-    port = server.add_insecure_port(addr)
+    if tls is not None and split_host_port(addr) is not None:
+        port = server.add_secure_port(addr, tls.credentials())
+    else:
+        port = server.add_insecure_port(addr)
     if port == 0:
         raise OSError(f"cannot listen on {addr}")
     if not addr.startswith("unix://") and addr.rsplit(":", 1)[-1] == "0":
@@ -191,12 +200,20 @@ def serve(
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     max_step_streams: int = DEFAULT_MAX_STEP_STREAMS,
     executor: Executor | None = None,
+    tls: ServerTls | None = None,
+    insecure: bool = False,
 ) -> RunningEvaluator:
     """Start both listeners and the job runner; returns once they accept calls.
+
+    ``tls``: what TCP listeners serve TLS with; without it a TCP listener on a
+    non-loopback address is refused (:class:`InvalidArgumentError`, before anything
+    starts) unless ``insecure``.
 
     ``executor``: the rollout executor ``config`` asks for, made (and its workers
     started) by the caller; the evaluator owns it from here on (see :class:`.core.Evaluator`).
     """
+    listeners = {"--agent-listen": agent_listen, "--harness-listen": harness_listen}
+    check_listeners(listeners, tls, insecure)
     evaluator = Evaluator(config, registry or default_registry(), executor=executor)
     state = evaluator.state
     agent_token = _agent_token(config, state, agent_token_file)
@@ -213,6 +230,7 @@ def serve(
         max_message_bytes,
         max_step_streams,
         practice_token,
+        tls,
     )
     try:
         harness_server, harness_addr = _listener(
@@ -223,6 +241,7 @@ def serve(
             health_servicer,
             max_message_bytes,
             max_step_streams,
+            tls=tls,
         )
     except BaseException:
         agent_server.stop(0)
