@@ -1,10 +1,11 @@
 """``ale-robotics evaluator`` as real processes: quiet stops, lease takeover, state dirs.
 
 * A terminal's Ctrl-C reaches the whole foreground process group, rollout
-  workers included; SIGTERM comes from a service manager. Either must stop
-  ``evaluator serve`` quietly, a job running or not: one "evaluator stopped"
-  line, exit 0, no traceback from the process or its workers, and the running
-  job left RUNNING for its lease to run out (not failed, not requeued).
+  workers included; SIGTERM comes from a service manager. The first drains
+  (``test_evaluator_drain.py``); a second must stop ``evaluator serve`` at once and
+  quietly: one "evaluator stopped" line, exit 0, no traceback from the process or its
+  workers, and the running job left RUNNING for its lease to run out (not failed, not
+  requeued).
 * An evaluator SIGKILLed mid-job: a shared evaluator started on the same state
   dir leaves the job alone while the dead process's lease still runs, then
   requeues and finishes it once (attempt 2).
@@ -185,7 +186,10 @@ def test_a_signal_stops_serve_quietly_while_a_job_runs(
     workers = _workers(ev.proc.pid)
     assert workers
     os.killpg(ev.proc.pid, sig)  # as a terminal's Ctrl-C does: the whole process group
+    _until("the drain to start", lambda: "draining:" in ev.output())
+    os.killpg(ev.proc.pid, sig)  # the second signal: stop at once, the job not waited for
     assert ev.proc.wait(timeout=30) == 0, ev.output()
+    assert "drain cut short by a second signal" in ev.output()
 
     out = ev.output()
     assert "Traceback" not in out and "KeyboardInterrupt" not in out, out

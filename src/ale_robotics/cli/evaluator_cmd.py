@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
+DEFAULT_DRAIN_S = 600.0
+"""How long a draining ``serve`` lets its running job finish (``--drain-s``)."""
+
 StateDirOpt = Annotated[
     Path | None,
     typer.Option(
@@ -217,12 +220,28 @@ def evaluator_serve(
             show_default=False,
         ),
     ] = None,
+    drain_s: Annotated[
+        float,
+        typer.Option(
+            "--drain-s",
+            rich_help_panel="Execution",
+            metavar="SECONDS",
+            min=0,
+            help="On the first SIGTERM or Ctrl-C: seconds the running job gets to finish "
+            "(no job is claimed, OpenSession and OpenRun are refused meanwhile); one still "
+            "running then is requeued at once for another evaluator. A second signal stops "
+            "at once.",
+        ),
+    ] = DEFAULT_DRAIN_S,
 ) -> None:
     """Serve AleEnv on two listeners until interrupted (Ctrl-C or SIGTERM).
 
-    Either signal stops it quietly: a running job's rollouts are stopped, the job
-    stays RUNNING and its lease runs out (a shared evaluator on the same state dir
-    may then take it over), and the process prints "evaluator stopped" and exits 0.
+    The first signal drains (``--drain-s``): no more jobs are claimed, the running job
+    finishes or, past the drain, is requeued for another evaluator, open sessions are
+    closed with UNAVAILABLE, and the process prints what it did, "evaluator stopped",
+    and exits 0. A second signal stops at once: a running job's rollouts are stopped,
+    the job stays RUNNING and its lease runs out (another evaluator on the store may
+    then take it over).
     """
     _check_submission_dir(submission_dir)  # before the state dir is made
     tls = _server_tls(tls_cert, tls_key, tls_client_ca)
@@ -233,7 +252,7 @@ def evaluator_serve(
             "--allow-practice-without-run is for a shared evaluator (without --run-id): an "
             "evaluator bound to one run counts all its practice against that run"
         )
-    stop = _stop_on_signals()
+    signals = _Signals()
 
     from ale_robotics.evaluator import EvaluatorConfig, serve
     from ale_robotics.evaluator.execution import check_executor
@@ -282,20 +301,38 @@ def evaluator_serve(
         practice_without_run=allow_practice_without_run,
         ray_address=ray_address,
     )
-    while not stop.wait(1.0):
+    while not signals.first.wait(1.0):
         pass
+    _drain(running, drain_s, signals.second)
     running.stop()
     console.print("evaluator stopped", highlight=False)
 
 
-def _stop_on_signals() -> threading.Event:
-    """An event set by SIGINT or SIGTERM, installed before the heavy imports and the start,
-    so that a signal at any point from here on is a request to stop, never a
-    KeyboardInterrupt traceback."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    return stop
+def _drain(running: RunningEvaluator, drain_s: float, interrupt: threading.Event) -> None:
+    """The first signal's drain (:mod:`ale_robotics.evaluator.server.drain`), each step
+    printed; a second signal (``interrupt``) cuts it short."""
+    report = running.drain(
+        drain_s, interrupt=interrupt, say=lambda line: console.print(line, highlight=False)
+    )
+    if report.interrupted:
+        console.print("drain cut short by a second signal: stopping now", highlight=False)
+
+
+class _Signals:
+    """SIGINT and SIGTERM counted: ``first`` asks for a drain, ``second`` to stop at once.
+
+    Installed before the heavy imports and the start, so that a signal at any point from
+    here on is such a request, never a KeyboardInterrupt traceback.
+    """
+
+    def __init__(self) -> None:
+        self.first = threading.Event()
+        self.second = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, *_: object) -> None:
+        (self.second if self.first.is_set() else self.first).set()
 
 
 def _server_tls(cert: Path | None, key: Path | None, client_ca: Path | None) -> ServerTls | None:

@@ -10,6 +10,26 @@ the process), so the store ends it FAILED (infrastructure) in the same
 transaction and its signed ``result`` is added here (:class:`.sessions.eval_record.
 EvalRecords`). Only this evaluator's run's jobs when it is bound to one; never
 a live process's.
+
+Holding a job (:mod:`.store` has the lease model): the runner claims only its
+run's jobs when the evaluator is embedded in one run (``config.run_id``), any
+run's otherwise. A thread of its own renews the leases of everything this
+process holds every third of ``config.job_lease_s``, however long a shard
+runs; the loop requeues jobs whose lease expired (another process died with
+them) as often. Every event and transition of a job is conditional on still
+holding it. A job can stop being this runner's three ways, and each stops its
+rollouts at once (:class:`.execution.RolloutAborted`), quietly, recording nothing:
+
+* cancelled (:meth:`.runner.JobRunner.cancel`, from :meth:`.jobs.JobService.cancel_run`):
+  the job is CANCELLED already; its snapshot is deleted.
+* lost (a renewal or a write refused: the lease expired while this process was
+  stalled and another took the job, or another process cancelled it): whatever
+  the store says now stands.
+* the evaluator stopping (:meth:`.runner.JobRunner.stop`): the job stays RUNNING and its
+  lease runs out unrenewed, so a shared evaluator on the same store can take it
+  over; nothing is requeued or failed on the way out. A drain
+  (:meth:`.runner.JobRunner.drain`, then :meth:`.runner.JobRunner.abandon` past its
+  deadline, :mod:`.server.drain`) stops claiming first and requeues the job itself.
 """
 
 from __future__ import annotations

@@ -13,23 +13,7 @@ it). Snapshots of terminal jobs, and ``staging-*`` or unknown directories a dead
 process left long ago, are removed when the runner is created, at evaluator
 start, before any listener accepts a submission (:func:`.snapshot.reclaim_snapshots`).
 
-Holding a job (:mod:`.store` has the lease model): the runner claims only its
-run's jobs when the evaluator is embedded in one run (``config.run_id``), any
-run's otherwise. A thread of its own renews the leases of everything this
-process holds every third of ``config.job_lease_s``, however long a shard
-runs; the loop requeues jobs whose lease expired (another process died with
-them) as often. Every event and transition of a job is conditional on still
-holding it. A job can stop being this runner's three ways, and each stops its
-rollouts at once (:class:`.execution.RolloutAborted`), quietly, recording nothing:
-
-* cancelled (:meth:`JobRunner.cancel`, from :meth:`.jobs.JobService.cancel_run`): the job is
-  CANCELLED already; its snapshot is deleted.
-* lost (a renewal or a write refused: the lease expired while this process was
-  stalled and another took the job, or another process cancelled it): whatever
-  the store says now stands.
-* the evaluator stopping (:meth:`JobRunner.stop`): the job stays RUNNING and its
-  lease runs out unrenewed, so a shared evaluator on the same store can take it
-  over; nothing is requeued or failed on the way out.
+Holding a job, and the three ways a job stops being this runner's: :mod:`.leases`.
 """
 
 from __future__ import annotations
@@ -107,6 +91,7 @@ class JobRunner:
         """Claim only this run's jobs (an evaluator embedded in one); None: any run's."""
         self._policy = policy
         self._stop = threading.Event()
+        self._paused = threading.Event()  # draining: claim nothing more
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lease_thread: threading.Thread | None = None
@@ -148,6 +133,21 @@ class JobRunner:
         for thread in (self._thread, self._lease_thread):
             if thread is not None:
                 thread.join(timeout=10)
+
+    def drain(self) -> None:
+        """Claim no more jobs (the evaluator drains); the attempt under way goes on."""
+        self._paused.set()
+
+    def abandon(self, job_id: str, timeout: float = 30.0) -> bool:
+        """Stop the attempt at ``job_id`` as :meth:`stop` would (left RUNNING, quietly) and
+        wait for it to end; False when no attempt at it was under way."""
+        if self.current_job() != job_id:
+            return False
+        self._drop(job_id, Why.STOPPING)
+        deadline = time.monotonic() + timeout
+        while self.current_job() == job_id and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return True
 
     def _current_attempt(self) -> CurrentJob | None:
         with self._lock:
@@ -198,7 +198,7 @@ class JobRunner:
                 except (sqlite3.Error, StoreUnavailable) as exc:
                     log.warning("cannot requeue jobs with expired leases: %s", exc)
             try:
-                job = self._store.claim_next(run_id=self._run_id)
+                job = None if self._paused.is_set() else self._store.claim_next(run_id=self._run_id)
             # another process held the write lock too long, or the database is unreachable
             except (sqlite3.Error, StoreUnavailable) as exc:
                 log.warning("cannot claim a job: %s", exc)
@@ -211,7 +211,7 @@ class JobRunner:
             with self._lock:
                 self._current = current
             try:
-                if self._stop.is_set():  # stopped between the check and the claim
+                if self._stop.is_set() or self._paused.is_set():  # since the claim
                     self._store.release(job.job_id)
                     continue
                 self._attempt(job, current)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import secrets
+import threading
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution import Executor
 from ale_robotics.evaluator.runs.registry import Access, Scope
 from ale_robotics.evaluator.server.auth import AuthInterceptor, Role, listener_scope
+from ale_robotics.evaluator.server.drain import DrainGate, DrainReport, drain
 from ale_robotics.evaluator.server.guard import RequestGuardInterceptor
 from ale_robotics.evaluator.server.servicer import Backends, make_servicer
 from ale_robotics.evaluator.server.tls import ServerTls, check_listeners
@@ -81,6 +83,25 @@ class RunningEvaluator:
     practice_token: str | None = None
     """The operator's out-of-run practice token (``STATE_DIR/practice.token``), only with
     ``practice_without_run``; never handed to an agent."""
+    _gate: DrainGate | None = None
+
+    def drain(
+        self,
+        deadline_s: float,
+        *,
+        interrupt: threading.Event | None = None,
+        say: Callable[[str], None] = log.info,
+    ) -> DrainReport:
+        """Drain before :meth:`stop` (:mod:`.drain`): the job under way gets ``deadline_s``
+        to finish, then is requeued; sessions are closed. ``interrupt`` cuts it short."""
+
+        def not_serving() -> None:
+            for name in ("", SERVICE_NAME):
+                self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+
+        gate = self._gate if self._gate is not None else DrainGate()
+        stop = interrupt if interrupt is not None else threading.Event()
+        return drain(self.evaluator, gate, not_serving, deadline_s, interrupt=stop, say=say)
 
     def stop(self, grace: float = 2.0) -> None:
         self._health.enter_graceful_shutdown()
@@ -145,6 +166,7 @@ def _listener(
     max_step_streams: int,
     practice_token: str | None = None,
     tls: ServerTls | None = None,
+    gate: DrainGate | None = None,
 ) -> tuple[grpc.Server, str]:
     # Open streams can hold at most max_step_streams threads; the rest serve unary calls.
     workers = _UNARY_THREADS + max_step_streams
@@ -158,7 +180,8 @@ def _listener(
     )
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"ale-{role.value}"),
-        interceptors=[auth, RequestGuardInterceptor()],
+        # the drain's gate first: a call it refuses costs nothing else
+        interceptors=[gate or DrainGate(), auth, RequestGuardInterceptor()],
         options=[
             ("grpc.max_receive_message_length", max_message_bytes),
             ("grpc.max_send_message_length", max_message_bytes),
@@ -220,6 +243,7 @@ def serve(
     harness_token = state.token("harness", harness_token_file)
     practice_token = state.token("practice") if config.practice_without_run else None
     health_servicer = health.HealthServicer()
+    gate = DrainGate()
     agent_server, agent_addr = _listener(
         evaluator,
         Role.AGENT,
@@ -231,6 +255,7 @@ def serve(
         max_step_streams,
         practice_token,
         tls,
+        gate,
     )
     try:
         harness_server, harness_addr = _listener(
@@ -242,6 +267,7 @@ def serve(
             max_message_bytes,
             max_step_streams,
             tls=tls,
+            gate=gate,
         )
     except BaseException:
         agent_server.stop(0)
@@ -259,4 +285,5 @@ def serve(
         _servers=(agent_server, harness_server),
         _health=health_servicer,
         practice_token=practice_token,
+        _gate=gate,
     )

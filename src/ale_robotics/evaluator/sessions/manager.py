@@ -63,6 +63,7 @@ from ale_robotics.errors import (
     InvalidArgumentError,
     NotFoundError,
     ResourceExhaustedError,
+    UnavailableError,
 )
 from ale_robotics.evaluator.runs.access import RunAccess
 from ale_robotics.evaluator.runs.registry import TRUSTED, Scope
@@ -148,6 +149,7 @@ class SessionManager:
         self._abort = threading.Event()  # set by stop(): completions in flight give up
         self._closing = 0  # closes in flight (detached from _sessions, not yet recorded)
         self._closed = threading.Condition(self._lock)
+        self._gone: str | None = None  # stop()'s message for calls on closed sessions
 
     # ------------------------------------------------------------ lifecycle --
 
@@ -155,14 +157,18 @@ class SessionManager:
         self._thread = threading.Thread(target=self._reap_loop, name="ale-reaper", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, message: str | None = None) -> None:
         """Stop reaping and release every env; every eval session ends recorded.
+
+        ``message``: what a call on a closed session is answered from now on, UNAVAILABLE
+        (a draining evaluator's listeners still answer for a moment); None: NOT_FOUND.
 
         Sessions still open were ended by the evaluator, not abandoned by their
         agent: recorded as infrastructure failures. Closes in flight (an agent's
         CloseSession, a reap) get ``finish_grace_s`` to complete their episodes;
         past it they are aborted, which records an infrastructure failure too.
         """
+        self._gone = message
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -311,7 +317,8 @@ class SessionManager:
             )
         try:
             if session.closed:
-                raise NotFoundError(f"session {session_id} was closed")
+                closed = NotFoundError(f"session {session_id} was closed")
+                raise UnavailableError(self._gone) if self._gone else closed
             session.last_used = time.monotonic()
             return fn(session)
         finally:
@@ -445,6 +452,8 @@ class SessionManager:
             session = self._sessions.get(session_id)
         if session is not None and not self._access.visible(scope, session.run_id):
             session = None  # another run's: answered exactly as an id that never existed
+        if session is None and self._gone is not None:
+            raise UnavailableError(self._gone)
         if session is None:
             raise NotFoundError(
                 f"no open session {session_id!r}: it was never opened, was closed, or was "
