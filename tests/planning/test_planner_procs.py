@@ -3,7 +3,12 @@ crashed one is replaced, two racing planners stop at the first solution, and rea
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import planning_helpers
@@ -64,3 +69,54 @@ def test_ompl_plans_a_generated_problem(world: CollisionWorld) -> None:
     np.testing.assert_allclose(attempt.path[0], problem.start)
     np.testing.assert_allclose(attempt.path[-1], problem.goal, atol=1e-6)
     assert 0 < attempt.elapsed_s < 5.0
+
+
+_PARENT = """
+import sys
+import numpy as np
+import planning_helpers
+from ale_robotics.planning.planner_config import PlannerConfig
+from ale_robotics.planning.planner_procs import PlannerPool
+from ale_robotics.planning.scenes import Problem
+
+pool = PlannerPool(1, target=planning_helpers.misbehaving)
+pool.warm_up()
+print(pool._children[0].proc.pid, flush=True)
+q = tuple(np.zeros(7).tolist())
+# a planner that sleeps an hour: it never reads its pipe's EOF
+pool.solve(Problem("dresser", (), q, q), PlannerConfig(planner="RRTConnect", time_limit_s=120), 1)
+"""
+
+
+def test_a_planner_dies_with_its_worker_even_mid_problem() -> None:
+    """A rollout worker SIGKILLed (or ending with its own parent, issue 31) while its
+    planner is stuck in a problem leaves no planner process behind."""
+    here = Path(__file__).resolve().parent
+    path = os.pathsep.join(str(d) for d in (here, here.parent))
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _PARENT],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert worker.stdout is not None
+    planner = int(worker.stdout.readline())
+    time.sleep(0.5)  # the problem is sent: the planner sleeps in it
+    assert worker.poll() is None, "the worker stopped before it was killed"
+    worker.kill()
+    worker.wait()
+    deadline = time.monotonic() + 5
+    while _alive(planner) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    alive = _alive(planner)
+    if alive:
+        os.kill(planner, signal.SIGKILL)  # never left behind, whatever the outcome
+    assert not alive, "the planner outlived its worker"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

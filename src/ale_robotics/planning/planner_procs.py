@@ -13,7 +13,9 @@ With ``parallel_processes = 2`` both children get the same problem (each has its
 own OMPL random stream); the first exact solution wins, the other child is told
 to stop through a shared flag its termination condition reads, and its answer
 is collected and dropped. Children inherit the worker's resource limits and
-network namespace (see :class:`~ale_robotics.evaluator.execution.base.WorkerLimits`).
+network namespace (see :class:`~ale_robotics.evaluator.execution.base.WorkerLimits`),
+and die with it (:func:`_child_main`): a worker killed mid-problem leaves no planner
+behind, however long it would have planned or hung.
 
 **Clocks.** With the task's ``planning.clock: wall`` (``panda-planner-config-v1``)
 the limits above are wall-clock seconds. With ``cpu`` (from v2) they are the
@@ -31,7 +33,12 @@ never an unsolved problem.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import multiprocessing as mp
+import os
+import signal
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +66,9 @@ _POLL_S = 0.05
 """How often the children's CPU time is read (``cpu`` clock)."""
 
 
+_PR_SET_PDEATHSIG = 1
+
+
 class PlannerStarved(RuntimeError):
     """A planner process got too little CPU: still within its CPU budget after the
     wall-clock backstop. The host's failure, not the planner's (the job is retried)."""
@@ -79,6 +89,28 @@ def serve_planner(conn: Connection, cancel: Any, index: int) -> None:
             problem, cfg, clock = msg
             world.set_scene(problem.boxes)
             conn.send(plan_with_ompl(world, problem, cfg, cancel.is_set, clock))
+
+
+def _child_main(
+    target: Callable[[Connection, Any, int], None], conn: Connection, cancel: Any, index: int
+) -> None:
+    """A planner process: killed (SIGKILL) when its rollout worker dies, then ``target``.
+
+    ``PR_SET_PDEATHSIG`` fires when the *thread* that started the child ends: here the
+    thread running the shard, which outlives the pool (:meth:`PlannerPool.close` runs in
+    it, in the shard's ``finally``). A planner blocked in native code (OMPL ignoring its
+    time limit, a deadlocked ``PRM``) never reads the pipe's EOF, so without it a worker
+    killed mid-problem would leave it running for good. A parent that died before the
+    ``prctl`` is noticed by its pid (the one on the spawn command line).
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        spawner = mp.parent_process()
+        if spawner is not None and spawner.pid and os.getppid() != spawner.pid:
+            os._exit(1)
+    target(conn, cancel, index)
 
 
 @dataclass
@@ -104,7 +136,9 @@ class PlannerPool:
             parent_conn, child_conn = self._ctx.Pipe()
             cancel = self._ctx.Event()
             proc = self._ctx.Process(
-                target=self._target, args=(child_conn, cancel, i), name=f"ale-planner-{i}"
+                target=_child_main,
+                args=(self._target, child_conn, cancel, i),
+                name=f"ale-planner-{i}",
             )
             proc.start()
             child_conn.close()
