@@ -51,6 +51,7 @@ def _register_every_command() -> None:
         check_cmd,
         evalset_cmd,  # 'eval-set'
         evaluator_cmd,
+        queue_cmd,  # 'evaluator queue'
         report_cmd,  # 'report' and 'view'
         runs_cmd,  # 'runs' and 'leaderboard'
         tasks_cmd,
