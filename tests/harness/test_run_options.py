@@ -135,6 +135,7 @@ _SEPARATE = {
     "agent_token_file": "agent.token",
     "harness_token_file": "harness.token",
     "submission_volume": "volume",
+    "evaluator_retry_s": 42.0,
     "model_upstream": "http://127.0.0.1:9/v1",
     "models": ["m1", "m2"],
     "model_budget_tokens": 5000,

@@ -36,6 +36,7 @@ from ale_robotics.cli.runs_tables import (
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
 from ale_robotics.model.video import VIDEOS_DIR, read_video_index
 from ale_robotics.runs import RunIndex, RunSummary, compare, leaderboard, load_summary
+from ale_robotics.runs.unfinished import unfinished_run
 from ale_robotics.runs.verify import pin
 
 if TYPE_CHECKING:
@@ -137,25 +138,31 @@ def runs_list(
     "ended_at", "official", "smoke_episodes", "score", "status", "primary_metric",
     "primary_value", "episode_values", "ranked", "not_ranked_because", "verified",
     "verification": {"verified", "problems", "checks", "evaluator_key", "key_pinned"},
-    ...}, "problems": [{"path", "reason"}]}.
+    ...}, "unfinished": runs with no result.json [{"run_id", "run_dir", "state": "running" or
+    "lost" (its harness died before recording it), "task_id", "label", "started_at"}],
+    "problems": [{"path", "reason"}]}.
     Exit codes: 0 ok (no runs too), 2 a usage error (no such RUNS_ROOT).
     """
     with RunIndex(root, _keys(public_key)) as index:
         runs = index.runs(task)
-        _check_task(task, bool(runs))
+        unfinished = [
+            u for u in map(unfinished_run, index.unfinished()) if task is None or u.task_id == task
+        ]
+        _check_task(task, bool(runs or unfinished))
         if as_json:
             emit_json(
                 {
                     "schema_version": JSON_SCHEMA_VERSION,
                     "root": str(index.root),
                     "runs": [s.model_dump(mode="json") for s in runs],
+                    "unfinished": [u.model_dump(mode="json") for u in unfinished],
                     "problems": [
                         {"path": str(p.path), "reason": p.reason} for p in index.problems()
                     ],
                 }
             )
             return
-        print_run_list(index, runs, task)
+        print_run_list(index, runs, task, unfinished)
 
 
 # ------------------------------------------------------------------ runs show --

@@ -9,6 +9,7 @@ next command), unverified runs marked, times in UTC.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from ale_robotics.cli.app import console, out
 from ale_robotics.model.video import VIDEOS_DIR, VideoIndex
 from ale_robotics.runs import Comparison, LeaderRow, RunIndex, RunSummary, spread
 from ale_robotics.runs.compare import SCORE_DECIMALS, diff_text, fmt_fixed
+from ale_robotics.runs.unfinished import UnfinishedRun
 from ale_robotics.scoring.report import fmt_number
 
 if TYPE_CHECKING:
@@ -100,6 +102,30 @@ def print_warnings(index: RunIndex) -> None:
         )
 
 
+def _print_unfinished(unfinished: Sequence[UnfinishedRun]) -> None:
+    """The runs with no result.json: still running, or lost with their harness."""
+    if not unfinished:
+        return
+    table = _table(f"not recorded: {len(unfinished)} run{'s' if len(unfinished) != 1 else ''}")
+    table.add_column("run", no_wrap=True)
+    table.add_column("task", overflow="fold")
+    table.add_column("started", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    for u in unfinished:
+        state = Text("LOST", style="bold red") if u.state == "lost" else Text("running")
+        started = (u.started_at or "?")[:16].replace("T", " ")
+        table.add_row(Text(u.run_id), Text(u.task_id or "?"), started, state)
+    out.print(table)
+    if any(u.state == "lost" for u in unfinished):
+        console.print(
+            "LOST: the harness died (kill -9, host lost) before it recorded the run; nothing "
+            "will finish it: run the task again (the directory keeps its trajectory)",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+
+
 def _by_task(runs: list[RunSummary]) -> dict[str, list[RunSummary]]:
     groups: dict[str, list[RunSummary]] = {}
     for s in runs:
@@ -107,10 +133,17 @@ def _by_task(runs: list[RunSummary]) -> dict[str, list[RunSummary]]:
     return dict(sorted(groups.items()))
 
 
-def print_run_list(index: RunIndex, runs: list[RunSummary], task: str | None) -> None:
+def print_run_list(
+    index: RunIndex,
+    runs: list[RunSummary],
+    task: str | None,
+    unfinished: Sequence[UnfinishedRun] = (),
+) -> None:
     """``runs list``'s tables: the index's warnings, one table per task (oldest run first),
-    the unverified runs said apart, and where to go next."""
+    the unverified runs said apart, the runs not recorded (running or lost), and where to
+    go next."""
     print_warnings(index)
+    _print_unfinished(unfinished)
     if not runs:
         what = f" of {task}" if task else ""
         console.print(

@@ -39,11 +39,11 @@ from typing import Any, TypeVar
 import grpc
 
 from ale_robotics.addresses import normalize_address
+from ale_robotics.client.retry import RECONNECT_OPTIONS, RetryClock
 from ale_robotics.errors import (
     AleError,
     FailedPreconditionError,
     InvalidArgumentError,
-    UnavailableError,
     from_rpc_error,
 )
 from ale_robotics.tasks.contract import SubmissionContract
@@ -222,6 +222,7 @@ class AleClient:
         options = [
             ("grpc.max_receive_message_length", 64 * 1024 * 1024),
             ("grpc.max_send_message_length", 64 * 1024 * 1024),
+            *RECONNECT_OPTIONS,
         ]
         self._channel = (
             grpc.insecure_channel(self.endpoint, options=options)
@@ -231,6 +232,10 @@ class AleClient:
         self._stub = pb_grpc.AleEnvStub(self._channel)
         self._opened_runs: list[str] = []
         self._closed = False
+        self.retry_window_s = 0.0
+        """How long a call keeps retrying an evaluator that is gone (:mod:`.retry`): 0
+        for an agent's; the harness sets its ``--evaluator-retry-s`` (every call it
+        makes is idempotent: reads, closes, submissions deduplicated by client token)."""
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> AleClient:
@@ -287,7 +292,8 @@ class AleClient:
             raise FailedPreconditionError(
                 f"this AleClient ({self.endpoint}) is closed: make a new one"
             )
-        for attempt in range(retries + 1):
+        clock = RetryClock(self.endpoint, retries=retries, window_s=self.retry_window_s)
+        while True:
             try:
                 timeout = self.timeout_s if timeout_s is None else timeout_s
                 return method(request, metadata=self._metadata, timeout=timeout)
@@ -298,12 +304,7 @@ class AleClient:
                     f"this AleClient ({self.endpoint}) is closed: make a new one"
                 ) from None
             except grpc.RpcError as err:
-                exc = from_rpc_error(err)
-                if isinstance(exc, UnavailableError) and attempt < retries:
-                    time.sleep(0.2 * 2**attempt)
-                    continue
-                raise exc from None
-        raise AssertionError("unreachable")
+                clock.wait_or_raise(from_rpc_error(err))
 
     def get_spec(self) -> TaskView:
         r = self._call(self._stub.GetSpec, pb.GetSpecRequest(task_id=self.task_id), retries=3)

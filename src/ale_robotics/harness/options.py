@@ -12,6 +12,7 @@ validation, help text (its ``description``) and command-line flag (:class:`Flag`
                               models, token budget)
 :class:`EndpointOptions`      a separate evaluator to use instead (socket, tokens, volume,
                               state dir, an evaluator container)
+:class:`RetryOptions`         how long an evaluator gone is waited out (:mod:`.retry_options`)
 :class:`VideoOptions`         the evaluation videos (``--videos K``, ``--no-videos``), in
                               :mod:`.video_options`
 :class:`OutputOptions`        where this run goes and what it is called (run dir, label,
@@ -39,6 +40,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.option_decl import Flag, OptionGroup
+from ale_robotics.harness.retry_options import RetryOptions
 from ale_robotics.harness.video_options import VideoOptions
 from ale_robotics.paths import state_home
 from ale_robotics.sandboxes.registry import (
@@ -59,6 +61,7 @@ __all__ = [
     "LimitOptions",
     "ModelOptions",
     "OutputOptions",
+    "RetryOptions",
     "RunOptions",
     "RunSettings",
     "SandboxOptions",
@@ -390,6 +393,7 @@ GROUPS: tuple[tuple[str, type[_Group]], ...] = (
     ("Limits", LimitOptions),
     ("Model", ModelOptions),
     ("Evaluator endpoint", EndpointOptions),
+    ("Evaluator retries", RetryOptions),
     ("Videos", VideoOptions),
     ("Output", OutputOptions),
 )
@@ -397,7 +401,13 @@ GROUPS: tuple[tuple[str, type[_Group]], ...] = (
 
 
 class RunSettings(
-    SandboxOptions, ExecutorOptions, LimitOptions, ModelOptions, EndpointOptions, VideoOptions
+    SandboxOptions,
+    ExecutorOptions,
+    LimitOptions,
+    ModelOptions,
+    EndpointOptions,
+    RetryOptions,
+    VideoOptions,
 ):
     """The options one setting of which holds for many runs: every group but the output.
 

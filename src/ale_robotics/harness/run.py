@@ -52,6 +52,7 @@ from ale_robotics.harness.remote_evaluator import (
 )
 from ale_robotics.harness.report import InspectRecord
 from ale_robotics.harness.run_context import RunContext
+from ale_robotics.harness.run_lock import held_by_harness
 from ale_robotics.harness.stopped_run import record_failure, record_interrupt
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.harness.verdict import RunOutcome, await_result, score_run
@@ -136,49 +137,57 @@ def run_task(
     submission = (opts.submission_volume or run_dir / "submission").resolve()
     # Recorded before they exist (hidden from every later agent, wherever they are), and
     # refused if an agent sandboxed already would see them (sandboxes/run_dirs.py).
-    with new_private_dirs(_private_dirs(opts, run_dir, submission)):
-        run_dir = make_run_dir(run_dir)
-        submission.mkdir(parents=True, exist_ok=True)
-        if opts.state_dir is not None and opts.evaluator is None:
-            opts.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    traj = TrajectoryWriter(run_dir / "trajectory.jsonl", run_id)
-    traj.append(
-        "harness",
-        "run_started",
-        {
-            "task_id": task.id,
-            "task_config_sha256": entry.sha256,
-            "agent_cmd": opts.agent_cmd,
-            "label": label,
-            "started_at": started_at.isoformat().replace("+00:00", "Z"),
-            "budget_s": budget,
-            "target": target.model_dump(mode="json") if target else None,
-            "sandbox": sandbox.name,
-            **({} if opts.episodes is None else {"smoke_episodes": opts.episodes}),
-        },
-    )
-    ctx = RunContext(
-        opts=opts,
-        task=task,
-        manifest_entry=manifest_entry,
-        run_id=run_id,
-        run_dir=run_dir,
-        submission=submission,
-        budget_s=budget,
-        started=time.monotonic(),
-        traj=traj,
-        stop=stop,
-        sandbox=sandbox,
-        on_progress=on_progress,
-        registry=reg,
-        label=label,
-        started_at=started_at,
-        executor=executor,
-        agent_access=agent_access,
-        inspect=inspect,
-    )
-    if on_start is not None:
-        on_start(run_id, run_dir)
+    with contextlib.ExitStack() as lock:  # released once the run is recorded (or it dies)
+        with new_private_dirs(_private_dirs(opts, run_dir, submission)):
+            run_dir = make_run_dir(run_dir)
+            lock.enter_context(held_by_harness(run_dir))  # "lost" in runs list once it dies
+            submission.mkdir(parents=True, exist_ok=True)
+            if opts.state_dir is not None and opts.evaluator is None:
+                opts.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        traj = TrajectoryWriter(run_dir / "trajectory.jsonl", run_id)
+        traj.append(
+            "harness",
+            "run_started",
+            {
+                "task_id": task.id,
+                "task_config_sha256": entry.sha256,
+                "agent_cmd": opts.agent_cmd,
+                "label": label,
+                "started_at": started_at.isoformat().replace("+00:00", "Z"),
+                "budget_s": budget,
+                "target": target.model_dump(mode="json") if target else None,
+                "sandbox": sandbox.name,
+                **({} if opts.episodes is None else {"smoke_episodes": opts.episodes}),
+            },
+        )
+        ctx = RunContext(
+            opts=opts,
+            task=task,
+            manifest_entry=manifest_entry,
+            run_id=run_id,
+            run_dir=run_dir,
+            submission=submission,
+            budget_s=budget,
+            started=time.monotonic(),
+            traj=traj,
+            stop=stop,
+            sandbox=sandbox,
+            on_progress=on_progress,
+            registry=reg,
+            label=label,
+            started_at=started_at,
+            executor=executor,
+            agent_access=agent_access,
+            inspect=inspect,
+        )
+        if on_start is not None:
+            on_start(run_id, run_dir)
+        return _recorded(ctx)
+
+
+def _recorded(ctx: RunContext) -> RunOutcome:
+    """The run from its context to its verdict, whichever way it ends, recorded: a run
+    interrupted or failed gets ``result.json`` saying why (:mod:`.stopped_run`)."""
     try:
         return _connect_and_drive(ctx)
     except KeyboardInterrupt as exc:  # RunInterrupted, or Ctrl-C with no handler installed
@@ -186,6 +195,16 @@ def run_task(
         raise record_interrupt(ctx, signal_name) from None
     except HarnessError as exc:
         record_failure(ctx, exc.message)
+        raise
+    except AleError as exc:  # an evaluator call failed for good: not the agent's doing
+        reason = (
+            f"the evaluator failed the run ({exc.code.name}: {exc.message}); this is not the "
+            "agent's score, re-run it"
+        )
+        record_failure(ctx, reason)
+        raise HarnessError(reason) from None
+    except Exception as exc:  # a fault of the harness itself: the run still gets its record
+        record_failure(ctx, f"internal error in the harness: {type(exc).__name__}: {exc}")
         raise
     finally:
         # Drawn while the evaluator stopped (score_run); the plots are there once the run
@@ -284,6 +303,7 @@ def _connect_and_drive(ctx: RunContext) -> RunOutcome:
             ctx = dataclasses.replace(ctx, submission=submission)
             phase.cancel = lambda: close_remote_run(harness, run_id)
         ctx.stop.check()
+        harness.retry_window_s = opts.evaluator_retry_s
         with harness:
             return _drive(ctx, harness, agent_endpoint, agent_token)
     except KeyboardInterrupt:

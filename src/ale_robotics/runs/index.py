@@ -109,9 +109,12 @@ def _stamp(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def _scan(root: Path) -> dict[str, str]:
+def _scan(root: Path, unfinished: list[Path] | None = None) -> dict[str, str]:
     """Run dir (relative to ``root``, POSIX) -> the stamp of its result.json and
-    trajectory.jsonl (size, mtime and ctime of each; '-' for a missing trajectory)."""
+    trajectory.jsonl (size, mtime and ctime of each; '-' for a missing trajectory).
+
+    ``unfinished``: gets the run dirs with a trajectory but no result.json (running or lost).
+    """
     found: dict[str, str] = {}
 
     def walk(path: Path, depth: int) -> None:
@@ -131,7 +134,10 @@ def _scan(root: Path) -> dict[str, str]:
             try:
                 st = (sub / "result.json").stat()
             except OSError:
-                if not (sub / "trajectory.jsonl").exists() and depth < MAX_DEPTH:
+                if (sub / "trajectory.jsonl").exists():
+                    if unfinished is not None:
+                        unfinished.append(sub)
+                elif depth < MAX_DEPTH:
                     walk(sub, depth + 1)
                 continue
             try:
@@ -173,6 +179,7 @@ class RunIndex:
         self.last_refresh = Refresh()
         self._con: sqlite3.Connection | None = None
         self._in_memory = False
+        self._unfinished: list[Path] = []
 
     # ---------------------------------------------------------------- public --
 
@@ -226,9 +233,15 @@ class RunIndex:
         """:func:`~.leaderboard.leaderboard` of the runs under the root."""
         return leaderboard(self.runs(task_id), task_id)
 
+    def unfinished(self) -> list[Path]:
+        """The run directories with a trajectory but no ``result.json``, as of the last
+        refresh: runs still going, or lost (:mod:`.unfinished` tells which)."""
+        return list(self._unfinished)
+
     def refresh(self) -> Refresh:
         """Bring the index in line with the run directories; what changed."""
-        scanned = _scan(self.root)
+        self._unfinished = []
+        scanned = _scan(self.root, self._unfinished)
         try:
             changes = self._apply(scanned)
         except sqlite3.OperationalError as exc:
