@@ -73,10 +73,14 @@ from ale_robotics.evaluator.execution.base import (
     WorkerCrashed,
     WorkerLimits,
     shard_layout,
-    stack_versions,
 )
 from ale_robotics.evaluator.execution.ray_driver import ShardJob
-from ale_robotics.evaluator.execution.ray_process import DriverDied, DriverProcess, relay
+from ale_robotics.evaluator.execution.ray_process import (
+    DriverDied,
+    DriverProcess,
+    relay,
+    unreachable,
+)
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
@@ -100,6 +104,7 @@ DEFAULT_OBJECT_STORE_BYTES = 256 * 1024**2
 """Object store of a local Ray instance: it holds one job's weights at a time."""
 
 _POLL_S = 0.05
+_PROBE_S = 2.0
 _SILENCE_S = 60.0
 """A driver silent this long during a run is killed and the cluster counted lost (it sends
 a heartbeat a second while its cluster answers, and gives up on its own after 30 s)."""
@@ -156,13 +161,15 @@ class RayExecutor(Executor):
         self._cpus = workers or max(1, min(os.cpu_count() or 1, 8))
         self._object_store_bytes = object_store_bytes
         self.where = "a private local Ray instance" if address is None else f"{address}"
-        self._stack = stack_versions()
         self._run_lock = threading.Lock()
         self._lock = threading.Lock()
         self._pids: dict[int, str] = {}
         self._closed = False
         self._driver: DriverProcess | None = self._start_driver()
         info = self._driver.info
+        self._stack: dict[str, str] = dict(info["stack"])
+        """What decides an episode's numbers in the driver, started as the workers are (their
+        OpenBLAS kernel): every shard checks its worker's stack against it."""
         self.workers = workers or (int(info["cpus"]) if address is not None else self._cpus)
 
     # ------------------------------------------------------------- driver --
@@ -202,6 +209,9 @@ class RayExecutor(Executor):
         driver.kill()
         if self._closed:
             return WorkerCrashed("the Ray executor was shut down")
+        down = unreachable(self.address, _PROBE_S) if self.address is not None else None
+        if down is not None and "does not answer" not in why:
+            why = f"{why}; {self.address} does not answer ({down})"
         return WorkerCrashed(f"{self._cluster()} was lost: {why}")
 
     # ------------------------------------------------------------------ API --
@@ -323,6 +333,8 @@ class _Follow:
 
     def _handle(self, message: tuple[Any, ...]) -> list[EpisodeOutcome] | None:
         kind = message[0]
+        if kind == "lost":  # the cluster, says the driver: it is replaced
+            raise DriverDied(str(message[1]))
         if kind == "started":
             self.executor._seen(int(message[1]), str(message[2]))
         elif kind == "progress":

@@ -45,11 +45,13 @@ THREAD_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     **worker_blas_env(),
+    **{k: v for k, v in os.environ.items() if k == "OPENBLAS_CORETYPE"},
 }
 """One BLAS thread per worker, as the local executor's (threads fight MuJoCo), and the same
 OpenBLAS kernel (decided by the driver's CPU: every node must have AVX2 and FMA then, as
 every x86-64 server CPU since 2013 has; a node that picks another kernel is refused by the
-stack check, see :func:`.base.stack_mismatch`)."""
+stack check, see :func:`.base.stack_mismatch`), or the operator's ``OPENBLAS_CORETYPE``
+(the driver is started with the workers' kernel, :mod:`.ray_process`)."""
 
 
 class _Connection:

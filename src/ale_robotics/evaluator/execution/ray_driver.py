@@ -12,8 +12,9 @@ messages). The evaluator sends ``("connect", address, num_cpus, object_store_byt
 once, then ``("run", ShardJob)`` per job and ``("abort",)`` to stop one; the driver
 answers ``("ready", {...})`` or ``("unavailable", why)``, and per run ``("started", pid,
 node)``, ``("progress", n)``, ``("beat",)`` and ``("log", level, logger, text)`` until one
-of ``("done", outcomes)``, ``("fault", PolicyFault)``, ``("crashed", why)``, ``("timeout",
-why)`` or ``("aborted",)``.
+of ``("done", outcomes)``, ``("fault", PolicyFault)``, ``("crashed", why)`` (a worker),
+``("lost", why)`` (the cluster: the evaluator replaces this driver), ``("timeout", why)``
+or ``("aborted",)``.
 
 It dies with the evaluator: the link closing (the evaluator exited, or was killed) ends
 it with a Ray shutdown, and a thread that sees it re-parented ends it at once (when the
@@ -42,6 +43,7 @@ from ale_robotics.evaluator.execution.base import (
     RolloutAborted,
     Shard,
     WorkerCrashed,
+    stack_versions,
 )
 from ale_robotics.model.episode import PolicyFault
 
@@ -134,11 +136,15 @@ def _watch_parent(parent: int) -> None:
 
 
 def _serve_run(link: _Link, shards: Any, job: ShardJob) -> None:
+    from ale_robotics.evaluator.execution.ray_shards import ClusterLost
+
     link.stopped = False
     try:
         outcomes = shards.run(job, link, link.stop_requested)
     except PolicyFault as exc:
         link.send(("fault", exc))
+    except ClusterLost as exc:
+        link.send(("lost", str(exc)))
     except WorkerCrashed as exc:
         link.send(("crashed", str(exc)))
     except TimeoutError as exc:
@@ -177,6 +183,7 @@ def _connect(link: _Link, hello: tuple[Any, ...]) -> Any:
                 "address": ray.get_runtime_context().gcs_address,
                 "node": shards.node,
                 "pid": os.getpid(),
+                "stack": stack_versions(),
             },
         )
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import signal
 import socket
@@ -17,8 +18,9 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ale_robotics.evaluator.execution.base import ExecutorUnavailable
+from ale_robotics.evaluator.execution.blas import worker_blas_env
 
-__all__ = ["DriverDied", "DriverProcess"]
+__all__ = ["DriverDied", "DriverProcess", "relay", "unreachable"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ class DriverProcess:
                 stdout=self._log,
                 stderr=self._log,
                 start_new_session=True,  # a terminal's Ctrl-C is the evaluator's to handle
+                # the workers' OpenBLAS kernel: the stack the driver reports is theirs
+                env={**os.environ, **worker_blas_env()},
             )
         finally:
             theirs.close()
@@ -162,3 +166,16 @@ def relay(message: tuple[Any, ...]) -> None:
     """A driver's ``("log", level, logger, text)`` into the evaluator's log."""
     _, level, name, text = message
     logging.getLogger(str(name)).log(int(level), "%s", text)
+
+
+def unreachable(address: str, timeout: float) -> str | None:
+    """Why ``host:port`` refuses a TCP connection within ``timeout`` s, or None when it
+    accepts one (or is not of that form: 'auto')."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout):
+            return None
+    except OSError as exc:
+        return str(exc.strerror or exc)

@@ -7,8 +7,10 @@ Progress: every shard posts to one small actor of the driver (:class:`_ProgressB
 CPU, pinned to the driver's own node so that losing another node never loses it): "started"
 (with its worker's PID and node) and one post per finished episode. :meth:`ShardRun.run`
 polls ``ray.wait`` on the shards' futures and the board every 50 ms and reports through
-:class:`Report`; a board that does not answer for 30 s fails the run as
-:class:`.base.WorkerCrashed` (the cluster stopped answering).
+:class:`Report`. A board that does not answer within 2 s has the cluster's GCS probed: one
+that refuses connections (the cluster stopped) fails the run at once as
+:class:`ClusterLost`, a :class:`.base.WorkerCrashed`; a cluster that accepts connections
+but does not answer for 30 s, likewise.
 
 Failures: a shard whose worker died (killed, out of memory, its node lost) or that raised
 anything but :class:`.pipeline.PolicyFault` is :class:`.base.WorkerCrashed` (logged with long
@@ -52,8 +54,9 @@ except ImportError as exc:  # pragma: no cover - the driver is started only wher
 
 from ale_robotics.evaluator.execution.ray_connection import THREAD_ENV
 from ale_robotics.evaluator.execution.ray_driver import ShardJob
+from ale_robotics.evaluator.execution.ray_process import unreachable
 
-__all__ = ["Report", "ShardRun"]
+__all__ = ["ClusterLost", "Report", "ShardRun"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,8 @@ _POLL_S = 0.05
 _HEARTBEAT_S = 1.0
 _RPC_TIMEOUT_S = 30.0
 """How long the progress board may take to answer before the cluster counts as lost."""
+_PROBE_S = 2.0
+"""How long one wait for the board lasts before the GCS is probed."""
 _CANCEL_WAIT_S = 1.5
 """How long a cancel waits for Ray to resolve the killed shards (see ``ShardRun._cancel``)."""
 
@@ -114,6 +119,10 @@ _shard_task: Any = ray.remote(max_retries=0)(_shard_in_ray)
 # ------------------------------------------------------------------ driver --
 
 
+class ClusterLost(WorkerCrashed):
+    """The cluster itself stopped answering (not one worker): the driver is done with it."""
+
+
 class Report(Protocol):
     """Where a run's news goes (the evaluator, over the driver's link)."""
 
@@ -130,6 +139,7 @@ class ShardRun:
     def __init__(self, pinned: bool) -> None:
         self._pinned = pinned
         self.node: str = ray.get_runtime_context().get_node_id()
+        self.gcs: str = ray.get_runtime_context().gcs_address
         self._board: Any = None
 
     def _get_board(self) -> Any:
@@ -184,15 +194,31 @@ class ShardRun:
         return WorkerCrashed(f"a Ray worker died ({type(exc).__name__})")
 
     def _take(self, board: Any, tag: str) -> list[tuple[Any, ...]]:
-        try:
-            posts: list[tuple[Any, ...]] = ray.get(board.take.remote(tag), timeout=_RPC_TIMEOUT_S)
-        except (GetTimeoutError, RayError) as exc:
-            self.lose_board()
-            log.error("the Ray progress board stopped answering: %s", redacted(exc))
-            raise WorkerCrashed(
-                f"the Ray cluster stopped answering ({type(exc).__name__})"
-            ) from None
-        return posts
+        """The board's posts of this run. While it does not answer, the cluster's GCS is
+        probed every :data:`_PROBE_S`: one that refuses connections is a lost cluster at
+        once (:class:`ClusterLost`), one that answers gets up to :data:`_RPC_TIMEOUT_S`."""
+        ref = board.take.remote(tag)
+        since = time.monotonic()
+        while True:
+            try:
+                posts: list[tuple[Any, ...]] = ray.get(ref, timeout=_PROBE_S)
+            except GetTimeoutError:
+                down = unreachable(self.gcs, _PROBE_S)
+                if down is None and time.monotonic() - since < _RPC_TIMEOUT_S:
+                    continue
+                self.lose_board()
+                if down is not None:
+                    raise ClusterLost(f"its GCS at {self.gcs} does not answer ({down})") from None
+                log.error("the Ray progress board stopped answering for %gs", _RPC_TIMEOUT_S)
+                raise ClusterLost(
+                    f"it stopped answering for {_RPC_TIMEOUT_S:.0f}s (its GCS at {self.gcs} "
+                    "still accepts connections)"
+                ) from None
+            except RayError as exc:
+                self.lose_board()
+                log.error("the Ray progress board failed: %s", redacted(exc))
+                raise ClusterLost(f"its progress actor failed ({type(exc).__name__})") from None
+            return posts
 
     def run(self, job: ShardJob, report: Report, stop: Callable[[], bool]) -> list[EpisodeOutcome]:
         """All of ``job``'s episodes in index order; ``stop()`` true: cancel, RolloutAborted."""
