@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import asdict
+from pathlib import Path
 
 import pytest
 from execution_helpers import stable_weights, with_layout
@@ -181,3 +184,66 @@ def test_executor_names_are_checked(tmp_path) -> None:
         EvaluatorConfig(tmp_path, None, executor="spark")
     cfg = EvaluatorConfig(tmp_path, None, executor="ray", ray_address="10.0.0.1:6379")
     assert (cfg.executor, cfg.ray_address) == ("ray", "10.0.0.1:6379")
+
+
+def _tree(pid: int) -> set[int]:
+    """``pid``'s descendants (from /proc)."""
+    from helpers import child_pids
+
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in child_pids(todo.pop()):
+            if child not in out:
+                out.add(child)
+                todo.append(child)
+    return out
+
+
+@pytest.mark.parametrize("how", ["SIGKILL", "shutdown"])
+def test_a_private_instance_dies_with_its_evaluator(how: str) -> None:
+    """No raylet, GCS or Ray worker outlives the evaluator: killed with SIGKILL (the driver
+    sees itself re-parented and exits; Ray's fate sharing takes the instance's processes),
+    or shut down."""
+    from ale_robotics.evaluator.execution.ray import alive
+
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from ale_robotics.evaluator.execution.ray import RayExecutor
+        from ale_robotics.tasks import default_registry
+        task = default_registry().get("td3-inverted-pendulum-v1")
+        ex = RayExecutor(1, object_store_bytes=100 * 1024**2)
+        w = {{r.key: __import__("numpy").zeros(r.shape, r.dtype) for r in task.contract.tensors}}
+        ex.run(task, w, [1, 2])
+        print("ready", flush=True)
+        if {how!r} == "shutdown":
+            sys.stdin.readline()
+            ex.shutdown()
+        else:
+            time.sleep(600)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        tree = _tree(proc.pid)
+        names = [Path(f"/proc/{p}/cmdline").read_bytes() for p in tree if alive(p)]
+        assert any(b"raylet" in n for n in names) and any(b"gcs_server" in n for n in names)
+        if how == "SIGKILL":
+            proc.kill()
+        else:
+            assert proc.stdin is not None
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while {p for p in tree if alive(p)} and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not {p for p in tree if alive(p)}, "Ray processes outlived the evaluator"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
