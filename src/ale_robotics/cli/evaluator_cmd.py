@@ -33,6 +33,7 @@ from ale_robotics.paths import state_home
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.server.listeners import RunningEvaluator
+    from ale_robotics.evaluator.server.metrics import MetricsServer
     from ale_robotics.evaluator.server.tls import ServerTls
 
 __all__: list[str] = []
@@ -93,6 +94,17 @@ def evaluator_serve(
     harness_token_file: Annotated[
         Path | None,
         typer.Option(rich_help_panel="Listeners", metavar="FILE", help="Harness token to accept."),
+    ] = None,
+    metrics_listen: Annotated[
+        str | None,
+        typer.Option(
+            "--metrics-listen",
+            rich_help_panel="Listeners",
+            metavar="HOST:PORT",
+            help="Serve Prometheus metrics at http://HOST:PORT/metrics (jobs by state, queue "
+            "depth, durations, failures, sessions, agent steps). No authentication: a "
+            "loopback address unless --insecure.",
+        ),
     ] = None,
     tls_cert: Annotated[
         Path | None,
@@ -246,6 +258,10 @@ def evaluator_serve(
     _check_submission_dir(submission_dir)  # before the state dir is made
     tls = _server_tls(tls_cert, tls_key, tls_client_ca)
     _check_listeners(agent_listen, harness_listen, tls, insecure)
+    if metrics_listen is not None:
+        from ale_robotics.evaluator.server.metrics import check_metrics_address
+
+        check_metrics_address(metrics_listen, insecure=insecure)
     root = _state_dir(state_dir)
     if allow_practice_without_run and run_id is not None:
         raise InvalidArgumentError(
@@ -301,16 +317,35 @@ def evaluator_serve(
         practice_without_run=allow_practice_without_run,
         ray_address=ray_address,
     )
+    metrics = _serve_metrics(running, metrics_listen, insecure)
     while not signals.first.wait(1.0):
         pass
     _drain(running, drain_s, signals.second)
+    if metrics is not None:
+        metrics.stop()
     running.stop()
     console.print("evaluator stopped", highlight=False)
 
 
+def _serve_metrics(
+    running: RunningEvaluator, address: str | None, insecure: bool
+) -> MetricsServer | None:
+    """The ``--metrics-listen`` endpoint; the evaluator is stopped when it cannot listen."""
+    if address is None:
+        return None
+    from ale_robotics.evaluator.server.metrics import serve_metrics
+
+    try:
+        server = serve_metrics(running.evaluator, address, insecure=insecure)
+    except BaseException:
+        running.stop()
+        raise
+    console.print(f"  metrics:         http://{server.address}/metrics", highlight=False)
+    return server
+
+
 def _drain(running: RunningEvaluator, drain_s: float, interrupt: threading.Event) -> None:
-    """The first signal's drain (:mod:`ale_robotics.evaluator.server.drain`), each step
-    printed; a second signal (``interrupt``) cuts it short."""
+    """The first signal's drain (:mod:`..evaluator.server.drain`); a second cuts it short."""
     report = running.drain(
         drain_s, interrupt=interrupt, say=lambda line: console.print(line, highlight=False)
     )

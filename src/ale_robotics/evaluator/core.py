@@ -41,6 +41,7 @@ from ale_robotics.evaluator.batch.runner import JobRunner
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.config import EvaluatorConfig, open_executor, open_job_store
 from ale_robotics.evaluator.execution import Executor
+from ale_robotics.evaluator.observe import Observers, observed_queue
 from ale_robotics.evaluator.results.builder import ResultBuilder
 from ale_robotics.evaluator.runs.access import RunAccess
 from ale_robotics.evaluator.runs.checkpoints import CheckpointReceipt, CheckpointService
@@ -109,8 +110,9 @@ class Evaluator:
         vs = self.videos.store  # what videos are made from: taped sessions, kept submissions
         records = EvalRecords(self.store, self.ledger, self.results, self.training, self.tasks, vs)
         reaper = LeaseReaper(self.store, records, bound_run=config.run_id)
+        self.observers = Observers()  # who counts what the services report (.observe)
         self.runner = JobRunner(
-            self.store,
+            observed_queue(self.store, self.observers),
             self.pool,
             self.ledger,
             self.results,
@@ -157,6 +159,8 @@ class Evaluator:
     # ------------------------------------------------------------ lifecycle --
 
     def start(self) -> None:
+        self.pool.on_shard = self.observers.shard_finished  # for metrics (.observe)
+        self.sessions.on_steps = self.observers.agent_steps
         self.runner.start()
         self.sessions.start()
 

@@ -227,6 +227,9 @@ class Executor(abc.ABC):
     """The name ``--executor`` takes: 'local', 'ray'."""
     workers: int
     limits: WorkerLimits
+    on_shard: Callable[[float], None] | None = None
+    """Called with each shard's seconds on its worker, where the executor measures them
+    (the local one does; metrics, :mod:`ale_robotics.evaluator.observe`)."""
 
     @abc.abstractmethod
     def run(

@@ -265,7 +265,9 @@ class LocalExecutor(Executor):
             try:
                 while True:
                     msg_tag, n = progress.get_nowait()
-                    if msg_tag == tag:
+                    if msg_tag == f"{tag}:shard" and self.on_shard is not None:
+                        self.on_shard(n)
+                    elif msg_tag == tag:
                         done += n
                         if on_progress is not None:
                             on_progress(done)

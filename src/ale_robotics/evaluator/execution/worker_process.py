@@ -272,7 +272,11 @@ def run_shard_in_worker(
         if _PROGRESS is not None:
             _PROGRESS.put((tag, 1))
 
-    return run_shard(task_json, weights, seeds, report)
+    t0 = time.monotonic()
+    outcomes = run_shard(task_json, weights, seeds, report)
+    if _PROGRESS is not None:  # the shard's own seconds, for the evaluator's metrics
+        _PROGRESS.put((f"{tag}:shard", time.monotonic() - t0))
+    return outcomes
 
 
 _ENV_LOCK = threading.Lock()

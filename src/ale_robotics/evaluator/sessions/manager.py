@@ -150,6 +150,7 @@ class SessionManager:
         self._closing = 0  # closes in flight (detached from _sessions, not yet recorded)
         self._closed = threading.Condition(self._lock)
         self._gone: str | None = None  # stop()'s message for calls on closed sessions
+        self.on_steps: Callable[[int], None] | None = None  # agent env steps (metrics)
 
     # ------------------------------------------------------------ lifecycle --
 
@@ -315,6 +316,7 @@ class SessionManager:
                 f"session {session_id} stayed busy with another call past the per-call deadline "
                 f"({deadline:g}s); calls on one session run one at a time"
             )
+        steps = session.env_steps
         try:
             if session.closed:
                 closed = NotFoundError(f"session {session_id} was closed")
@@ -323,7 +325,10 @@ class SessionManager:
             return fn(session)
         finally:
             session.last_used = time.monotonic()
+            steps, report = session.env_steps - steps, self.on_steps
             session.lock.release()
+            if steps and report is not None:
+                report(steps)
 
     def close(self, session_id: str, scope: Scope = TRUSTED) -> int:
         """Close one session; returns the episodes it completed (eval sessions)."""
