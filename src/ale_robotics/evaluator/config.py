@@ -14,7 +14,8 @@ from pathlib import Path
 
 from ale_robotics.evaluator.execution import Executor, WorkerLimits, check_executor, make_executor
 from ale_robotics.evaluator.state.directory import StateDir
-from ale_robotics.evaluator.store import DEFAULT_LEASE_S, JobStore, open_store
+from ale_robotics.evaluator.store import DEFAULT_LEASE_S, JobStore, open_store, redacted
+from ale_robotics.evaluator.store.identity import StoreIdentity, check_identity
 
 __all__ = ["EvaluatorConfig", "open_executor", "open_job_store"]
 
@@ -129,6 +130,22 @@ def open_executor(config: EvaluatorConfig) -> Executor:
     )
 
 
-def open_job_store(config: EvaluatorConfig, state: StateDir) -> JobStore:
-    """The job store ``config`` names, or the SQLite file of the state dir by default."""
-    return open_store(config.store_url or state.db_path, lease_s=config.job_lease_s)
+def open_job_store(
+    config: EvaluatorConfig, state: StateDir, identity: StoreIdentity | None = None
+) -> JobStore:
+    """The job store ``config`` names, or the SQLite file of the state dir by default.
+
+    ``identity``: this evaluator's (its secret's and key's fingerprints): recorded in the
+    store by the first evaluator to open it; a store another state dir recorded is closed
+    again and refused (:class:`~.store.identity.StoreOwnedElsewhere`), before anything
+    is claimed from it.
+    """
+    where = config.store_url or state.db_path
+    store = open_store(where, lease_s=config.job_lease_s)
+    if identity is not None:
+        try:
+            check_identity(redacted(str(where)), store.bind_identity(identity), identity)
+        except BaseException:
+            store.close()
+            raise
+    return store

@@ -53,14 +53,23 @@ from ale_robotics.evaluator.sessions.manager import SessionManager
 from ale_robotics.evaluator.state.directory import StateDir
 from ale_robotics.evaluator.state.ledger import RunLedger
 from ale_robotics.evaluator.store import JobRecord
+from ale_robotics.evaluator.store.identity import StoreIdentity
 from ale_robotics.evaluator.videos import open_videos
 from ale_robotics.model.result import EvalResult
 from ale_robotics.seeds import HiddenSeed
 from ale_robotics.tasks.registry import Registry
 from ale_robotics.tasks.spec import TaskSpec
-from ale_robotics.trajectory import EvaluatorSigner
+from ale_robotics.trajectory import EvaluatorSigner, secret_commitment
 
 __all__ = ["Evaluator", "EvaluatorConfig"]
+
+
+def _identity(config: EvaluatorConfig, secret: bytes, signer: EvaluatorSigner) -> StoreIdentity:
+    """This evaluator's identity for its store (:mod:`.store.identity`): replicas share one
+    state dir (secret, key), and a store first opened with another is refused."""
+    return StoreIdentity.of(
+        secret_commitment(secret), signer.public_key_hex, str(config.state_dir.resolve())
+    )
 
 
 class Evaluator:
@@ -82,7 +91,7 @@ class Evaluator:
         self.state = StateDir(config.state_dir)
         secret = self.state.secret()  # handed to the ledger only
         self.signer = EvaluatorSigner.load_or_create(self.state.signing_key_path)
-        self.store = open_job_store(config, self.state)
+        self.store = open_job_store(config, self.state, _identity(config, secret, self.signer))
         self.ledger = RunLedger(self.store, self.signer, secret)
         self.pool = executor if executor is not None else open_executor(config)
         # The runs opened with OpenRun and each run's practice steps live in the store

@@ -1,7 +1,8 @@
 """Evaluator replicas sharing one job store (``backend``) share what a run needs.
 
 Each replica has a state dir of its own here (as on different hosts; the snapshot
-test shares one, as replicas sharing a volume do):
+test shares one, as replicas sharing a volume do), holding the first one's secret and
+signing key (a store refuses replicas with others, :mod:`.store.identity`):
 
 * a run opened with OpenRun on replica A is known to B, its token works there, and
   CloseRun on B refuses it on A at once (the registry is in the store, not in a
@@ -46,6 +47,11 @@ def make_ev(tmp_path: Path, registry: Registry, backend: Backend) -> Iterator[Ma
     made: list[Evaluator] = []
 
     def make(state: str, volume: Path | None = None, **config: Any) -> Evaluator:
+        if made and not (tmp_path / state).exists():  # the first replica's secret and key
+            (tmp_path / state).mkdir()
+            for name in ("secret", "signing_key.pem"):
+                (tmp_path / state / name).write_bytes((made[0].state.root / name).read_bytes())
+                (tmp_path / state / name).chmod(0o600)
         cfg = EvaluatorConfig(
             tmp_path / state,
             volume,
@@ -83,12 +89,7 @@ def test_a_run_opened_on_one_replica_is_served_and_closed_by_another(make_ev: Ma
 def test_replicas_racing_a_runs_first_events_write_one_preamble(
     make_ev: MakeEv, tmp_path: Path, task: TaskSpec
 ) -> None:
-    a = make_ev("a")
-    (tmp_path / "b").mkdir()  # one secret and key for both, as replicas share them
-    for name in ("secret", "signing_key.pem"):
-        (tmp_path / "b" / name).write_bytes((tmp_path / "a" / name).read_bytes())
-        (tmp_path / "b" / name).chmod(0o600)
-    b = make_ev("b")
+    a, b = make_ev("a"), make_ev("b")  # one secret and key for both (make_ev)
     writers, per_writer = 3, 4
     go = threading.Barrier(2 * writers)
 

@@ -164,10 +164,13 @@ def test_the_count_survives_a_restart(make_ev: MakeEv) -> None:
 
 
 def test_replicas_on_one_store_share_a_runs_budget(make_ev: MakeEv, backend: Backend) -> None:
-    """Replica A and replica B (different state dirs: different hosts) serve practice
-    sessions of one run: B sees A's steps, refuses what would pass the budget, and a
-    restarted replica keeps the count; no file in either state dir holds it."""
+    """Replica A and replica B (different state dirs: different hosts; with the same
+    secret and key, as the store demands of its replicas) serve practice sessions of one
+    run: B sees A's steps, refuses what would pass the budget, and a restarted replica
+    keeps the count; no file in either state dir holds it."""
     a = make_ev(budget=10, state="a", store_url=backend.url)
+    for other in ("b", "c"):
+        _same_keys(a.state.root, a.state.root.parent / other)
     b = make_ev(budget=10, state="b", store_url=backend.url)
     sa, sb = _open(a, n=3), _open(b, n=2)
     sa.reset([0])
@@ -185,6 +188,14 @@ def test_replicas_on_one_store_share_a_runs_budget(make_ev: MakeEv, backend: Bac
     assert make_ev(budget=10, state="c", store_url=backend.url).training.used(RUN) == 10
     assert not (a.state.root / "practice_steps.json").exists()
     assert not (b.state.root / "practice_steps.json").exists()
+
+
+def _same_keys(src: Path, dst: Path) -> None:
+    """Give state dir ``dst`` the secret and signing key of ``src`` (a copied volume)."""
+    dst.mkdir()
+    for name in ("secret", "signing_key.pem"):
+        (dst / name).write_bytes((src / name).read_bytes())
+        (dst / name).chmod(0o600)
 
 
 def test_budgets_in_the_papers_unit_and_in_agent_steps() -> None:

@@ -24,6 +24,7 @@ from ale_robotics.evaluator.store.base import (
     redacted,
 )
 from ale_robotics.evaluator.store.factory import open_store
+from ale_robotics.evaluator.store.identity import StoreIdentity, StoreOwnedElsewhere
 from ale_robotics.evaluator.store.ports import (
     EventLog,
     JobQueue,
@@ -47,6 +48,8 @@ __all__ = [
     "RunStore",
     "SqlJobStore",
     "SqliteJobStore",
+    "StoreIdentity",
+    "StoreOwnedElsewhere",
     "StoreUnavailable",
     "check_token_sha256",
     "new_job_id",

@@ -87,6 +87,22 @@ MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        2,
+        (
+            # whose store this is: the first evaluator's fingerprints (.identity)
+            """
+            CREATE TABLE store_identity (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                secret_fingerprint TEXT NOT NULL,
+                key_fingerprint TEXT NOT NULL,
+                state_dir TEXT NOT NULL DEFAULT '',
+                host TEXT NOT NULL DEFAULT '',
+                recorded DOUBLE PRECISION NOT NULL
+            )
+            """,
+        ),
+    ),
 )
 """Schema versions in order, each with the statements that bring the one before to it."""
 

@@ -60,6 +60,7 @@ from ale_robotics.evaluator.store.base import (
     JobRecord,
     RunRecord,
 )
+from ale_robotics.evaluator.store.identity import StoreIdentity
 from ale_robotics.model.states import FailureSource, JobState
 
 __all__ = ["EventLog", "JobQueue", "JobStore", "PracticeBudgets", "RunStore"]
@@ -347,6 +348,15 @@ class JobStore(JobQueue, EventLog, RunStore, PracticeBudgets, Protocol):
 
     def schema_version(self) -> int:
         """The schema version the store is at (created or migrated when it was opened)."""
+        ...
+
+    def bind_identity(self, mine: StoreIdentity) -> StoreIdentity:
+        """Record ``mine`` as the store's owner unless one is recorded; the one recorded.
+
+        The first evaluator to open the store records its fingerprints; of evaluators
+        opening a fresh store at once, one wins and all get the winner's
+        (:mod:`.identity`: the caller refuses to start on a mismatch).
+        """
         ...
 
     def close(self) -> None:

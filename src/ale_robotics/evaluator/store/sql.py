@@ -46,6 +46,7 @@ from ale_robotics.evaluator.store.base import (
     new_owner_id,
 )
 from ale_robotics.evaluator.store.dialect import Dialect, Tx
+from ale_robotics.evaluator.store.identity import StoreIdentity, bind_identity
 from ale_robotics.evaluator.store.ports import JobStore
 from ale_robotics.model.states import TERMINAL_STATES, FailureSource, JobState
 
@@ -132,6 +133,9 @@ class SqlJobStore(JobStore):
 
     def schema_version(self) -> int:
         return int(self._value("SELECT MAX(version) FROM schema_version"))
+
+    def bind_identity(self, mine: StoreIdentity) -> StoreIdentity:
+        return self.dialect.run(lambda tx: bind_identity(tx, mine))
 
     # ------------------------------------------------------------------ reads --
 
