@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field, field_validator
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.option_decl import Flag, OptionGroup
 from ale_robotics.harness.retry_options import RetryOptions
+from ale_robotics.harness.tls_options import TlsOptions
 from ale_robotics.harness.video_options import VideoOptions
 from ale_robotics.paths import state_home
 from ale_robotics.sandboxes.registry import (
@@ -322,8 +323,8 @@ class ModelOptions(_Group):
         return value
 
 
-class EndpointOptions(_Group):
-    """A separate evaluator to use instead of an embedded one (default: embedded)."""
+class EndpointOptions(TlsOptions):
+    """A separate evaluator to use instead of an embedded one (default: embedded); its TLS."""
 
     evaluator: Annotated[str | None, Flag("--evaluator")] = Field(
         default=None,

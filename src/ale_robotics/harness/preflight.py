@@ -21,6 +21,7 @@ from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator.state.directory import DB_NAME
 from ale_robotics.evaluator.store.sqlite import damage
 from ale_robotics.harness.options import RunOptions, default_state_dir
+from ale_robotics.harness.remote_checks import check_remote
 from ale_robotics.sandboxes import AgentCommand, Sandbox, resolve_sandbox
 from ale_robotics.sandboxes.process import workspace_argv
 from ale_robotics.tasks.spec import TaskSpec
@@ -40,6 +41,7 @@ def check_options(opts: RunOptions, task: TaskSpec) -> None:
     rules between options (:meth:`.options.RunSettings.check`), then what needs the task
     or the file system."""
     opts.check()
+    check_remote(opts)
     if opts.episodes is not None:
         total = task.eval.evaluated_episodes
         if not 1 <= opts.episodes <= total:

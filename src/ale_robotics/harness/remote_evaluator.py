@@ -6,30 +6,114 @@ evaluator (a token and a submission directory of its own) or takes the one-run
 evaluator's agent token, and on an interrupted run closes it there, which cancels its
 unfinished jobs. Apart from :mod:`.run` because none of it concerns an embedded
 evaluator or an evaluator container, which :mod:`.run` starts itself.
+
+An evaluator on TCP (``--evaluator HOST:PORT``, replicas ``A,B``) is reached through two
+relays (:mod:`.evaluator_relay`, :func:`open_relays`): the agent's Unix socket, in a
+directory of its own that the sandbox binds, and the harness's, beside it in the same
+private directory; both carry their connections to the evaluator over TLS.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ale_robotics.client.sdk import AleClient
 from ale_robotics.harness.agent_proc import latest_job
-from ale_robotics.harness.options import RunOptions, default_state_dir
+from ale_robotics.harness.evaluator_relay import EvaluatorRelay
+from ale_robotics.harness.options import RunOptions
+from ale_robotics.harness.remote_checks import default_harness_token, remote_tls, tcp_upstreams
+from ale_robotics.harness.run_context import RunContext
 from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.v1 import ale_env_pb2 as pb
 
-__all__ = ["close_remote_run", "close_remote_run_with", "connect_remote"]
+__all__ = [
+    "RemoteRelays",
+    "close_remote_run",
+    "close_remote_run_with",
+    "connect_remote",
+    "connect_remote_run",
+    "open_relays",
+]
+
+
+@dataclass
+class RemoteRelays:
+    """A TCP evaluator's two channels as Unix sockets of this harness (see the module doc)."""
+
+    agent: EvaluatorRelay
+    """Its socket is alone in its directory: the agent's sandbox binds that directory."""
+    harness: EvaluatorRelay
+    work: Path
+
+    def close(self) -> None:
+        self.agent.close()
+        self.harness.close()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def open_relays(opts: RunOptions) -> RemoteRelays | None:
+    """The relays to a TCP ``--evaluator`` (None for a Unix socket: no relay needed).
+
+    The options were checked (:func:`.remote_checks.check_remote`) before the run began.
+    """
+    assert opts.evaluator is not None
+    agent_upstreams = tcp_upstreams(opts.evaluator, "--evaluator")
+    if agent_upstreams is None:
+        return None
+    harness_upstreams = tcp_upstreams(opts.evaluator_harness or "", "--evaluator-harness")
+    assert harness_upstreams is not None
+    tls = remote_tls(opts)
+    context = tls.ssl_context() if tls is not None else None
+    work = Path(tempfile.mkdtemp(prefix="ale-"))  # 0700, and short: a socket path's limit
+    (work / "agent").mkdir()
+    try:
+        agent = EvaluatorRelay(work / "agent" / "agent.sock", agent_upstreams, context)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    try:
+        harness = EvaluatorRelay(work / "harness.sock", harness_upstreams, context)
+    except BaseException:
+        agent.close()
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return RemoteRelays(agent, harness, work)
+
+
+def connect_remote_run(
+    ctx: RunContext, relays: RemoteRelays | None
+) -> tuple[RunContext, AleClient, str, str]:
+    """The run connected to its separate evaluator: its context (the submission dir that
+    evaluator gave it), the harness client, the agent's endpoint and token; the run's
+    cancel (an interrupt) closes the run there."""
+    opts = ctx.opts
+    assert opts.evaluator is not None
+    harness, agent_token, submission = connect_remote(
+        opts, ctx.task.id, ctx.run_id, ctx.submission, relays
+    )
+    ctx.phase.cancel = lambda: close_remote_run(harness, ctx.run_id)
+    endpoint = relays.agent.address if relays is not None else opts.evaluator
+    return dataclasses.replace(ctx, submission=submission), harness, endpoint, agent_token
 
 
 def connect_remote(
-    opts: RunOptions, task_id: str, run_id: str, submission: Path
+    opts: RunOptions,
+    task_id: str,
+    run_id: str,
+    submission: Path,
+    relays: RemoteRelays | None = None,
 ) -> tuple[AleClient, str, Path]:
-    """The harness client, the agent's token and its submission dir on a separate evaluator.
+    """The harness client, the agent's token and its submission dir on a separate evaluator
+    (through ``relays`` for one on TCP).
 
     Raises :class:`HarnessError` when the tokens it needs cannot be found.
     """
     assert opts.evaluator is not None
-    token_file = opts.harness_token_file or _default_harness_token(opts)
+    token_file = opts.harness_token_file or default_harness_token(opts)
     if token_file is None:
         raise HarnessError(
             "--evaluator needs --harness-token-file (the evaluator writes harness.token in "
@@ -38,7 +122,11 @@ def connect_remote(
     from ale_robotics.sandboxes.docker.evaluator import harness_client
 
     agent_endpoint = opts.evaluator
-    harness_addr = opts.evaluator_harness or _default_harness_address(agent_endpoint)
+    harness_addr = (
+        relays.harness.address
+        if relays is not None
+        else opts.evaluator_harness or _default_harness_address(agent_endpoint)
+    )
     harness = harness_client(  # a docker-exec:// address: through an evaluator container
         harness_addr, token_file.read_text().strip(), task_id=task_id, run_id=run_id
     )
@@ -86,18 +174,6 @@ def _default_harness_address(agent_endpoint: str) -> str:
             if candidate.exists():
                 return f"unix://{candidate}"
     return agent_endpoint
-
-
-def _default_harness_token(opts: RunOptions) -> Path | None:
-    """``harness.token`` of the evaluator's state dir: the one next to its agent socket
-    (``evaluator serve``'s default layout), else ``--state-dir``, else the default."""
-    assert opts.evaluator is not None
-    candidates = []
-    if opts.evaluator.startswith("unix://"):
-        sock = Path(opts.evaluator.removeprefix("unix://"))
-        candidates += [sock.parent.parent / "harness.token", sock.parent / "harness.token"]
-    candidates.append((opts.state_dir or default_state_dir()) / "harness.token")
-    return next((c for c in candidates if c.is_file()), None)
 
 
 def close_remote_run_with(harness: AleClient, run_id: str) -> list[str]:

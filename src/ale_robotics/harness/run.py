@@ -15,7 +15,6 @@ the result awaited and scored (:mod:`.verdict`), and a run stopped without a sco
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import logging
 import tempfile
@@ -46,9 +45,9 @@ from ale_robotics.harness.options import (
 from ale_robotics.harness.plots.canvas import import_matplotlib
 from ale_robotics.harness.preflight import check_agent_command, check_options, make_run_dir
 from ale_robotics.harness.remote_evaluator import (
-    close_remote_run,
     close_remote_run_with,
-    connect_remote,
+    connect_remote_run,
+    open_relays,
 )
 from ale_robotics.harness.report import InspectRecord
 from ale_robotics.harness.run_context import RunContext
@@ -248,6 +247,7 @@ def _connect_and_drive(ctx: RunContext) -> RunOutcome:
     sock_dir: tempfile.TemporaryDirectory[str] | None = None
     running: RunningEvaluator | None = None
     container: EvaluatorContainer | None = None
+    relays = None
     try:
         if opts.evaluator_image is not None:
             # The evaluator in a container of its own, its harness channel through
@@ -296,12 +296,8 @@ def _connect_and_drive(ctx: RunContext) -> RunOutcome:
             agent_endpoint, agent_token = running.agent_address, running.agent_token
             harness = AleClient(running.harness_address, running.harness_token, run_id=run_id)
         else:
-            agent_endpoint = opts.evaluator
-            harness, agent_token, submission = connect_remote(
-                opts, ctx.task.id, run_id, ctx.submission
-            )
-            ctx = dataclasses.replace(ctx, submission=submission)
-            phase.cancel = lambda: close_remote_run(harness, run_id)
+            relays = open_relays(opts)  # on TCP: both channels relayed, over TLS
+            ctx, harness, agent_endpoint, agent_token = connect_remote_run(ctx, relays)
         ctx.stop.check()
         harness.retry_window_s = opts.evaluator_retry_s
         with harness:
@@ -324,6 +320,8 @@ def _connect_and_drive(ctx: RunContext) -> RunOutcome:
             container.stop()
         if sock_dir is not None:
             sock_dir.cleanup()
+        if relays is not None:
+            relays.close()
 
 
 def _prestart_workers(embedded: Evaluator, task_id: str) -> None:

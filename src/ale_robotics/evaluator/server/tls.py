@@ -31,7 +31,7 @@ from ale_robotics.addresses import is_loopback, normalize_address, split_host_po
 from ale_robotics.client.tls import check_ca_file, read_pem, ssl_reason
 from ale_robotics.errors import InvalidArgumentError
 
-__all__ = ["ServerTls", "check_listener", "check_listeners"]
+__all__ = ["ServerTls", "check_listener", "check_listeners", "listener_tls"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,25 @@ def check_listeners(
             "--tls-cert is for TCP listeners, and both listeners are Unix sockets (always "
             "plaintext): give --agent-listen/--harness-listen HOST:PORT, or leave --tls-* out"
         )
+
+
+def listener_tls(
+    cert: Path | None,
+    key: Path | None,
+    client_ca: Path | None,
+    listeners: dict[str, str | None],
+    insecure: bool,
+) -> ServerTls | None:
+    """``serve``'s ``--tls-cert/--tls-key/--tls-client-ca`` read and checked, and its
+    ``listeners`` (flag -> address) checked against them (:func:`check_listeners`): all
+    before anything is made."""
+    tls = None
+    if cert is None and key is None:
+        if client_ca is not None:
+            raise InvalidArgumentError("--tls-client-ca goes with --tls-cert and --tls-key")
+    elif cert is None or key is None:
+        raise InvalidArgumentError("--tls-cert and --tls-key go together")
+    else:
+        tls = ServerTls.from_files(cert, key, client_ca)
+    check_listeners(listeners, tls, insecure)
+    return tls
