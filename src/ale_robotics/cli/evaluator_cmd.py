@@ -34,7 +34,6 @@ from ale_robotics.paths import state_home
 if TYPE_CHECKING:
     from ale_robotics.evaluator.server.listeners import RunningEvaluator
     from ale_robotics.evaluator.server.metrics import MetricsServer
-    from ale_robotics.evaluator.server.tls import ServerTls
 
 __all__: list[str] = []
 
@@ -256,8 +255,10 @@ def evaluator_serve(
     then take it over).
     """
     _check_submission_dir(submission_dir)  # before the state dir is made
-    tls = _server_tls(tls_cert, tls_key, tls_client_ca)
-    _check_listeners(agent_listen, harness_listen, tls, insecure)
+    from ale_robotics.evaluator.server.tls import listener_tls
+
+    listeners = {"--agent-listen": agent_listen, "--harness-listen": harness_listen}
+    tls = listener_tls(tls_cert, tls_key, tls_client_ca, listeners, insecure)
     if metrics_listen is not None:
         from ale_robotics.evaluator.server.metrics import check_metrics_address
 
@@ -368,31 +369,6 @@ class _Signals:
 
     def _on_signal(self, *_: object) -> None:
         (self.second if self.first.is_set() else self.first).set()
-
-
-def _server_tls(cert: Path | None, key: Path | None, client_ca: Path | None) -> ServerTls | None:
-    """``--tls-cert/--tls-key/--tls-client-ca`` read and checked, before anything is made."""
-    from ale_robotics.evaluator.server.tls import ServerTls
-
-    if cert is None and key is None:
-        if client_ca is not None:
-            raise InvalidArgumentError("--tls-client-ca goes with --tls-cert and --tls-key")
-        return None
-    if cert is None or key is None:
-        raise InvalidArgumentError("--tls-cert and --tls-key go together")
-    return ServerTls.from_files(cert, key, client_ca)
-
-
-def _check_listeners(
-    agent_listen: str | None, harness_listen: str | None, tls: ServerTls | None, insecure: bool
-) -> None:
-    """A plaintext TCP listener on a non-loopback address is refused before anything is
-    made (unless ``--insecure``); ``serve`` checks the same again."""
-    from ale_robotics.evaluator.server.tls import check_listeners
-
-    check_listeners(
-        {"--agent-listen": agent_listen, "--harness-listen": harness_listen}, tls, insecure
-    )
 
 
 def _store_url(store: str | None) -> str | None:
