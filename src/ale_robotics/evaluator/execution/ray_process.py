@@ -56,7 +56,8 @@ class DriverProcess:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=self._log,
-                start_new_session=True,  # a terminal's Ctrl-C is the evaluator's to handle
+                # the evaluator's session and group, as its Ray processes always were (a
+                # terminal's Ctrl-C reaches them; the driver itself ignores SIGINT)
                 # the workers' OpenBLAS kernel: the stack the driver reports is theirs
                 env={**os.environ, **worker_blas_env()},
             )
