@@ -118,7 +118,7 @@ class Evaluator:
         self.videos = open_videos(self.state.root, config.video_episodes, self.ledger, self.tasks)
         vs = self.videos.store  # what videos are made from: taped sessions, kept submissions
         records = EvalRecords(self.store, self.ledger, self.results, self.training, self.tasks, vs)
-        reaper = LeaseReaper(self.store, records, bound_run=config.run_id)
+        reaper = LeaseReaper(self.store, records, bound_run=config.run_id, state=self.state)
         self.observers = Observers()  # who counts what the services report (.observe)
         self.runner = JobRunner(
             observed_queue(self.store, self.observers),

@@ -9,7 +9,9 @@ the same result); an eval session's job cannot be re-run (its envs died with
 the process), so the store ends it FAILED (infrastructure) in the same
 transaction and its signed ``result`` is added here (:class:`.sessions.eval_record.
 EvalRecords`). Only this evaluator's run's jobs when it is bound to one; never
-a live process's.
+a live process's. A job of a run that no evaluator can serve again (its embedded
+evaluator died with its harness) is failed instead, whichever run this evaluator
+serves (:mod:`.orphans`).
 
 Holding a job (:mod:`.store` has the lease model): the runner claims only its
 run's jobs when the evaluator is embedded in one run (``config.run_id``), any
@@ -40,7 +42,9 @@ import threading
 from collections.abc import Callable
 
 from ale_robotics.evaluator.batch.attempt import CurrentJob, Why
+from ale_robotics.evaluator.batch.orphans import OrphanPolicy
 from ale_robotics.evaluator.sessions.eval_record import EVAL_SESSION_TOKEN, EvalRecords
+from ale_robotics.evaluator.state.directory import StateDir
 from ale_robotics.evaluator.store import JobQueue, StoreUnavailable
 
 __all__ = ["LeaseReaper", "renew_leases"]
@@ -51,16 +55,44 @@ _FAIL_REASON = "the evaluator running the eval session stopped during it; this r
 
 
 class LeaseReaper:
-    """Requeues (or, for eval sessions, fails) the jobs whose lease expired."""
+    """Requeues (or, for eval sessions, fails) the jobs whose lease expired.
 
-    def __init__(self, store: JobQueue, records: EvalRecords, *, bound_run: str | None) -> None:
+    ``state``: the state dir, to tell which runs' jobs no evaluator can take over any more
+    (:mod:`.orphans`): those of every run are failed first; None: none are.
+    """
+
+    def __init__(
+        self,
+        store: JobQueue,
+        records: EvalRecords,
+        *,
+        bound_run: str | None,
+        state: StateDir | None = None,
+    ) -> None:
         self._store = store
         self._records = records
         self._bound_run = bound_run
+        self._orphans = (
+            None
+            if state is None
+            else OrphanPolicy(bound_run=bound_run, resumable=state.has_run_token)
+        )
 
     def reap(self) -> list[str]:
-        """Requeue the expired batch jobs and fail the expired eval sessions; returns the
-        ids requeued (the runner then looks for work at once)."""
+        """Fail the expired jobs nobody can take over, requeue the expired batch jobs and
+        fail the expired eval sessions; returns the ids requeued (the runner then looks
+        for work at once)."""
+        if self._orphans is not None:
+            orphaned = self._store.fail_orphaned(self._orphans)
+            for job in orphaned:
+                log.warning(
+                    "job %s of run %s failed: its evaluator (%s) died and no evaluator can "
+                    "take the run over",
+                    job.job_id,
+                    job.run_id,
+                    job.owner,
+                )
+            self._records.fail_interrupted(job.job_id for job in orphaned)
         expired = self._store.requeue_expired(
             run_id=self._bound_run, fail_tokens=(EVAL_SESSION_TOKEN,), fail_reason=_FAIL_REASON
         )

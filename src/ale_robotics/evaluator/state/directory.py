@@ -151,6 +151,13 @@ class StateDir:
             create_private(path, (secrets.token_urlsafe(32) + "\n").encode())
         return path
 
+    def has_run_token(self, run_id: str) -> bool:
+        """Whether ``evaluator serve --run-id <run_id>`` was started on this directory (its
+        token file is here): that command, restarted, takes the run's jobs over."""
+        if not run_id or "/" in run_id or run_id.startswith("."):
+            return False
+        return (self.root / "run-tokens" / f"{run_id}.agent.token").exists()
+
     def token(self, role: str, given: Path | None = None) -> str:
         """The token for a listener: from ``given`` if set, else ``<role>.token``, created once
         (like the secret, the same for every process sharing the directory)."""

@@ -25,6 +25,7 @@ from ale_robotics.evaluator.store.base import (
 )
 from ale_robotics.evaluator.store.factory import open_store
 from ale_robotics.evaluator.store.identity import StoreIdentity, StoreOwnedElsewhere
+from ale_robotics.evaluator.store.orphans import ExpiredJob
 from ale_robotics.evaluator.store.ports import (
     EventLog,
     JobQueue,
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_LEASE_S",
     "EventLog",
     "EventMaker",
+    "ExpiredJob",
     "ExpiredLeases",
     "JobQueue",
     "JobRecord",

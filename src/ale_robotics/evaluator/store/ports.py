@@ -50,7 +50,7 @@ replicas whose clocks disagree still agree on whose lease has run out.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from types import TracebackType
 from typing import ClassVar, Protocol, Self, runtime_checkable
 
@@ -61,6 +61,7 @@ from ale_robotics.evaluator.store.base import (
     RunRecord,
 )
 from ale_robotics.evaluator.store.identity import StoreIdentity
+from ale_robotics.evaluator.store.orphans import ExpiredJob
 from ale_robotics.model.states import FailureSource, JobState
 
 __all__ = ["EventLog", "JobQueue", "JobStore", "PracticeBudgets", "RunStore"]
@@ -236,6 +237,13 @@ class JobQueue(Protocol):
         ``fail_reason``) in the same transaction, so no runner can claim them first.
         A job with a live lease is never touched. Ids in creation order.
         """
+        ...
+
+    def fail_orphaned(self, decide: Callable[[ExpiredJob], str | None]) -> list[ExpiredJob]:
+        """End FAILED (infrastructure) the expired RUNNING jobs of every run that ``decide``
+        gives a reason for (the run's evaluator is gone and none can take it over); the
+        jobs ended. A job with a live lease is never shown to ``decide`` nor touched
+        (:mod:`.orphans`)."""
         ...
 
     def cancel_run(self, run_id: str, reason: str) -> list[str]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, ClassVar
 
 from ale_robotics.evaluator.store import migrations
@@ -47,6 +47,7 @@ from ale_robotics.evaluator.store.base import (
 )
 from ale_robotics.evaluator.store.dialect import Dialect, Tx
 from ale_robotics.evaluator.store.identity import StoreIdentity, bind_identity
+from ale_robotics.evaluator.store.orphans import ExpiredJob, fail_orphaned
 from ale_robotics.evaluator.store.ports import JobStore
 from ale_robotics.model.states import TERMINAL_STATES, FailureSource, JobState
 
@@ -370,6 +371,9 @@ class SqlJobStore(JobStore):
             return ExpiredLeases(requeued, failed)
 
         return self.dialect.run(reap)
+
+    def fail_orphaned(self, decide: Callable[[ExpiredJob], str | None]) -> list[ExpiredJob]:
+        return fail_orphaned(self.dialect, decide)
 
     def cancel_run(self, run_id: str, reason: str) -> list[str]:
         def cancel(tx: Tx) -> list[str]:
