@@ -32,6 +32,7 @@ import secrets
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -129,6 +130,26 @@ class PgCluster:
             timeout=60,
         )
 
+    def start_server(self) -> None:
+        """Start the server on the cluster's data (waits until it accepts connections)."""
+        self._ctl(
+            "-l",
+            str(self.log),
+            "-o",
+            f"{_SERVER_SETTINGS} -c unix_socket_directories={self.socket_dir}",
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+
+    def restart(self, down_s: float) -> None:
+        """Stop the server (fast shutdown: every connection dropped), keep it down for
+        ``down_s`` seconds, start it again: what an operator's restart looks like."""
+        self._ctl("-m", "fast", "-w", "stop")
+        time.sleep(down_s)
+        self.start_server()
+
     def stop(self) -> None:
         with contextlib.suppress(subprocess.SubprocessError, OSError):
             self._ctl("-m", "immediate", "-w", "stop")
@@ -166,16 +187,7 @@ def start_cluster(bin_dir: Path) -> PgCluster:
             cwd=root,
             timeout=120,
         )
-        cluster._ctl(
-            "-l",
-            str(cluster.log),
-            "-o",
-            f"{_SERVER_SETTINGS} -c unix_socket_directories={cluster.socket_dir}",
-            "-w",
-            "-t",
-            "60",
-            "start",
-        )
+        cluster.start_server()
     except subprocess.CalledProcessError as exc:
         log = cluster.log.read_text(errors="replace") if cluster.log.exists() else ""
         cluster.stop()

@@ -130,6 +130,7 @@ def connect_remote(
     harness = harness_client(  # a docker-exec:// address: through an evaluator container
         harness_addr, token_file.read_text().strip(), task_id=task_id, run_id=run_id
     )
+    harness.retry_window_s = opts.evaluator_retry_s  # from its first call: OpenRun too
     try:
         shared = "open_run" in harness.get_spec().raw.capabilities
         if shared:

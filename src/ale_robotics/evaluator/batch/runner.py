@@ -5,15 +5,13 @@ without running agent code, run the native pipeline on the hidden seeds on the
 executor (:mod:`.execution`: local worker processes or Ray), then store the
 ``EvalResult`` and the signed events.
 
-Whose failure a job's end is, and what it costs the run, is :mod:`.attempt`'s docstring.
-
-A job's snapshot (``STATE_DIR/snapshots/<job>/``) is deleted once the job is
-terminal; only queued and running jobs need theirs (a restart re-runs them from
-it). Snapshots of terminal jobs, and ``staging-*`` or unknown directories a dead
-process left long ago, are removed when the runner is created, at evaluator
-start, before any listener accepts a submission (:func:`.snapshot.reclaim_snapshots`).
-
-Holding a job, and the three ways a job stops being this runner's: :mod:`.leases`.
+Whose failure a job's end is, and what it costs the run: :mod:`.attempt`. Holding a job,
+and the three ways a job stops being this runner's: :mod:`.leases`. A job store that
+cannot be reached for a while: :mod:`.outage`. A job's snapshot (``STATE_DIR/snapshots/
+<job>/``) is deleted once the job is terminal; only queued and running jobs need theirs
+(a restart re-runs them from it). Snapshots of terminal jobs, and ``staging-*`` or
+unknown directories a dead process left long ago, are removed when the runner is
+created, before any listener accepts a submission (:func:`.snapshot.reclaim_snapshots`).
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from ale_robotics.evaluator.batch.attempt import (
 from ale_robotics.evaluator.batch.evidence import collect_evidence, validate_evidence_formats
 from ale_robotics.evaluator.batch.floor import measure_floor
 from ale_robotics.evaluator.batch.leases import renew_leases
+from ale_robotics.evaluator.batch.outage import tolerated, until_stored
 from ale_robotics.evaluator.batch.plan import episode_plan, load_artifact
 from ale_robotics.evaluator.batch.snapshot import reclaim_snapshots, snapshot_files
 from ale_robotics.evaluator.execution import Executor, RolloutAborted, WorkerCrashed
@@ -108,7 +108,8 @@ class JobRunner:
         """Record the terminal state, then delete the job's snapshot (in that order: a crash
         in between leaves a stray dir for :meth:`reclaim_snapshots`, never a live job without
         its snapshot); only while this runner holds the job, else :class:`Abandoned`."""
-        if not self._store.finish(job_id, state, owned=True, **fields):
+        finish = partial(self._store.finish, job_id, state, owned=True, **fields)
+        if not until_stored(finish, self._stop, f"job {job_id}'s end"):
             self._drop(job_id, Why.LOST)
             raise Abandoned(Why.LOST.value)
         shutil.rmtree(self._snapshots / job_id, ignore_errors=True)
@@ -269,7 +270,8 @@ class JobRunner:
     ) -> None:
         """Sign one of the job's events, only while this runner still holds the job."""
         current.check()
-        if not self._ledger.event(job.run_id, task, kind, payload, held_job=job.job_id):
+        event = partial(self._ledger.event, job.run_id, task, kind, payload, held_job=job.job_id)
+        if not until_stored(event, self._stop, f"job {job.job_id}'s {kind} event"):
             current.drop(Why.LOST)
             current.check()
 
@@ -323,7 +325,8 @@ class JobRunner:
                 failure_source=FailureSource.SUBMISSION,
                 failure_reason=str(exc),
             )
-            self._ledger.rejection_event(job.run_id, task, job.job_id, exc)
+            rejection = partial(self._ledger.rejection_event, job.run_id, task, job.job_id, exc)
+            until_stored(rejection, self._stop, f"job {job.job_id}'s rejection")
             return None
         except OSError as exc:
             self._infra_failure(job, current, f"cannot read the snapshot: {exc}")
@@ -353,9 +356,9 @@ class JobRunner:
                 failure_source=FailureSource.INFRASTRUCTURE,
                 failure_reason=reason,
             )
-            self._ledger.event(
-                job.run_id, task, "result", self._results.timed_out(job.job_id, reason)
-            )
+            payload = self._results.timed_out(job.job_id, reason)
+            result = partial(self._ledger.event, job.run_id, task, "result", payload)
+            until_stored(result, self._stop, f"job {job.job_id}'s result")
         except WorkerCrashed as exc:
             self._infra_failure(job, current, str(exc))
         except PolicyFault as exc:
@@ -378,11 +381,11 @@ class JobRunner:
             task,
             artifact,
             [seed for _, seed in runs],
-            on_progress=(lambda n: self._held(job, current, self._store.progress(job.job_id, n)))
+            on_progress=(lambda n: self._held(current, lambda: self._store.progress(job.job_id, n)))
             if progress
             else None,
             deadline=t0 + self._policy.job_deadline_s,
-            on_heartbeat=lambda: self._held(job, current, self._store.heartbeat(job.job_id)),
+            on_heartbeat=lambda: self._held(current, lambda: self._store.heartbeat(job.job_id)),
             indices=[index for index, _ in runs],
             abort=current.abort,
         )
@@ -470,12 +473,12 @@ class JobRunner:
         failing as infrastructure)."""
         current.check()  # a dropped job's errors are the drop's, not the infrastructure's
         log.error("job %s attempt %d failed (infrastructure): %s", job.job_id, job.attempts, reason)
-        used = self._store.retries_used(job.run_id)
+        used = until_stored(lambda: self._store.retries_used(job.run_id), self._stop, "retries")
         why = final_infra_failure(job.attempts, used, self._policy, reason)
         if why is None:
-            if not self._store.requeue(
-                job.job_id, f"retrying after an infrastructure failure: {reason}"
-            ):
+            note = f"retrying after an infrastructure failure: {reason}"
+            again = partial(self._store.requeue, job.job_id, note)
+            if not until_stored(again, self._stop, f"job {job.job_id}'s requeue"):
                 self._drop(job.job_id, Why.LOST)
                 raise Abandoned(Why.LOST.value)
             self._wake.set()
@@ -486,14 +489,12 @@ class JobRunner:
             failure_source=FailureSource.INFRASTRUCTURE,
             failure_reason=why,
         )
-        self._ledger.event(
-            job.run_id,
-            self._spec(job.task_id),
-            "result",
-            self._results.infrastructure_failure(job.job_id),
-        )
+        payload = self._results.infrastructure_failure(job.job_id)
+        result = partial(self._ledger.event, job.run_id, self._spec(job.task_id), "result", payload)
+        until_stored(result, self._stop, f"job {job.job_id}'s result")
 
-    def _held(self, job: JobRecord, current: CurrentJob, still_held: bool) -> None:
-        """After a progress or heartbeat write: drop the job if the store refused it."""
-        if not still_held:
+    def _held(self, current: CurrentJob, write: Callable[[], bool]) -> None:
+        """A progress or heartbeat write: drop the job if the store refused it (one that
+        cannot be reached is no refusal, :mod:`.outage`)."""
+        if not tolerated(write, f"job {current.job_id}'s heartbeat"):
             current.drop(Why.LOST)

@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from ale_robotics.errors import AleError
 from ale_robotics.evaluator.config import EvaluatorConfig
 from ale_robotics.evaluator.runs.registry import (
     TRUSTED,
     Access,
     Scope,
 )
+from ale_robotics.evaluator.server.status import failing_handler
 
 __all__ = ["AuthInterceptor", "Role", "listener_scope"]
 
@@ -89,7 +91,11 @@ class AuthInterceptor(_InterceptorBase):
         method = handler_call_details.method or ""
         if method.startswith(_UNAUTHENTICATED_OK):
             return continuation(handler_call_details)
-        if self.scope(handler_call_details.invocation_metadata) is None:
+        try:
+            scope = self.scope(handler_call_details.invocation_metadata)
+        except AleError as exc:  # a run token looked up in a store that cannot be reached
+            return failing_handler(exc)
+        if scope is None:
             return self._deny
         return continuation(handler_call_details)
 

@@ -17,7 +17,7 @@ import grpc
 
 from ale_robotics.errors import AleError
 
-__all__ = ["answer", "rpc"]
+__all__ = ["answer", "failing_handler", "rpc"]
 
 log = logging.getLogger(__name__)
 
@@ -46,3 +46,14 @@ def rpc(fn: Callable[[Any, Req, grpc.ServicerContext], Resp]) -> Callable[..., R
         return answer(lambda: fn(self, request, context), context, fn.__name__)
 
     return wrapper
+
+
+def failing_handler(exc: AleError) -> grpc.RpcMethodHandler[Any, Any]:
+    """A handler answering ``exc``'s status, for an interceptor whose own work failed
+    before any servicer ran (the token lookup, when the job store cannot be reached:
+    UNAVAILABLE, which a client retries, never an "Error in service handler")."""
+
+    def fail(_: Any, context: grpc.ServicerContext) -> None:
+        context.abort(exc.code, exc.message)
+
+    return grpc.unary_unary_rpc_method_handler(fail)
