@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 CLI = [sys.executable, "-m", "ale_robotics"]
 TASK_ID = "td3-inverted-pendulum-v1"
 ENV = {**os.environ, "ALE_VIDEOS": "0", "COLUMNS": "80"}
@@ -30,6 +32,7 @@ def _list(root: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # a real run and five listings: about 35 s on 2 cores
 def test_a_run_killed_with_its_harness_is_listed_as_lost(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     run_dir = root / "r1"
