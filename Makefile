@@ -7,7 +7,7 @@ STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
 .PHONY: venv demo test test-slow lint typecheck unit bench proto clean sandbox-deps postgres-deps \
-	browser-deps docker-deps images
+	browser-deps docker-deps images bench-peers
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -100,6 +100,22 @@ test: lint typecheck unit
 
 bench: venv
 	$(BIN)/python benchmarks/batch_eval.py
+
+# EnvPool in a venv of its own (.venv-peers, git-ignored) for benchmarks/vs_envpool.py, which
+# runs it as a child process beside the evaluator: pinned to the newest release installable for
+# the project's Python (1.2.5 for 3.11; it bundles its own MuJoCo, 3.6), with the project's
+# constraints so that numpy (the policy's matmuls) is the same version on both sides. Not part
+# of make test; BENCH_PEERS_ARGS is passed to the script (e.g. "--quick", "--rounds 5 --json").
+PEERS := .venv-peers
+ENVPOOL_VERSION ?= 1.2.5
+$(PEERS)/.peers-installed: constraints/dev.txt
+	@test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-c constraints/dev.txt envpool==$(ENVPOOL_VERSION) numpy
+	@touch $@
+
+bench-peers: venv $(PEERS)/.peers-installed
+	$(BIN)/python benchmarks/vs_envpool.py $(BENCH_PEERS_ARGS)
 
 proto: venv
 	$(BIN)/python scripts/gen_proto.py

@@ -1,0 +1,130 @@
+"""Physics-only cost of one env step on a given MuJoCo library, through its C API (ctypes).
+
+Used by both sides of ``benchmarks/vs_envpool.py`` so that the two MuJoCo versions are
+timed by the very same loop: ours is ``libmujoco.so`` of the project's ``mujoco`` (3.3),
+EnvPool's is the MuJoCo statically linked into its ``mujoco_gym_envpool.so`` (3.6 in
+EnvPool 1.2.5), whose ``mj_*`` symbols that extension exports. Nothing here imports
+``mujoco`` or EnvPool, only numpy and ctypes, so either venv can run it.
+
+What is timed: a replay of recorded episodes (initial ``qpos``/``qvel`` and the actions the
+policy took, recorded by the driver on Gymnasium's env), each control step being
+``mj_setState(ctrl)`` then ``frame_skip`` calls of ``mj_step``, on one thread, in CPU time
+(``time.thread_time``). The same loop run with do-nothing ctypes calls in place of MuJoCo's
+(the Python loop and the ctypes calls themselves) is subtracted, so the figure is MuJoCo's
+own.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from typing import Any
+
+import numpy as np
+
+__all__ = ["physics_us_per_step"]
+
+# mjtState bits of qpos and qvel (stable across MuJoCo 3.x); ctrl's moved (see _ctrl_bit)
+STATE_QPOS, STATE_QVEL = 1 << 1, 1 << 2
+
+_DOUBLES = ctypes.POINTER(ctypes.c_double)
+
+
+def _bind(lib: Any) -> None:
+    lib.mj_loadXML.restype = ctypes.c_void_p
+    lib.mj_loadXML.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+    lib.mj_makeData.restype = ctypes.c_void_p
+    lib.mj_makeData.argtypes = [ctypes.c_void_p]
+    for name in ("mj_step", "mj_forward", "mj_resetData", "mj_deleteData"):
+        getattr(lib, name).argtypes = [ctypes.c_void_p] * (1 if name == "mj_deleteData" else 2)
+    lib.mj_deleteModel.argtypes = [ctypes.c_void_p]
+    lib.mj_stateSize.restype = ctypes.c_int
+    lib.mj_stateSize.argtypes = [ctypes.c_void_p, ctypes.c_uint]
+    lib.mj_setState.argtypes = [ctypes.c_void_p, ctypes.c_void_p, _DOUBLES, ctypes.c_uint]
+    lib.mj_versionString.restype = ctypes.c_char_p
+
+
+def _ctrl_bit(lib: Any, model: int, nv: int, nu: int) -> int:
+    """mjSTATE_CTRL: the bit after mjSTATE_WARMSTART (nv values) holding nu values; 1 << 5
+    in MuJoCo 3.3, 1 << 6 in 3.6 (which added a state component before them)."""
+    for bit in range(5, 9):
+        if (
+            lib.mj_stateSize(model, 1 << bit) == nu
+            and lib.mj_stateSize(model, 1 << (bit - 1)) == nv
+        ):
+            return 1 << bit
+    raise RuntimeError("no mjSTATE_CTRL bit found in this MuJoCo")
+
+
+def _replay(
+    lib: Any,
+    model: int,
+    data: int,
+    replay: dict[str, Any],
+    frame_skip: int,
+    ctrl: int,
+    real: bool,
+) -> float:
+    """CPU seconds of the replay loop; with ``real`` False the same loop with every MuJoCo
+    call replaced by a ctypes call of the same arity that does nothing (``mj_stateSize`` of
+    an empty spec, ``mj_setState`` of an empty spec): the loop's and ctypes' own cost."""
+    if real:
+        step, reset, forward, arg, spec = lib.mj_step, lib.mj_resetData, lib.mj_forward, data, ctrl
+        qpos, qvel = STATE_QPOS, STATE_QVEL
+    else:
+        step = reset = forward = lib.mj_stateSize
+        arg = spec = qpos = qvel = 0
+    set_state, starts, ptr = lib.mj_setState, replay["starts"], replay["ptr"]
+    at = 0
+    t0 = time.thread_time()
+    for k, length in enumerate(replay["lengths"]):
+        reset(model, arg)
+        set_state(model, data, starts[0][k].ctypes.data_as(_DOUBLES), qpos)
+        set_state(model, data, starts[1][k].ctypes.data_as(_DOUBLES), qvel)
+        forward(model, arg)
+        for t in range(at, at + length):
+            set_state(model, data, ptr[t], spec)
+            for _ in range(frame_skip):
+                step(model, arg)
+        at += length
+    return time.thread_time() - t0
+
+
+def physics_us_per_step(
+    lib_path: str, xml: str, frame_skip: int, replay: dict[str, np.ndarray], repeats: int = 1
+) -> dict[str, Any]:
+    """MuJoCo's own CPU µs per env step (``frame_skip`` substeps) on ``xml``, replaying
+    ``replay`` (``qpos0`` (k, nq), ``qvel0`` (k, nv), ``actions`` (T, nu), ``lengths`` (k,))
+    ``repeats`` times; with the library's version and the subtracted call cost."""
+    lib = ctypes.CDLL(lib_path)
+    _bind(lib)
+    err = ctypes.create_string_buffer(1000)
+    model = lib.mj_loadXML(xml.encode(), None, err, len(err))
+    if not model:
+        raise RuntimeError(f"{lib_path} could not load {xml}: {err.value.decode()}")
+    data = lib.mj_makeData(model)
+    qpos0, qvel0 = replay["qpos0"], replay["qvel0"]
+    actions = np.ascontiguousarray(replay["actions"], dtype=np.float64)
+    ctrl = _ctrl_bit(lib, model, qvel0.shape[1], actions.shape[1])
+    sizes = [lib.mj_stateSize(model, s) for s in (STATE_QPOS, STATE_QVEL, ctrl)]
+    if sizes != [qpos0.shape[1], qvel0.shape[1], actions.shape[1]]:
+        raise RuntimeError(f"{xml}: state sizes {sizes} do not match the replay's")
+    loop = {
+        "starts": [np.ascontiguousarray(a, dtype=np.float64) for a in (qpos0, qvel0)],
+        "ptr": [a.ctypes.data_as(_DOUBLES) for a in actions],
+        "lengths": [int(n) for n in replay["lengths"]],
+    }
+    real = noop = 0.0
+    for _ in range(repeats):
+        real += _replay(lib, model, data, loop, frame_skip, ctrl, real=True)
+        noop += _replay(lib, model, data, loop, frame_skip, ctrl, real=False)
+    steps = sum(loop["lengths"]) * repeats
+    lib.mj_deleteData(data)
+    lib.mj_deleteModel(model)
+    return {
+        "us_per_step": (real - noop) / steps * 1e6,
+        "loop_cost_us": noop / steps * 1e6,
+        "steps": steps,
+        "mujoco": lib.mj_versionString().decode(),
+        "xml": xml,
+    }
