@@ -48,6 +48,7 @@ import os
 import statistics
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -189,14 +190,18 @@ def measure_costs(ours: Any, peer: PeerSide, tmp: Path, replay_steps: int) -> di
     }
 
 
+COST_KEYS = ("cpu_us_per_step", "physics_us_per_step", "policy_us_per_step", "overhead_us_per_step")
+
+
 def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     """Two tables, each within 80 columns: rates, then CPU costs per step."""
-    print(
+    head = (
         f"vs EnvPool: {os.cpu_count()} CPUs, {args.rounds} round(s) of alternated "
         f"{args.slice:g} s slices (A B B A), medians; batch: ours {args.workers} workers x "
         f"{args.episodes} episodes/job, EnvPool async 64 envs/batch 32/{args.threads} threads; "
-        f"interactive: {args.num_envs} envs, EnvPool sync"
+        f"interactive: {args.num_envs} envs, EnvPool sync {args.threads} threads"
     )
+    print(textwrap.fill(head, 80))
     print(
         f"{'workload':<17}{'mode':<6}{'ours/s':>10}{'envpool/s':>10}{'ratio':>7}  "
         f"{'min-max':<11}{'gym/s':>9}"
@@ -213,25 +218,7 @@ def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"{'ovh/episode':>15}"
     )
     for r in rows:
-        cells = [
-            r[k]["ours"]
-            for k in (
-                "cpu_us_per_step",
-                "physics_us_per_step",
-                "policy_us_per_step",
-                "overhead_us_per_step",
-            )
-        ]
-        other = [
-            r[k]["envpool"]
-            for k in (
-                "cpu_us_per_step",
-                "physics_us_per_step",
-                "policy_us_per_step",
-                "overhead_us_per_step",
-            )
-        ]
-        pair = [f"{a:.1f}/{b:.1f}" for a, b in zip(cells, other, strict=True)]
+        pair = [f"{r[k]['ours']:.1f}/{r[k]['envpool']:.1f}" for k in COST_KEYS]
         ep = r["overhead_us_per_episode"]
         print(
             f"{r['workload']:<17}{pair[0]:>12}{pair[1]:>12}{pair[2]:>11}{pair[3]:>12}"
@@ -239,11 +226,13 @@ def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
         )
     if rows:
         v = rows[0]["versions"]
-        print(
-            f"\nphysics: ours MuJoCo {v['ours']['mujoco']} on Gymnasium's XML, EnvPool "
+        note = (
+            f"physics: ours MuJoCo {v['ours']['mujoco']} on Gymnasium's XML, EnvPool "
             f"{v['envpool']['envpool']} on its bundled MuJoCo {v['envpool']['mujoco']} and its "
-            "own XML (*_envpool.xml); one thread, CPU time, ctypes call cost subtracted."
+            "own XML (*_envpool.xml); replayed episodes, one thread, CPU time, the loop's own "
+            "cost subtracted (benchmarks/peers/physics.py)."
         )
+        print("\n" + textwrap.fill(note, 80))
 
 
 def parse() -> argparse.Namespace:
