@@ -106,7 +106,7 @@ def summarize(
     """The JSON row: rates, ratio and its range, CPU, physics, policy, overheads."""
     rate = [[r[j]["steps"] / r[j]["wall"] for r in runs] for j in range(len(sides))]
     cpu = [_med([r[j]["cpu"] / r[j]["steps"] * 1e6 for r in runs]) for j in range(len(sides))]
-    ep_len = [
+    seen = [
         sum(r[j]["steps"] for r in runs) / max(1.0, sum(r[j]["episodes"] for r in runs))
         for j in range(len(sides))
     ]
@@ -128,13 +128,22 @@ def summarize(
         row["ours_vs_gymnasium"] = _med([a / b for a, b in zip(rate[0], rate[2], strict=True)])
     two = ("ours", "envpool")
     row["cpu_us_per_step"] = dict(zip(two, cpu[:2], strict=True))
-    row["episode_length"] = dict(zip(two, ep_len[:2], strict=True))
+    # per episode: the mean length of the recorded episodes (the same policy on the same env
+    # for both sides); a slice of EnvPool's sees few of its 1000-step episodes end
+    length = costs["episode_length"]
+    row["episode_length"] = length
+    row["steps_per_ended_episode"] = dict(zip(two, seen[:2], strict=True))
     row["physics_us_per_step"] = costs["physics"]
     row["physics_same_xml_us_per_step"] = costs["physics_same_xml"]
     row["policy_us_per_step"] = costs["policy"]
     over = {k: cpu[i] - costs["physics"][k] - costs["policy"][k] for i, k in enumerate(two)}
     row["overhead_us_per_step"] = over
-    row["overhead_us_per_episode"] = {k: over[k] * ep_len[i] for i, k in enumerate(two)}
+    row["overhead_us_per_episode"] = {k: over[k] * length for k in two}
+    # CPU per step, EnvPool's over ours; and with EnvPool's physics replaced by ours (the
+    # same MuJoCo on both sides): the part of a lead that the engine version does not explain
+    phys = costs["physics"]
+    row["cpu_ratio"] = cpu[1] / cpu[0]
+    row["cpu_ratio_same_mujoco"] = (cpu[1] - phys["envpool"] + phys["ours"]) / cpu[0]
     row["versions"] = costs["versions"]
     row["rounds"] = len(runs)
     return row
@@ -156,7 +165,7 @@ def measure(name: str, peer: PeerSide, args: argparse.Namespace, tmp: Path) -> d
         sides = [ours, peer, GymSide(ours.task, args.num_envs)]
     try:
         ours.check_spaces(peer.spaces)
-        costs = measure_costs(ours, peer, tmp, args.replay_steps)
+        costs = measure_costs(ours, peer, tmp, args)
         runs = alternate(sides, args.rounds, args.slice)
     finally:
         for side in sides:
@@ -165,16 +174,22 @@ def measure(name: str, peer: PeerSide, args: argparse.Namespace, tmp: Path) -> d
     return summarize(name, sides, runs, costs)
 
 
-def measure_costs(ours: Any, peer: PeerSide, tmp: Path, replay_steps: int) -> dict[str, Any]:
-    """Physics per step on each MuJoCo (same recorded episodes) and policy per row."""
-    replay, xml, frame_skip = record_replay(ours, replay_steps)
+def measure_costs(ours: Any, peer: PeerSide, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Physics per step on each MuJoCo (the same recorded episodes; ours before and after
+    EnvPool's, averaged, against drift) and policy per row."""
+    replay, xml, frame_skip = record_replay(ours, args.replay_steps)
     path = tmp / "replay.npz"
     np.savez(path, **replay)
-    mine = physics_us_per_step(ours.mujoco_lib, xml, frame_skip, replay)
-    theirs = peer.request("physics", replay=str(path), xml=xml, frame_skip=frame_skip)
+    before = physics_us_per_step(ours.mujoco_lib, xml, frame_skip, replay, args.physics_s)
+    theirs = peer.request(
+        "physics", replay=str(path), xml=xml, frame_skip=frame_skip, seconds=args.physics_s
+    )
+    mine = physics_us_per_step(ours.mujoco_lib, xml, frame_skip, replay, args.physics_s)
+    mine["us_per_step"] = (mine["us_per_step"] + before["us_per_step"]) / 2
     own, same = theirs["own_xml"], theirs["same_xml"]
     return {
         "task": ours.task.id,
+        "episode_length": float(np.mean(replay["lengths"])),
         "physics": {"ours": mine["us_per_step"], "envpool": own["us_per_step"]},
         "physics_same_xml": {"ours": mine["us_per_step"], "envpool": same["us_per_step"]},
         "policy": ours.policy_costs(peer),
@@ -224,6 +239,15 @@ def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['workload']:<17}{pair[0]:>12}{pair[1]:>12}{pair[2]:>11}{pair[3]:>12}"
             f"{ep['ours']:>8.0f}/{ep['envpool']:<6.0f}"
         )
+    print("\nCPU per step, EnvPool / ours: as measured, and with EnvPool's physics replaced")
+    print("by ours (same MuJoCo); physics EnvPool / ours: own XMLs, and both on Gymnasium's")
+    print(f"{'workload':<17}{'CPU':>10}{'same MuJoCo':>13}{'physics':>10}{'same XML':>10}")
+    for r in rows:
+        p, q = r["physics_us_per_step"], r["physics_same_xml_us_per_step"]
+        print(
+            f"{r['workload']:<17}{r['cpu_ratio']:10.2f}{r['cpu_ratio_same_mujoco']:13.2f}"
+            f"{p['envpool'] / p['ours']:10.2f}{q['envpool'] / q['ours']:10.2f}"
+        )
     if rows:
         v = rows[0]["versions"]
         note = (
@@ -244,12 +268,13 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=2, help="EnvPool's threads")
     ap.add_argument("--num-envs", type=int, default=64, help="interactive rows")
     ap.add_argument("--replay-steps", type=int, default=3000, help="physics replay length")
+    ap.add_argument("--physics-s", type=float, default=1.0, help="CPU s per physics timing")
     ap.add_argument("--only", action="append", choices=sorted(WORKLOADS), help="repeatable")
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 round of 0.2 s slices")
     ap.add_argument("--json", action="store_true", help="end with one JSON line")
     args = ap.parse_args()
     if args.quick:
-        args.rounds, args.slice, args.replay_steps = 1, 0.2, 200
+        args.rounds, args.slice, args.replay_steps, args.physics_s = 1, 0.2, 200, 0.02
     return args
 
 

@@ -151,8 +151,9 @@ class Side:
 
     def physics(self, req: dict[str, Any]) -> dict[str, Any]:
         replay = dict(np.load(req["replay"]))
-        own = physics_us_per_step(LIB, self.own_xml, req["frame_skip"], replay)
-        same = physics_us_per_step(LIB, req["xml"], req["frame_skip"], replay)
+        args = (req["frame_skip"], replay, req["seconds"])
+        own = physics_us_per_step(LIB, self.own_xml, *args)
+        same = physics_us_per_step(LIB, req["xml"], *args)
         return {"own_xml": own, "same_xml": same}
 
 

@@ -91,11 +91,11 @@ def _replay(
 
 
 def physics_us_per_step(
-    lib_path: str, xml: str, frame_skip: int, replay: dict[str, np.ndarray], repeats: int = 1
+    lib_path: str, xml: str, frame_skip: int, replay: dict[str, np.ndarray], seconds: float
 ) -> dict[str, Any]:
     """MuJoCo's own CPU µs per env step (``frame_skip`` substeps) on ``xml``, replaying
     ``replay`` (``qpos0`` (k, nq), ``qvel0`` (k, nv), ``actions`` (T, nu), ``lengths`` (k,))
-    ``repeats`` times; with the library's version and the subtracted call cost."""
+    until ``seconds`` of CPU; with the library's version and the loop's own cost."""
     lib = ctypes.CDLL(lib_path)
     _bind(lib)
     err = ctypes.create_string_buffer(1000)
@@ -115,9 +115,11 @@ def physics_us_per_step(
         "lengths": [int(n) for n in replay["lengths"]],
     }
     real = noop = 0.0
-    for _ in range(repeats):
+    repeats = 0
+    while repeats == 0 or real + noop < seconds:
         real += _replay(lib, model, data, loop, frame_skip, ctrl, real=True)
         noop += _replay(lib, model, data, loop, frame_skip, ctrl, real=False)
+        repeats += 1
     steps = sum(loop["lengths"]) * repeats
     lib.mj_deleteData(data)
     lib.mj_deleteModel(model)
