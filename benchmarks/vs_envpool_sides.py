@@ -267,20 +267,20 @@ class GymSide(_VectorSide):
 
 
 def record_replay(side: Any, steps: int) -> tuple[dict[str, np.ndarray], str, int]:
-    """Episodes of ``side``'s policy on Gymnasium's env (initial qpos/qvel, actions) until
+    """Episodes of ``side``'s policy on Gymnasium's env (qpos/qvel before each step, actions) until
     ``steps`` steps, for the physics replay; with the env's XML and frame skip."""
     env = side.single if hasattr(side, "single") else side.env
     uw = env.unwrapped
-    qpos0, qvel0, actions, lengths = [], [], [], []
+    qpos, qvel, actions, lengths = [], [], [], []
     seed = 0
     while sum(lengths) < steps:
         obs, _ = env.reset(seed=seed)
         seed += 1
-        qpos0.append(uw.data.qpos.copy())
-        qvel0.append(uw.data.qvel.copy())
         length = 0
         while True:
             a = np.asarray(side.act(obs[None])[0], dtype=np.float64)
+            qpos.append(uw.data.qpos.copy())
+            qvel.append(uw.data.qvel.copy())
             actions.append(a)
             length += 1
             obs, _, term, trunc, _ = env.step(a)
@@ -288,8 +288,8 @@ def record_replay(side: Any, steps: int) -> tuple[dict[str, np.ndarray], str, in
                 break
         lengths.append(length)
     replay = {
-        "qpos0": np.array(qpos0),
-        "qvel0": np.array(qvel0),
+        "qpos": np.array(qpos),
+        "qvel": np.array(qvel),
         "actions": np.array(actions),
         "lengths": np.array(lengths),
     }

@@ -6,12 +6,14 @@ EnvPool's is the MuJoCo statically linked into its ``mujoco_gym_envpool.so`` (3.
 EnvPool 1.2.5), whose ``mj_*`` symbols that extension exports. Nothing here imports
 ``mujoco`` or EnvPool, only numpy and ctypes, so either venv can run it.
 
-What is timed: a replay of recorded episodes (initial ``qpos``/``qvel`` and the actions the
-policy took, recorded by the driver on Gymnasium's env), each control step being
-``mj_setState(ctrl)`` then ``frame_skip`` calls of ``mj_step``, on one thread, in CPU time
-(``time.thread_time``). The same loop run with do-nothing ctypes calls in place of MuJoCo's
-(the Python loop and the ctypes calls themselves) is subtracted, so the figure is MuJoCo's
-own.
+What is timed: a replay of recorded episodes (the ``qpos``/``qvel`` before every control step
+and the action the policy took there, recorded by the driver on Gymnasium's env), each control
+step being ``mj_setState`` of that state and action, then ``frame_skip`` calls of ``mj_step``
+(so that both versions step from the very same states: open loop, a gait or a fall would drift
+apart between them), after a ``mj_resetData`` and ``mj_forward`` per episode; on one thread,
+in CPU time (``time.thread_time``). The same loop run with do-nothing ctypes calls in place
+of MuJoCo's (the Python loop and the ctypes calls themselves) is subtracted, so the figure is
+MuJoCo's own.
 """
 
 from __future__ import annotations
@@ -74,15 +76,22 @@ def _replay(
     else:
         step = reset = forward = lib.mj_stateSize
         arg = spec = qpos = qvel = 0
-    set_state, starts, ptr = lib.mj_setState, replay["starts"], replay["ptr"]
+    set_state, qpos_at, qvel_at, ptr = (
+        lib.mj_setState,
+        replay["qpos"],
+        replay["qvel"],
+        replay["ptr"],
+    )
     at = 0
     t0 = time.thread_time()
-    for k, length in enumerate(replay["lengths"]):
+    for length in replay["lengths"]:
         reset(model, arg)
-        set_state(model, data, starts[0][k].ctypes.data_as(_DOUBLES), qpos)
-        set_state(model, data, starts[1][k].ctypes.data_as(_DOUBLES), qvel)
+        set_state(model, data, qpos_at[at], qpos)
+        set_state(model, data, qvel_at[at], qvel)
         forward(model, arg)
         for t in range(at, at + length):
+            set_state(model, data, qpos_at[t], qpos)
+            set_state(model, data, qvel_at[t], qvel)
             set_state(model, data, ptr[t], spec)
             for _ in range(frame_skip):
                 step(model, arg)
@@ -94,7 +103,7 @@ def physics_us_per_step(
     lib_path: str, xml: str, frame_skip: int, replay: dict[str, np.ndarray], seconds: float
 ) -> dict[str, Any]:
     """MuJoCo's own CPU µs per env step (``frame_skip`` substeps) on ``xml``, replaying
-    ``replay`` (``qpos0`` (k, nq), ``qvel0`` (k, nv), ``actions`` (T, nu), ``lengths`` (k,))
+    ``replay`` (``qpos`` (T, nq), ``qvel`` (T, nv), ``actions`` (T, nu), ``lengths`` (episodes,))
     until ``seconds`` of CPU; with the library's version and the loop's own cost."""
     lib = ctypes.CDLL(lib_path)
     _bind(lib)
@@ -103,15 +112,19 @@ def physics_us_per_step(
     if not model:
         raise RuntimeError(f"{lib_path} could not load {xml}: {err.value.decode()}")
     data = lib.mj_makeData(model)
-    qpos0, qvel0 = replay["qpos0"], replay["qvel0"]
-    actions = np.ascontiguousarray(replay["actions"], dtype=np.float64)
-    ctrl = _ctrl_bit(lib, model, qvel0.shape[1], actions.shape[1])
+    arrays = [
+        np.ascontiguousarray(replay[k], dtype=np.float64) for k in ("qpos", "qvel", "actions")
+    ]
+    nq, nv, nu = (a.shape[1] for a in arrays)
+    ctrl = _ctrl_bit(lib, model, nv, nu)
     sizes = [lib.mj_stateSize(model, s) for s in (STATE_QPOS, STATE_QVEL, ctrl)]
-    if sizes != [qpos0.shape[1], qvel0.shape[1], actions.shape[1]]:
+    if sizes != [nq, nv, nu]:
         raise RuntimeError(f"{xml}: state sizes {sizes} do not match the replay's")
+    qpos_at, qvel_at, ptr = ([row.ctypes.data_as(_DOUBLES) for row in a] for a in arrays)
     loop = {
-        "starts": [np.ascontiguousarray(a, dtype=np.float64) for a in (qpos0, qvel0)],
-        "ptr": [a.ctypes.data_as(_DOUBLES) for a in actions],
+        "qpos": qpos_at,
+        "qvel": qvel_at,
+        "ptr": ptr,
         "lengths": [int(n) for n in replay["lengths"]],
     }
     real = noop = 0.0
