@@ -281,7 +281,9 @@ def parse() -> argparse.Namespace:
 def main() -> None:
     args = parse()
     if not PEERS_PYTHON.exists():
-        print(f"{PEERS_PYTHON} is missing: run `make bench-peers` to install EnvPool")
+        print(
+            f"{PEERS_PYTHON} is missing: run `make bench-peers` to install EnvPool", file=sys.stderr
+        )
         raise SystemExit(2)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ale-vs-envpool-") as d:
