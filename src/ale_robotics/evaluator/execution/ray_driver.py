@@ -19,8 +19,9 @@ or ``("aborted",)``.
 It dies with the evaluator: the link closing (the evaluator exited, or was killed) ends
 it with a Ray shutdown, and a thread that sees it re-parented ends it at once (when the
 main thread is stuck inside Ray). A private local Ray instance's processes were started
-by this process's main thread with Ray's kernel fate sharing (``PR_SET_PDEATHSIG``), so
-they die with it, whichever way it ends.
+by this process's main thread with Ray's kernel fate sharing (``PR_SET_PDEATHSIG``), and
+the driver SIGKILLs its descendants before it ends, whichever way it ends: a raylet's
+agents notice their raylet's death late, past 30 s on a loaded host.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -123,13 +125,40 @@ class _LinkLog(logging.Handler):
             self.link.send(("log", record.levelno, record.name, record.getMessage()))
 
 
+def _descendants() -> list[int]:
+    """This process's descendants, from /proc (children first found, then theirs)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found: list[int] = []
+    todo = [os.getpid()]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill_descendants() -> None:
+    """SIGKILL every process this one started, and theirs: a private Ray instance (raylet,
+    GCS, its agents and workers). Ray's own fate sharing takes them too, but its agents
+    notice their raylet's death late (past 30 s on a loaded host), and an evaluator that
+    died must leave nothing behind."""
+    for pid in _descendants():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def _watch_parent(parent: int) -> None:
     """End this process once its parent is gone (re-parented), even while the main thread
-    is stuck inside Ray; a local Ray instance's processes die with it (fate sharing)."""
+    is stuck inside Ray, killing what it started first (:func:`_kill_descendants`)."""
 
     def watch() -> None:
         while os.getppid() == parent:
             threading.Event().wait(_PARENT_POLL_S)
+        _kill_descendants()
         os._exit(3)
 
     threading.Thread(target=watch, name="ray-driver-parent-watch", daemon=True).start()
@@ -220,3 +249,4 @@ def main() -> None:
     finally:
         shards.lose_board()
         disconnect()
+        _kill_descendants()  # whatever Ray's shutdown left of a private instance
