@@ -22,7 +22,7 @@ import grpc
 
 from ale_robotics.errors import InvalidArgumentError
 
-__all__ = ["ClientTls", "check_ca_file", "read_pem", "ssl_reason"]
+__all__ = ["ClientTls", "check_ca_file", "check_key_pair", "read_pem", "ssl_reason"]
 
 
 def read_pem(path: Path, flag: str) -> bytes:
@@ -40,6 +40,23 @@ def ssl_reason(exc: Exception) -> str:
     """What ``ssl`` says went wrong, in words."""
     reason = getattr(exc, "reason", None) or str(exc)
     return str(reason).lower().replace("_", " ")
+
+
+def check_key_pair(
+    cert: Path, key: Path, flags: tuple[str, str], *, server: bool, hint: str = ""
+) -> tuple[bytes, bytes]:
+    """The PEM of a certificate and its private key, checked to match (as ``ssl`` loads
+    them for a server or a client); InvalidArgumentError naming ``flags`` otherwise."""
+    cert_pem, key_pem = read_pem(cert, flags[0]), read_pem(key, flags[1])
+    try:
+        protocol = ssl.PROTOCOL_TLS_SERVER if server else ssl.PROTOCOL_TLS_CLIENT
+        ssl.SSLContext(protocol).load_cert_chain(cert, key)
+    except (ssl.SSLError, ValueError) as exc:
+        raise InvalidArgumentError(
+            f"{flags[0]} {cert} and {flags[1]} {key} are no matching PEM certificate and "
+            f"private key ({ssl_reason(exc)}){hint}"
+        ) from None
+    return cert_pem, key_pem
 
 
 def check_ca_file(path: Path, flag: str) -> bytes:
@@ -81,15 +98,7 @@ class ClientTls:
                 f"{cert_flag} and {key_flag} go together: the client's certificate and its key"
             )
         if cert is not None and key is not None:
-            read_pem(cert, cert_flag)
-            read_pem(key, key_flag)
-            try:
-                ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(cert, key)
-            except (ssl.SSLError, ValueError) as exc:
-                raise InvalidArgumentError(
-                    f"{cert_flag} {cert} and {key_flag} {key} are no matching PEM certificate "
-                    f"and private key ({ssl_reason(exc)})"
-                ) from None
+            check_key_pair(cert, key, (cert_flag, key_flag), server=False)
         return cls(pem, cert, key)
 
     def credentials(self) -> grpc.ChannelCredentials:

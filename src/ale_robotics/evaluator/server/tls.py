@@ -21,14 +21,13 @@ line naming the flag, not a listener that fails each handshake later.
 
 from __future__ import annotations
 
-import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 
 from ale_robotics.addresses import is_loopback, normalize_address, split_host_port
-from ale_robotics.client.tls import check_ca_file, read_pem, ssl_reason
+from ale_robotics.client.tls import check_ca_file, check_key_pair
 from ale_robotics.errors import InvalidArgumentError
 
 __all__ = ["ServerTls", "check_listener", "check_listeners", "listener_tls"]
@@ -50,15 +49,13 @@ class ServerTls:
         Raises :class:`InvalidArgumentError` naming the flag whose file is missing, is no
         PEM, or (the key) does not match the certificate.
         """
-        cert_pem = read_pem(cert, "--tls-cert")
-        key_pem = read_pem(key, "--tls-key")
-        try:
-            ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
-        except (ssl.SSLError, ValueError) as exc:
-            raise InvalidArgumentError(
-                f"--tls-cert {cert} and --tls-key {key} are no matching PEM certificate and "
-                f"private key ({ssl_reason(exc)}): give the server's certificate and its key"
-            ) from None
+        cert_pem, key_pem = check_key_pair(
+            cert,
+            key,
+            ("--tls-cert", "--tls-key"),
+            server=True,
+            hint=": give the server's certificate and its key",
+        )
         ca_pem = None if client_ca is None else check_ca_file(client_ca, "--tls-client-ca")
         return cls(cert_pem, key_pem, ca_pem)
 
