@@ -93,13 +93,24 @@ def test_batch_eval_measures_the_limit_for_every_mujoco_batch_task() -> None:
             statistics.median(doc["evaluator_over_limit_per_round"])
         )
         assert doc["limit_steps_per_s"] < min(p, q)  # so in every round, so the medians
+        # the same ratio from CPU time: physics + policy CPU per step over the pipeline's
+        cpu = [doc[f"{k}_cpu_us_per_step"] for k in ("evaluator", "physics", "policy")]
+        assert all(c > 0 for c in cpu), task_id
+        assert len(doc["evaluator_over_limit_cpu_per_round"]) == 2
+        assert doc["evaluator_over_limit_cpu"] == pytest.approx(
+            statistics.median(doc["evaluator_over_limit_cpu_per_round"])
+        )
+        assert 0 < doc["evaluator_over_limit_cpu"] < 1.5, task_id  # near 1 at most, noise aside
         assert 1 <= doc["physics_nthread"] <= doc["cores"]
         assert doc["env_steps"] == 2 * reg.get(task_id).env.max_episode_steps  # full length
         assert f"task {task_id}" in out
     assert data["min_evaluator_over_limit"] == min(
         d["evaluator_over_limit"] for d in data["tasks"].values()
     )
-    assert "limit 1/(1/P+1/Q)" in out and "evaluator / limit" in out
+    assert data["min_evaluator_over_limit_cpu"] == min(
+        d["evaluator_over_limit_cpu"] for d in data["tasks"].values()
+    )
+    assert "limit 1/(1/P+1/Q)" in out and "evaluator / limit" in out and "by CPU time" in out
 
 
 def test_interactive_covers_every_mujoco_interactive_task() -> None:
