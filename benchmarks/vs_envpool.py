@@ -20,8 +20,9 @@ as an .npz and its actions checked equal to ours on random observations):
   ``num_envs`` 64, ``batch_size`` 32, 2 threads, recv -> policy -> send.
 * ``interactive`` rows, Hopper and InvertedDoublePendulum with pre-drawn random actions:
   ours is a batched 64-env ``RemoteVectorEnv`` (StepStream) on a practice session of an
-  in-process evaluator; EnvPool sync (64 envs, 2 threads); Gymnasium's ``SyncVectorEnv``
-  (64 envs) as a third column. Every side counts 64 transitions per step call.
+  evaluator in its own process (a child of this one, as the harness runs it); EnvPool sync
+  (64 envs, 2 threads); Gymnasium's ``SyncVectorEnv`` (64 envs) as a third column. Every
+  side counts 64 transitions per step call.
 
 Columns: steps/s per side (wall); CPU µs/step per side (utime+stime from ``/proc`` of the
 side's whole process tree, threads and children included: ours is this process and its

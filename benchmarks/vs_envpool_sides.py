@@ -231,13 +231,14 @@ class _VectorSide:
 
 
 class OurInteractiveSide(_VectorSide):
-    """A batched ``RemoteVectorEnv`` (StepStream) on a practice session of an in-process
-    evaluator (``interactive.py``'s)."""
+    """A batched ``RemoteVectorEnv`` (StepStream) on a practice session of an evaluator in its
+    own process, as the harness runs it (``interactive.py``'s; a child of this process, so
+    its CPU counts on our side)."""
 
     def __init__(self, task_id: str, n: int) -> None:
         task = default_registry().get(task_id)
         self._stack = contextlib.ExitStack()
-        self.client = self._stack.enter_context(evaluator(task_id, in_process=True))
+        self.client = self._stack.enter_context(evaluator(task_id, in_process=False))
         self.env = RemoteVectorEnv(self.client, num_envs=n, transport="stream")
         self.env.reset(seed=0)
         self._init(task, n, self.env.single_action_space)

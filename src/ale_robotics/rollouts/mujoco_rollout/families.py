@@ -126,6 +126,9 @@ class Family(abc.ABC):
     """Bodies whose ``data.xpos`` the family reads (:attr:`StepView.xpos`)."""
     fields: ClassVar[tuple[str, ...]] = ()
     """Other :class:`StepView` fields the family reads (``"site_xpos"``, ``"qfrc_constraint"``)."""
+    before_fields: ClassVar[tuple[str, ...]] = ()
+    """Which of ``"qpos"``, ``"qvel"`` :meth:`step` reads of its ``before`` view (the rest may
+    be left empty there: an interactive Step then copies only these out of 64 envs' data)."""
 
     @property
     def reads_derived(self) -> bool:
@@ -173,6 +176,7 @@ class HalfCheetah(Family):
     dtype (``np.float32`` for a float32 action). Never terminates."""
 
     gym_id = "HalfCheetah-v5"
+    before_fields = ("qpos",)
 
     def observe(self, env: Any, view: StepView) -> Array:
         return np.concatenate([view.qpos[:, _start(env) :], view.qvel], axis=1)
@@ -198,6 +202,8 @@ class HalfCheetah(Family):
 
 class _Hopping(Family):
     """What Hopper and Walker2d share: forward reward, healthy reward, termination."""
+
+    before_fields = ("qpos",)
 
     healthy_python: ClassVar[bool]
     """Whether Gymnasium's ``is_healthy`` is a Python ``bool`` (Hopper: ``all(...)``) or an
