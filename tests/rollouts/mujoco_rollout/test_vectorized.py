@@ -222,3 +222,34 @@ def test_reused_mjdata_change_nothing(registry: Registry, engine: Any) -> None:
     finally:
         env.close()
     assert len(datas) >= 1 and key(again) == key(fresh)
+
+
+@pytest.mark.parametrize(
+    ("gym_id", "kwargs"),
+    [
+        (g, kw)
+        for g, f in sorted(FAMILIES.items())
+        if engine_for(f) == "rollout"
+        for kw in ({}, {"reset_noise_scale": 0.3})
+    ],
+)
+def test_a_native_reset_is_gymnasiums_reset_to_the_bit(gym_id: str, kwargs: dict[str, Any]) -> None:
+    """The rollout engine's start state drawn without the env equals, to the bit, the
+    FULLPHYSICS state ``env.reset(seed=...)`` leaves (qpos, qvel, time, the rest)."""
+    family = FAMILIES[gym_id]
+    spec = EnvSpec(gym_id=gym_id, kwargs=kwargs, max_episode_steps=1000)
+    env = make_env(spec, time_limit=False).unwrapped
+    seeds = [0, 1, 7, 2**31 - 1, 123_456_789]
+    native = _RolloutEngine(env, len(seeds), 1, [])
+    reference = _RolloutEngine(env, len(seeds), 1, [])
+    for row, seed in enumerate(seeds):
+        start = native.native_start(family, env, seed)
+        assert start is not None, f"{gym_id}: the rollout engine should reset natively"
+        native.load_state(row, *start)
+        env.reset(seed=seed)
+        reference.load(row, env.data)
+    assert np.array_equal(native.state, reference.state)
+    assert np.ptp(native.state[:, native.qpos], axis=0).max() > 0, "seeds must differ"
+    native.close()
+    reference.close()
+    env.close()

@@ -44,6 +44,7 @@ from ale_robotics.tasks.spec import TaskSpec
 __all__ = [
     "PARENT_CHECK_S",
     "PRESTART_WAIT_S",
+    "PROGRESS_EVERY_S",
     "PinnedSpawnContext",
     "init_worker",
     "run_shard_in_worker",
@@ -56,6 +57,9 @@ log = logging.getLogger(__name__)
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 
 _PROGRESS: Any = None
+
+PROGRESS_EVERY_S = 0.1
+"""A worker reports finished episodes at most this often (and all of them when a shard ends)."""
 _LIMITS: WorkerLimits | None = None
 _STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 """Signals meant for the evaluator, which workers ignore (see the module docstring)."""
@@ -268,13 +272,24 @@ def run_shard_in_worker(
     if _LIMITS is not None:
         _arm_cpu_limit(_LIMITS)
 
-    def report() -> None:
-        if _PROGRESS is not None:
-            _PROGRESS.put((tag, 1))
-
     t0 = time.monotonic()
+    unsent, sent_at = 0, t0
+
+    def report() -> None:
+        # Coalesced: a queue put per episode (pickle, feeder thread, pipe, unpickle) cost
+        # about as much as a short episode's own steps; progress needs no finer grain.
+        nonlocal unsent, sent_at
+        unsent += 1
+        now = time.monotonic()
+        if _PROGRESS is not None and now - sent_at >= PROGRESS_EVERY_S:
+            _PROGRESS.put((tag, unsent))
+            unsent, sent_at = 0, now
+
     outcomes = run_shard(task_json, weights, seeds, report)
-    if _PROGRESS is not None:  # the shard's own seconds, for the evaluator's metrics
+    if _PROGRESS is not None:
+        if unsent:
+            _PROGRESS.put((tag, unsent))
+        # the shard's own seconds, for the evaluator's metrics
         _PROGRESS.put((f"{tag}:shard", time.monotonic() - t0))
     return outcomes
 

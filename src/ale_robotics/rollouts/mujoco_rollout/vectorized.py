@@ -163,8 +163,12 @@ def rollout_on(
     outcomes: list[EpisodeOutcome | None] = [None] * n
     try:
         for row, (_, seed) in enumerate(seeds):
-            env.reset(seed=int(seed))
-            physics.load(row, env.data)
+            start = physics.native_start(family, env, int(seed))
+            if start is None:
+                env.reset(seed=int(seed))
+                physics.load(row, env.data)
+            else:
+                physics.load_state(row, *start)
         active = np.arange(n)  # rows of the episodes still running, in seeds order
         ids = episodes.tolist()  # their episode indices, for check_finite
         view = physics.view(family, n)
@@ -232,6 +236,16 @@ class _Engine(abc.ABC):
     def load(self, row: int, data: Any) -> None:
         """Row ``row`` starts from ``data`` (the Gymnasium env's, right after ``reset``)."""
 
+    def native_start(self, family: Family, env: Any, seed: int) -> tuple[Array, Array] | None:
+        """The ``(qpos, qvel)`` that ``env.reset(seed=seed)`` sets, drawn without the env
+        (:meth:`~.families.Family.reset_state`), where this engine loads plain states; None:
+        reset the env and :meth:`load` its data."""
+        return None
+
+    def load_state(self, row: int, qpos: Array, qvel: Array) -> None:
+        """Row ``row`` starts from a reset state with this ``qpos`` and ``qvel``."""
+        raise NotImplementedError
+
     @abc.abstractmethod
     def view(self, family: Family, k: int) -> StepView:
         """The first ``k`` rows' :class:`StepView`, the fields ``family`` reads."""
@@ -277,9 +291,29 @@ class _RolloutEngine(_Engine):
         self.timestep = float(model.opt.timestep)
         # nthread=0 runs on the calling thread: no pool, no hand-off, for a 1-thread shard.
         self.runner = rollout.Rollout(nthread=0 if threads == 1 else threads)
+        from gymnasium.utils.seeding import np_random
+
+        self._np_random = np_random
+        scratch = self.datas[0]
+        mujoco.mj_resetData(model, scratch)
+        self.reset_template = np.zeros(nstate)
+        mujoco.mj_getState(model, scratch, self.reset_template, self.spec)
 
     def load(self, row: int, data: Any) -> None:
         self.mujoco.mj_getState(self.model, data, self.state[row], self.spec)
+
+    def native_start(self, family: Family, env: Any, seed: int) -> tuple[Array, Array] | None:
+        # seeding.np_random is what Env.reset seeds its np_random with
+        return family.reset_state(env, self._np_random(seed)[0])
+
+    def load_state(self, row: int, qpos: Array, qvel: Array) -> None:
+        # What mj_resetData leaves (time 0, act, mocap, userdata: the model's defaults),
+        # then set_state's qpos and qvel: the FULLPHYSICS state env.reset makes (its
+        # mj_forward computes only derived quantities, none of them in the state).
+        row_state = self.state[row]
+        row_state[:] = self.reset_template
+        row_state[self.qpos] = qpos
+        row_state[self.qvel] = qvel
 
     def view(self, family: Family, k: int) -> StepView:
         return StepView(self.state[:k, self.qpos], self.state[:k, self.qvel])
