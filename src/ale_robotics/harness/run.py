@@ -330,11 +330,11 @@ def _prestart_workers(embedded: Evaluator, task_id: str) -> None:
     A cold worker takes a few tenths of a second (interpreter, imports, the first
     env), which would otherwise delay the evaluation of the agent's submission:
     started here, it overlaps the agent's own start-up (see
-    :meth:`.LocalExecutor.prestart`). The task is the one the evaluator runs (a
-    smoke run's is cut to its episodes).
+    :meth:`.LocalExecutor.prestart`; a Ray executor warms its workers up the same way,
+    :meth:`.RayExecutor.prestart`). The task is the one the evaluator runs (a smoke run's
+    is cut to its episodes).
     """
-    if isinstance(embedded.pool, LocalExecutor):
-        embedded.pool.prestart(embedded.tasks.spec(task_id))
+    embedded.pool.prestart(embedded.tasks.spec(task_id))  # Ray: its workers warmed up
 
 
 def _drive(

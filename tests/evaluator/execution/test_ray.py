@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from execution_helpers import stable_weights, with_layout
+from execution_helpers import OBJECT_STORE_BYTES, stable_weights, with_layout
 from helpers import random_weights
 
 from ale_robotics.errors import InvalidArgumentError
@@ -23,6 +23,7 @@ from ale_robotics.evaluator.batch.plan import episode_plan
 from ale_robotics.evaluator.execution import (
     Executor,
     ExecutorUnavailable,
+    LocalExecutor,
     WorkerCrashed,
     make_executor,
 )
@@ -247,3 +248,27 @@ def test_a_private_instance_dies_with_its_evaluator(how: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         proc.wait()
+
+
+def test_a_prestarted_executor_runs_its_first_shards_on_the_warmed_workers(
+    registry: Registry,
+) -> None:
+    """prestart warms as many Ray workers as the job runs shards at once, in the background;
+    the job waits for it, then its shards run on those very workers, with the results a
+    cold executor gives."""
+    from ale_robotics.evaluator.execution.ray import RayExecutor
+
+    task = with_layout(registry.get("td3-inverted-pendulum-v1"), 2)
+    weights = random_weights(task, seed=3, scale=0.3)
+    ex = RayExecutor(2, object_store_bytes=OBJECT_STORE_BYTES)
+    try:
+        assert ex.prestart(task) == 2
+        with ex._run_lock:  # held by the warm-up until it is done
+            warmed = set(ex.worker_pids())
+        assert len(warmed) == 2, f"two workers warmed up, got {warmed}"
+        out = ex.run(task, weights, [5, 6, 7, 8])
+        assert set(ex.worker_pids()) == warmed, "the shards ran on other workers than the warm"
+    finally:
+        ex.shutdown()
+    with LocalExecutor(2) as local:
+        assert out == local.run(task, weights, [5, 6, 7, 8])

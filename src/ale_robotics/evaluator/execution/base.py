@@ -266,6 +266,13 @@ class Executor(abc.ABC):
     def shutdown(self) -> None:
         """Stop the workers and release what the executor holds; idempotent."""
 
+    def prestart(self, task: TaskSpec) -> int:
+        """Start (and warm up for ``task``) the workers a job of it will use, in the
+        background, for a caller that knows a job is coming; a job that arrives meanwhile
+        waits for them. Returns how many were asked for (0: nothing to do, or the executor
+        starts its workers only with a job). Results never depend on it."""
+        return 0
+
     def worker_pids(self) -> list[int]:
         """PIDs of live worker processes on this host, where the executor knows them
         (diagnostics and tests; empty before the first job)."""

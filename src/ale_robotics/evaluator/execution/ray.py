@@ -55,6 +55,8 @@ guards its ports; a sandboxed agent has no network and does not see ``/tmp/ray``
 from __future__ import annotations
 
 import importlib.util
+import logging
+import math
 import os
 import threading
 import time
@@ -83,7 +85,7 @@ from ale_robotics.evaluator.execution.ray_process import (
 )
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.kind_registry import get_kind
-from ale_robotics.tasks.spec import TaskSpec
+from ale_robotics.tasks.spec import TaskMode, TaskSpec
 
 if importlib.util.find_spec("ray") is None:  # pragma: no cover - ray is a dependency
     raise ExecutorUnavailable(
@@ -97,6 +99,8 @@ __all__ = [
     "RayExecutor",
     "shards_in_flight",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SHARD_MEMORY_BYTES = 512 * 1024**2
 """Memory reserved per shard (a worker with MuJoCo loaded holds ~0.3 GiB resident)."""
@@ -269,6 +273,34 @@ class RayExecutor(Executor):
             if on_progress is not None and follow.reported != total:
                 on_progress(total)
             return outcomes
+
+    def prestart(self, task: TaskSpec) -> int:
+        """Warm up, in the background, as many Ray workers as a job of ``task`` runs shards
+        at once (:meth:`.base.Executor.prestart`): the progress board and each worker's
+        first imports and env, which otherwise cost a cold job's first shards about 2 s on
+        two cores. A job that arrives meanwhile waits for it (one driver call at a time)."""
+        if task.mode is TaskMode.INTERACTIVE or self._closed:
+            return 0
+        shards = math.ceil(task.eval.evaluated_episodes / task.eval.envs_per_shard)
+        n = max(1, min(self.workers, shards))
+        args = (task.model_dump_json(), n)
+        threading.Thread(target=self._warm, args=args, name="ale-ray-prestart", daemon=True).start()
+        return n
+
+    def _warm(self, task_json: str, n: int) -> None:
+        with self._run_lock:
+            try:
+                driver = self._live_driver()
+            except WorkerCrashed as exc:
+                log.warning("Ray workers not warmed up: %s", exc)
+                return
+            try:
+                driver.send(("warm", task_json, n))
+                _Follow(self, driver, None, None).until_done(None, None)
+            except DriverDied as exc:
+                self._lost(driver, str(exc))
+            except Exception as exc:  # best effort: the job starts cold and says why
+                log.warning("Ray workers not warmed up: %s", exc)
 
     def _seen(self, pid: int, node: str) -> None:
         with self._lock:

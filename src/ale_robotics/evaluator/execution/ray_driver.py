@@ -9,12 +9,13 @@ infrastructure failure naming the lost cluster, and starts a fresh driver for th
 
 The link is a socket pair (:class:`multiprocessing.connection.Connection`, pickled
 messages). The evaluator sends ``("connect", address, num_cpus, object_store_bytes)``
-once, then ``("run", ShardJob)`` per job and ``("abort",)`` to stop one; the driver
-answers ``("ready", {...})`` or ``("unavailable", why)``, and per run ``("started", pid,
-node)``, ``("progress", n)``, ``("beat",)`` and ``("log", level, logger, text)`` until one
-of ``("done", outcomes)``, ``("fault", PolicyFault)``, ``("crashed", why)`` (a worker),
-``("lost", why)`` (the cluster: the evaluator replaces this driver), ``("timeout", why)``
-or ``("aborted",)``.
+once, then ``("run", ShardJob)`` per job (``("warm", task_json, n)`` to warm ``n``
+workers up for a job to come, answered as a run with no outcomes) and ``("abort",)`` to
+stop one; the driver answers ``("ready", {...})`` or ``("unavailable", why)``, and per
+run ``("started", pid, node)``, ``("progress", n)``, ``("beat",)`` and ``("log", level,
+logger, text)`` until one of ``("done", outcomes)``, ``("fault", PolicyFault)``,
+``("crashed", why)`` (a worker), ``("lost", why)`` (the cluster: the evaluator replaces
+this driver), ``("timeout", why)`` or ``("aborted",)``.
 
 It dies with the evaluator: the link closing (the evaluator exited, or was killed) ends
 it with a Ray shutdown, and a thread that sees it re-parented ends it at once (when the
@@ -45,6 +46,7 @@ from ale_robotics.evaluator.execution.base import (
     RolloutAborted,
     Shard,
     WorkerCrashed,
+    redacted,
     stack_versions,
 )
 from ale_robotics.model.episode import PolicyFault
@@ -187,6 +189,22 @@ def _serve_run(link: _Link, shards: Any, job: ShardJob) -> None:
         link.send(("done", outcomes))
 
 
+def _serve_warm(link: _Link, shards: Any, task_json: str, n: int) -> None:
+    """Warm ``n`` workers up for the task (:meth:`.ray_shards.ShardRun.warm`); best effort:
+    a failure is logged, and answered as done (the first shard then starts cold)."""
+    from ale_robotics.evaluator.execution.ray_shards import ClusterLost
+
+    try:
+        for pid, node in shards.warm(task_json, n):
+            link.started(pid, node)  # the evaluator knows them as it knows shards' workers
+    except ClusterLost as exc:
+        link.send(("lost", str(exc)))
+        return
+    except Exception as exc:
+        log.warning("warming Ray workers up failed: %s", redacted(exc))
+    link.send(("done", []))
+
+
 def _connect(link: _Link, hello: tuple[Any, ...]) -> Any:
     """Join Ray as the evaluator asks; the driver's :class:`.ray_shards.ShardRun`, or None
     (the evaluator was told why)."""
@@ -245,6 +263,8 @@ def main() -> None:
                 break
             if message[0] == "run":
                 _serve_run(link, shards, message[1])
+            elif message[0] == "warm":
+                _serve_warm(link, shards, message[1], message[2])
             # a late ("abort",), after its run ended, needs nothing
     finally:
         shards.lose_board()

@@ -55,6 +55,7 @@ except ImportError as exc:  # pragma: no cover - the driver is started only wher
 from ale_robotics.evaluator.execution.ray_connection import THREAD_ENV
 from ale_robotics.evaluator.execution.ray_driver import ShardJob
 from ale_robotics.evaluator.execution.ray_process import unreachable
+from ale_robotics.evaluator.execution.worker_process import PRESTART_WAIT_S, warm_up
 
 __all__ = ["ClusterLost", "Report", "ShardRun"]
 
@@ -83,6 +84,14 @@ class _ProgressBoard:
 
     def take(self, tag: str) -> list[tuple[Any, ...]]:
         return self._posts.pop(tag, [])
+
+    def arrive(self, tag: str) -> int:
+        """A warm-up's barrier: count one more arrival at ``tag``; the count so far."""
+        self._posts.setdefault(tag, []).append(())
+        return len(self._posts[tag])
+
+    def arrivals(self, tag: str) -> int:
+        return len(self._posts.get(tag, []))
 
 
 _Board: Any = ray.remote(num_cpus=0, max_restarts=0)(_ProgressBoard)
@@ -114,6 +123,24 @@ def _shard_in_ray(
 
 
 _shard_task: Any = ray.remote(max_retries=0)(_shard_in_ray)
+
+
+def _warm_in_ray(board: Any, tag: str, n: int, task_json: str) -> tuple[int, str]:
+    warm_up(task_json)
+    # Held until all n warm-ups got this far (at most _WARM_HOLD_S), so that they overlap
+    # and Ray gives each its own worker, not one quick worker all of them in turn.
+    end = time.monotonic() + _WARM_HOLD_S
+    count = ray.get(board.arrive.remote(tag))
+    while count < n and time.monotonic() < end:
+        time.sleep(0.05)
+        count = ray.get(board.arrivals.remote(tag))
+    return os.getpid(), ray.get_runtime_context().get_node_id()
+
+
+_WARM_HOLD_S = 10.0
+
+
+_warm_task: Any = ray.remote(max_retries=0)(_warm_in_ray)
 
 
 # ------------------------------------------------------------------ driver --
@@ -154,13 +181,33 @@ class ShardRun:
             with contextlib.suppress(RayError):
                 ray.kill(board)
 
-    def _options(self, job: ShardJob, shard: int) -> dict[str, Any]:
+    def _options(self, job: ShardJob | None, shard: int) -> dict[str, Any]:
         opts: dict[str, Any] = {"num_cpus": 1, "name": f"ale-robotics shard {shard}"}
-        if job.shard_memory_bytes is not None:
+        if job is not None and job.shard_memory_bytes is not None:
             opts["memory"] = job.shard_memory_bytes
-        if not self._pinned:
+        if not self._pinned:  # shards and warm-ups alike: Ray pools workers by runtime env
             opts["runtime_env"] = {"env_vars": dict(THREAD_ENV)}
         return opts
+
+    def warm(self, task_json: str, n: int) -> list[tuple[int, str]]:
+        """Make the progress board and have ``n`` Ray workers do what a first shard of the
+        task does first (:func:`.worker_process.warm_up`: imports, one env), so that a
+        job's first shards start warm. Ray keeps idle workers and hands them the next
+        tasks of the same runtime env: the shards. Waits at most ``PRESTART_WAIT_S``;
+        returns the warmed workers' ``(pid, node)``."""
+        board, tag = self._get_board(), f"warm-{uuid.uuid4().hex}"
+        refs = [
+            _warm_task.options(**self._options(None, i)).remote(board, tag, n, task_json)
+            for i in range(n)
+        ]
+        try:
+            warmed: list[tuple[int, str]] = ray.get(refs, timeout=PRESTART_WAIT_S)
+        except GetTimeoutError:
+            log.warning("Ray workers still warming up after %.0f s", PRESTART_WAIT_S)
+            return []
+        finally:
+            board.take.remote(tag)  # the barrier's entries
+        return warmed
 
     @staticmethod
     def _cancel(refs: Sequence[Any]) -> None:
