@@ -141,7 +141,11 @@ class RayExecutor(Executor):
     ``workers``: shards in flight at once (default: a local instance's CPU count, as
     many as the local executor's processes; on a cluster, its CPUs). The local
     instance gets ``workers`` CPUs and an object store of ``object_store_bytes``.
-    Raises :class:`.base.ExecutorUnavailable` when the first driver cannot join Ray.
+    Raises :class:`.base.ExecutorUnavailable` when the first driver cannot join a
+    cluster. A private instance starts in the background (3-4 s: its own start would
+    otherwise delay whatever comes next, a harness's agent); the first call that needs it
+    waits, and one that fails is logged and retried by the first job, which fails with it
+    (:class:`.base.WorkerCrashed`).
     """
 
     kind = "ray"
@@ -169,21 +173,57 @@ class RayExecutor(Executor):
         self._lock = threading.Lock()
         self._pids: dict[int, str] = {}
         self._closed = False
-        self._driver: DriverProcess | None = self._start_driver()
-        info = self._driver.info
-        self._stack: dict[str, str] = dict(info["stack"])
+        self._node = ""
+        self._cluster_address = ""
+        self._stack: dict[str, str] = {}
         """What decides an episode's numbers in the driver, started as the workers are (their
         OpenBLAS kernel): every shard checks its worker's stack against it."""
-        self.workers = workers or (int(info["cpus"]) if address is not None else self._cpus)
+        self._driver: DriverProcess | None = None
+        self._first: threading.Thread | None = None
+        if address is None:
+            # A private instance takes 3-4 s to start (Ray's processes): in the background,
+            # so that it overlaps what its owner does meanwhile (the harness: the agent's
+            # start); the first driver call waits for it (_live_driver).
+            self.workers = workers or self._cpus
+            self._first = threading.Thread(
+                target=self._start_first, name="ale-ray-start", daemon=True
+            )
+            self._first.start()
+            return
+        # A cluster: its CPUs make the default worker count, and an unreachable one fails here.
+        self._driver = self._start_driver()
+        self.workers = workers or int(self._driver.info["cpus"])
 
     # ------------------------------------------------------------- driver --
 
     def _start_driver(self) -> DriverProcess:
         driver = DriverProcess(self.address, self._cpus, self._object_store_bytes, self.where)
         self._node = str(driver.info["node"])
-        self.cluster_address = str(driver.info["address"])
-        """The GCS address the driver is connected to (a local instance's too)."""
+        self._cluster_address = str(driver.info["address"])
+        self._stack = dict(driver.info["stack"])
         return driver
+
+    @property
+    def cluster_address(self) -> str:
+        """The GCS address the driver is connected to (a local instance's too)."""
+        self._wait_first()
+        return self._cluster_address
+
+    def _start_first(self) -> None:
+        """The private instance's first driver (see ``__init__``); a failure is logged and the
+        first job tries again, failing with the reason (``_live_driver``)."""
+        try:
+            driver = self._start_driver()
+        except ExecutorUnavailable as exc:
+            log.warning("%s", exc)
+            return
+        self._driver = driver
+
+    def _wait_first(self) -> None:
+        first = self._first
+        if first is not None:
+            first.join()
+            self._first = None
 
     def _cluster(self) -> str:
         if self.address is None:
@@ -192,6 +232,7 @@ class RayExecutor(Executor):
 
     def _live_driver(self) -> DriverProcess:
         """The running driver, or a fresh one (WorkerCrashed when Ray cannot be joined)."""
+        self._wait_first()
         if self._closed:
             raise WorkerCrashed("the Ray executor was shut down")
         driver = self._driver
@@ -229,11 +270,13 @@ class RayExecutor(Executor):
 
     def driver_pid(self) -> int | None:
         """The Ray driver process's PID, while it runs (diagnostics and tests)."""
+        self._wait_first()
         driver = self._driver
         return driver.proc.pid if driver is not None and driver.alive() else None
 
     def shutdown(self) -> None:
         self._closed = True
+        self._wait_first()  # a first driver still starting: stopped once it is up
         driver, self._driver = self._driver, None
         if driver is not None:
             driver.close()
