@@ -214,3 +214,16 @@ def test_load_tree_rss_counts_children_started_by_any_thread() -> None:
         for child in children:
             child.kill()
             child.wait()
+
+
+@pytest.mark.slow  # two real `ale-robotics run`s, one on a private Ray instance: ~60 s
+def test_cold_run_times_both_executors_from_their_trajectories() -> None:
+    out, data = _run("cold_run.py", "--reps", "1", "--agent-s", "0")
+    for executor in ("ray", "local"):
+        (run,) = data[executor]["runs"]
+        assert 0 < run["job_s"] < run["wall_s"] and 0 <= run["agent_launched_s"] < run["wall_s"]
+        assert data[executor]["wall_s"] == run["wall_s"]
+    assert data["ray_vs_local_wall"] == pytest.approx(
+        data["ray"]["wall_s"] / data["local"]["wall_s"]
+    )
+    assert "ray / local: whole run" in out
