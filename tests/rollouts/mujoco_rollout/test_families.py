@@ -236,3 +236,15 @@ def test_every_registered_mujoco_task_has_an_exact_family(registry: Registry) ->
         finally:
             env.close()
         check_lockstep(task.env.gym_id, dict(task.env.kwargs), envs=2, steps=25, seed=4)
+
+
+def test_a_family_env_reads_dt_once_and_everything_else_through() -> None:
+    from ale_robotics.rollouts.mujoco_rollout.families import FamilyEnv
+
+    env = make_env(EnvSpec(gym_id="Hopper-v5", kwargs={"frame_skip": 5}, max_episode_steps=10))
+    base = env.unwrapped
+    consts = FamilyEnv(base)
+    assert consts.dt == base.dt == base.model.opt.timestep * 5
+    assert consts._healthy_reward == base._healthy_reward
+    assert consts.init_qpos is base.init_qpos and consts.model is base.model
+    env.close()

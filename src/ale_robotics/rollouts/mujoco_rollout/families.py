@@ -57,10 +57,25 @@ from typing import Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FAMILIES", "Family", "StepOut", "StepView"]
+__all__ = ["FAMILIES", "Family", "FamilyEnv", "StepOut", "StepView"]
 
 Array = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+
+
+class FamilyEnv:
+    """An unwrapped env as the families read it, its ``dt`` read once.
+
+    ``MujocoEnv.dt`` is a property (``model.opt.timestep * frame_skip`` through MuJoCo's
+    bindings, ~7 µs), read by three families on every step; a per-step loop hands the
+    families this instead. Every other attribute is the env's own, read through."""
+
+    def __init__(self, env: Any) -> None:
+        self.unwrapped = env
+        self.dt = float(env.dt)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.unwrapped, name)
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, Family, StepView
+from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, Family, FamilyEnv, StepView
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = ["NativeStepper", "StepBatch", "stepper_for"]
@@ -122,8 +122,9 @@ class NativeStepper:
         self._mj_post = mujoco.mj_rnePostConstraint
         self._family = family
         bases = [env.unwrapped for env in envs]
-        self._base = bases[0]  # the weights, ranges and dt the family reads (same for all)
-        self._frame_skip = int(self._base.frame_skip)
+        # the weights, ranges and dt the family reads (the same for all)
+        self._base = FamilyEnv(bases[0])
+        self._frame_skip = int(bases[0].frame_skip)
         self._models = [b.model for b in bases]
         self._datas = [b.data for b in bases]
         self._ctrl = [d.ctrl for d in self._datas]

@@ -64,7 +64,7 @@ import numpy.typing as npt
 
 from ale_robotics.envs.make import make_env
 from ale_robotics.model.episode import EpisodeOutcome, check_finite
-from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, Family, StepView
+from ale_robotics.rollouts.mujoco_rollout.families import FAMILIES, Family, FamilyEnv, StepView
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
@@ -171,14 +171,15 @@ def rollout_on(
                 physics.load_state(row, *start)
         active = np.arange(n)  # rows of the episodes still running, in seeds order
         ids = episodes.tolist()  # their episode indices, for check_finite
+        consts = FamilyEnv(env)  # what the family reads of the env, dt read once
         view = physics.view(family, n)
-        obs = family.observe(env, view)
+        obs = family.observe(consts, view)
         limit = task.env.max_episode_steps
         for step in range(1, limit + 1):
             action = np.asarray(policy(obs), dtype=np.float32)
             check_finite("action", action, ids, step)
             after = physics.step(action, family)
-            out = family.step(env, view, after, action)
+            out = family.step(consts, view, after, action)
             check_finite("reward", out.reward, ids, step)
             returns[active] += out.reward
             done = out.terminated | (step == limit)
