@@ -272,3 +272,40 @@ def test_a_prestarted_executor_runs_its_first_shards_on_the_warmed_workers(
         ex.shutdown()
     with LocalExecutor(2) as local:
         assert out == local.run(task, weights, [5, 6, 7, 8])
+
+
+@pytest.mark.usefixtures("ray_token")
+def test_a_warm_up_the_cluster_cannot_place_gives_up_and_the_cluster_still_serves(
+    task, ray_executor: Executor
+) -> None:
+    """Three warm-ups on a 2-CPU cluster: two start and wait for the third, which never gets a
+    CPU. The driver's wait ends (here after 1 s: it must stay well inside the 60 s after which
+    the evaluator counts a silent driver lost), nothing is reported warm, and the cluster
+    serves the next job."""
+    address = ray_executor.cluster_address  # type: ignore[attr-defined]
+    script = textwrap.dedent(
+        f"""
+        import json, time
+        from ale_robotics.evaluator.execution import ray_shards
+        from ale_robotics.evaluator.execution.ray_connection import connect, disconnect
+        from ale_robotics.tasks import default_registry
+        pinned = connect({address!r}, 2, {OBJECT_STORE_BYTES})
+        ray_shards._WARM_WAIT_S = 1.0
+        run = ray_shards.ShardRun(pinned)
+        t0 = time.monotonic()
+        got = run.warm(default_registry().get({task.id!r}).model_dump_json(), 3)
+        print(json.dumps({{"got": got, "s": time.monotonic() - t0}}))
+        run.lose_board()
+        disconnect()
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert doc["got"] == [] and doc["s"] < 8, doc
+    weights = random_weights(task, seed=5, scale=0.3)
+    t0 = time.monotonic()
+    assert len(ray_executor.run(task, weights, list(range(4)))) == 4
+    assert time.monotonic() - t0 < 60, "the given-up warm-ups still held the cluster's CPUs"

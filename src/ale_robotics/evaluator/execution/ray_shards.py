@@ -55,7 +55,7 @@ except ImportError as exc:  # pragma: no cover - the driver is started only wher
 from ale_robotics.evaluator.execution.ray_connection import THREAD_ENV
 from ale_robotics.evaluator.execution.ray_driver import ShardJob
 from ale_robotics.evaluator.execution.ray_process import unreachable
-from ale_robotics.evaluator.execution.worker_process import PRESTART_WAIT_S, warm_up
+from ale_robotics.evaluator.execution.worker_process import warm_up
 
 __all__ = ["ClusterLost", "Report", "ShardRun"]
 
@@ -138,6 +138,9 @@ def _warm_in_ray(board: Any, tag: str, n: int, task_json: str) -> tuple[int, str
 
 
 _WARM_HOLD_S = 10.0
+_WARM_WAIT_S = 30.0
+"""The longest the driver waits for a warm-up: the evaluator counts a driver silent for 60 s
+as lost, and a warm-up sends nothing until it ends."""
 
 
 _warm_task: Any = ray.remote(max_retries=0)(_warm_in_ray)
@@ -193,17 +196,21 @@ class ShardRun:
         """Make the progress board and have ``n`` Ray workers do what a first shard of the
         task does first (:func:`.worker_process.warm_up`: imports, one env), so that a
         job's first shards start warm. Ray keeps idle workers and hands them the next
-        tasks of the same runtime env: the shards. Waits at most ``PRESTART_WAIT_S``;
-        returns the warmed workers' ``(pid, node)``."""
+        tasks of the same runtime env: the shards. Waits at most ``_WARM_WAIT_S`` (warm-ups
+        not done by then are cancelled, so that they hold no CPU a shard needs); returns the
+        warmed workers' ``(pid, node)``."""
         board, tag = self._get_board(), f"warm-{uuid.uuid4().hex}"
         refs = [
             _warm_task.options(**self._options(None, i)).remote(board, tag, n, task_json)
             for i in range(n)
         ]
         try:
-            warmed: list[tuple[int, str]] = ray.get(refs, timeout=PRESTART_WAIT_S)
+            warmed: list[tuple[int, str]] = ray.get(refs, timeout=_WARM_WAIT_S)
         except GetTimeoutError:
-            log.warning("Ray workers still warming up after %.0f s", PRESTART_WAIT_S)
+            log.warning("Ray workers still warming up after %.0f s: left cold", _WARM_WAIT_S)
+            for ref in refs:
+                with contextlib.suppress(RayError):
+                    ray.cancel(ref)
             return []
         finally:
             board.take.remote(tag)  # the barrier's entries
