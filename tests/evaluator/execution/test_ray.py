@@ -253,15 +253,17 @@ def test_a_private_instance_dies_with_its_evaluator(how: str) -> None:
 def test_a_prestarted_executor_runs_its_first_shards_on_the_warmed_workers(
     registry: Registry,
 ) -> None:
-    """prestart warms as many Ray workers as the job runs shards at once, in the background;
-    the job waits for it, then its shards run on those very workers, with the results a
-    cold executor gives."""
+    """The executor returns before its private Ray instance is up, and prestart warms as many
+    Ray workers as the job runs shards at once, in the background; the job waits for it,
+    then its shards run on those very workers, with the results a cold executor gives."""
     from ale_robotics.evaluator.execution.ray import RayExecutor
 
     task = with_layout(registry.get("td3-inverted-pendulum-v1"), 2)
     weights = random_weights(task, seed=3, scale=0.3)
     ex = RayExecutor(2, object_store_bytes=OBJECT_STORE_BYTES)
     try:
+        # a private instance starts in the background (seconds): not yet up when made
+        assert ex._driver is None and ex._first is not None
         assert ex.prestart(task) == 2
         with ex._run_lock:  # held by the warm-up until it is done
             warmed = set(ex.worker_pids())
