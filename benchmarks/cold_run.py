@@ -80,15 +80,14 @@ def main() -> None:
             for executor in ("ray", "local") if rep % 2 == 0 else ("local", "ray"):
                 run_dir = Path(d) / f"{executor}-{rep}"
                 rows[executor].append(one_run(args.task, executor, args.agent_s, run_dir))
-    print(
-        f"cold `ale-robotics run {args.task}`, agent working {args.agent_s:g} s, "
-        f"{args.reps} runs per executor (alternated), medians (min-max)"
-    )
+    print(f"cold `ale-robotics run {args.task}`, agent working {args.agent_s:g} s,")
+    print(f"{args.reps} run(s) per executor (alternated), medians (min-max)")
     doc: dict[str, Any] = {"task": args.task, "agent_s": args.agent_s, "reps": args.reps}
+    print(f"  {'':<6} {'whole run, s':>20} {'job, s':>20} {'agent launched, s':>20}")
     for executor, runs in rows.items():
         cells = {key: _med(runs, key) for key in ("wall_s", "job_s", "agent_launched_s")}
         doc[executor] = {key: m for key, (m, _, _) in cells.items()} | {"runs": runs}
-        line = "  ".join(f"{k} {m:6.2f} ({lo:.2f}-{hi:.2f})" for k, (m, lo, hi) in cells.items())
+        line = " ".join(f"{f'{m:.2f} ({lo:.2f}-{hi:.2f})':>20}" for m, lo, hi in cells.values())
         print(f"  {executor:<6} {line}")
     doc["ray_vs_local_wall"] = doc["ray"]["wall_s"] / doc["local"]["wall_s"]
     doc["ray_vs_local_job"] = doc["ray"]["job_s"] / doc["local"]["job_s"]
