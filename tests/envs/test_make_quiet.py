@@ -32,3 +32,36 @@ def test_making_a_mujoco_env_starts_no_child_process() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] == "0", out.stdout
+
+
+THREADS = """
+import os, threading
+from ale_robotics.envs.make import make_env
+from ale_robotics.tasks.registry import default_registry
+spec = default_registry().get("td3-inverted-pendulum-v2").env
+start, errors = threading.Barrier(6), []
+def make():
+    start.wait()
+    try:
+        make_env(spec).reset(seed=0)
+    except Exception as exc:
+        errors.append(repr(exc))
+threads = [threading.Thread(target=make) for _ in range(6)]
+for t in threads: t.start()
+for t in threads: t.join()
+assert "PYGLFW_LIBRARY" not in os.environ, "the variable leaked past the import"
+print(errors)
+"""
+
+
+def test_threads_making_the_first_mujoco_envs_at_once_all_get_one() -> None:
+    """An evaluator answers its first GetSpec and OpenSession calls on several threads: each
+    may be the first to import MuJoCo (a load test met ``KeyError: 'PYGLFW_LIBRARY'`` when
+    two did at once)."""
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("MUJOCO_GL",)}
+    env.pop("PYGLFW_LIBRARY", None)
+    out = subprocess.run(
+        [sys.executable, "-c", THREADS], capture_output=True, text=True, env=env, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

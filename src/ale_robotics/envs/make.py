@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from ale_robotics.tasks.spec import EnvSpec
 
 __all__ = ["make_env"]
+
+# An evaluator answers its first GetSpec and OpenSession calls on several threads at once:
+# one of them imports MuJoCo with the variable set, the others wait for it.
+_IMPORT_LOCK = threading.Lock()
 
 
 def _import_mujoco_without_a_probe() -> None:
@@ -34,6 +39,13 @@ def _import_mujoco_without_a_probe() -> None:
     (glfw reads it then), so no agent or worker inherits it. Nothing renders through glfw
     here: frames come from EGL or OSMesa (``evaluator.sessions.rendering``).
     """
+    if "mujoco" in sys.modules:
+        return
+    with _IMPORT_LOCK:
+        _import_under_lock()
+
+
+def _import_under_lock() -> None:
     if "mujoco" in sys.modules or "PYGLFW_LIBRARY" in os.environ:
         return
     spec = importlib.util.find_spec("glfw")
