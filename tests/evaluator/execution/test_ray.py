@@ -83,6 +83,7 @@ def test_a_shard_past_its_time_limit_is_worker_crashed(task, ray_executor: Execu
 def test_a_worker_with_other_package_versions_is_worker_crashed(
     task, ray_executor: Executor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    assert ray_executor.cluster_address  # the driver is up: the stack it reported is set
     stack = {**ray_executor._stack, "mujoco": "0.0.1"}  # type: ignore[attr-defined]
     monkeypatch.setattr(ray_executor, "_stack", stack)
     with pytest.raises(WorkerCrashed, match=r"different software stack: mujoco \S+ \(evaluator: "):
@@ -94,6 +95,7 @@ def test_a_worker_whose_cpu_picks_another_blas_kernel_is_worker_crashed(
 ) -> None:
     """An AVX2 node's actions differ in their last bits from an AVX-512 node's: refused, not
     mixed into one result."""
+    assert ray_executor.cluster_address  # the driver is up: the stack it reported is set
     stack = ray_executor._stack  # type: ignore[attr-defined]
     assert stack["numpy-blas"].split()[0] in ("openblas", "mkl", "blis")
     monkeypatch.setattr(ray_executor, "_stack", {**stack, "numpy-blas": "openblas 0.3.31 Haswell"})
