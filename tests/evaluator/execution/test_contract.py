@@ -58,6 +58,19 @@ def test_outcomes_match_the_shards_run_in_process(executor: Executor, task: Task
     assert executor.run(task, w, []) == []
 
 
+def test_each_job_is_run_with_its_own_weights_on_warm_workers(
+    executor: Executor, task: TaskSpec
+) -> None:
+    """Workers that keep a job's weights for the next (the local executor's, by digest)
+    never serve one job's weights to another: falling, balancing, falling, balancing."""
+    falling, balancing = random_weights(task, seed=11, scale=0.3), stable_weights(task)
+    seeds = SEEDS[:4]
+    expected = [_reference(task, w, seeds) for w in (falling, balancing)]
+    assert {o.length for o in expected[0]} != {o.length for o in expected[1]}
+    for w, want in zip((falling, balancing, falling, balancing), expected * 2, strict=True):
+        assert executor.run(task, w, seeds) == want
+
+
 def test_progress_and_heartbeats_are_reported(executor: Executor, task: TaskSpec) -> None:
     long, w, seeds = _long(task)
     seen: list[int] = []

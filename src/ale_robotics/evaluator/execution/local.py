@@ -64,6 +64,7 @@ from ale_robotics.evaluator.execution.base import (
     redacted,
     shard_layout,
 )
+from ale_robotics.evaluator.execution.weights_handoff import published
 from ale_robotics.evaluator.execution.worker_process import (
     PRESTART_WAIT_S,
     PinnedSpawnContext,
@@ -247,13 +248,31 @@ class LocalExecutor(Executor):
         total = sum(len(shard) for shard in shards)
         tag = f"{os.getpid()}-{time.monotonic_ns()}"
         task_json = task.model_dump_json()
-        try:
-            futures: list[Future[list[EpisodeOutcome]]] = [
-                pool.submit(run_shard_in_worker, tag, task_json, weights, shard) for shard in shards
-            ]
-        except BrokenProcessPool as exc:
-            self._discard()
-            raise WorkerCrashed(f"worker pool broken: {exc}") from None
+        with published(weights) as ref:
+            try:
+                futures: list[Future[list[EpisodeOutcome]]] = [
+                    pool.submit(run_shard_in_worker, tag, task_json, ref, shard) for shard in shards
+                ]
+            except BrokenProcessPool as exc:
+                self._discard()
+                raise WorkerCrashed(f"worker pool broken: {exc}") from None
+            done = self._follow(futures, tag, progress, on_progress, on_heartbeat, deadline, abort)
+            per_shard = self._results(futures)
+        if on_progress is not None and done != total:
+            on_progress(total)
+        return in_index_order(per_shard)
+
+    def _follow(
+        self,
+        futures: list[Future[list[EpisodeOutcome]]],
+        tag: str,
+        progress: Any,
+        on_progress: Progress | None,
+        on_heartbeat: Heartbeat | None,
+        deadline: float | None,
+        abort: threading.Event | None,
+    ) -> int:
+        """Wait for the shards, passing on their progress; the episodes reported done."""
         done = 0
         pending = set(futures)
         beat = time.monotonic()
@@ -274,13 +293,15 @@ class LocalExecutor(Executor):
             except queue.Empty:
                 pass
             if not pending:
-                break
+                return done
             if abort is not None and abort.is_set():
                 self._discard()
                 raise RolloutAborted("the rollouts were stopped")
             if deadline is not None and time.monotonic() > deadline:
                 self._discard()
                 raise TimeoutError("evaluation deadline passed")
+
+    def _results(self, futures: list[Future[list[EpisodeOutcome]]]) -> list[list[EpisodeOutcome]]:
         per_shard: list[list[EpisodeOutcome]] = []
         for f in futures:
             try:
@@ -297,9 +318,7 @@ class LocalExecutor(Executor):
                 log.error("rollout worker failed: %s", redacted(exc))
                 self._discard()
                 raise WorkerCrashed(f"a worker process failed ({type(exc).__name__})") from None
-        if on_progress is not None and done != total:
-            on_progress(total)
-        return in_index_order(per_shard)
+        return per_shard
 
 
 _Profile = tuple[WorkerLimits, int]

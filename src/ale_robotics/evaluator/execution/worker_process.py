@@ -37,6 +37,7 @@ from ale_robotics.evaluator.execution.base import (
     run_shard,
 )
 from ale_robotics.evaluator.execution.blas import worker_blas_env
+from ale_robotics.evaluator.execution.weights_handoff import WeightsRef, resolve
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.tasks.spec import TaskSpec
@@ -266,9 +267,10 @@ def start_workers(pool: ProcessPoolExecutor, n: int, up: threading.Event) -> Non
 def run_shard_in_worker(
     tag: str,
     task_json: str,
-    weights: dict[str, npt.NDArray[np.floating]],
+    weights: WeightsRef | dict[str, npt.NDArray[np.floating]],
     seeds: Shard,
 ) -> list[EpisodeOutcome]:
+    """Run one shard; ``weights`` by reference (the local executor) or inline."""
     if _LIMITS is not None:
         _arm_cpu_limit(_LIMITS)
 
@@ -285,7 +287,8 @@ def run_shard_in_worker(
             _PROGRESS.put((tag, unsent))
             unsent, sent_at = 0, now
 
-    outcomes = run_shard(task_json, weights, seeds, report)
+    tensors = resolve(weights) if isinstance(weights, WeightsRef) else weights
+    outcomes = run_shard(task_json, tensors, seeds, report)
     if _PROGRESS is not None:
         if unsent:
             _PROGRESS.put((tag, unsent))
