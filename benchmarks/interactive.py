@@ -31,6 +31,11 @@ With ``--json`` the last line is one JSON object with the keys ``raw_steps_per_s
 after 64 envs whatever ``--num-envs`` is; medians), plus ``num_envs``, the ratios (median,
 min and max over the rounds) and every round's figures. With several tasks it is
 ``{"tasks": {ID: that object, ...}, "min_batched_vs_raw_vector": ...}``.
+
+Every row measured in blocks also reports the CPU an env step cost, split into this
+process (the client) and the evaluator's process, from ``/proc`` (``cpu_us_per_step``):
+the one-env rows print it beside their latency, to be read against the client and server
+CPU of a bare gRPC round trip (``benchmarks/grpc_floor.py``).
 """
 
 from __future__ import annotations
@@ -81,12 +86,49 @@ def _run_for(step: Callable[[int], int], seconds: float, i: int, batch: int) -> 
             return done, wall
 
 
-def _timed(step: Callable[[int], int], seconds: float, warmup: int = 20) -> float:
-    """Env steps per second of ``step(i) -> env steps done``, run for about ``seconds``."""
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) of ``pid``'s descendants now running: the
+    evaluator, when it is this process's child."""
+    total = 0.0
+    todo = [int(c) for t in Path(f"/proc/{pid}/task").iterdir() for c in _children(t)]
+    while todo:
+        child = todo.pop()
+        try:
+            stat = Path(f"/proc/{child}/stat").read_text()
+            todo += [int(c) for t in Path(f"/proc/{child}/task").iterdir() for c in _children(t)]
+        except OSError:  # exited meanwhile
+            continue
+        total += sum(int(x) for x in stat[stat.rfind(")") + 2 :].split()[11:13]) / _TICK
+    return total
+
+
+def _children(task: Path) -> list[str]:
+    try:
+        return (task / "children").read_text().split()
+    except OSError:
+        return []
+
+
+def _cpu_now() -> tuple[float, float]:
+    """``(this process, its descendants)`` CPU seconds so far."""
+    return time.process_time(), _children_cpu_s(os.getpid())
+
+
+def _timed(
+    step: Callable[[int], int], seconds: float, warmup: int = 20
+) -> tuple[float, float, float]:
+    """Env steps per second of ``step(i) -> env steps done``, run for about ``seconds``, and
+    the CPU µs an env step cost this process (the client) and its children (the evaluator,
+    when it runs as one; 0 with ``--in-process``, whose evaluator is in the client's figure)."""
     for i in range(warmup):
         step(i)
+    own0, kids0 = _cpu_now()
     done, wall = _run_for(step, seconds, warmup, 50)
-    return done / wall
+    own1, kids1 = _cpu_now()
+    return done / wall, (own1 - own0) * 1e6 / done, (kids1 - kids0) * 1e6 / done
 
 
 Bench = tuple[Callable[[int], int], Callable[[], None]]
@@ -185,7 +227,10 @@ def measure(
     for _ in range(rounds):
         for name in benches:
             if name not in pair:
-                out[name].append(_timed(benches[name][0], seconds))
+                rate, client_us, evaluator_us = _timed(benches[name][0], seconds)
+                out[name].append(rate)
+                out.setdefault(f"{name}_client_cpu_us", []).append(client_us)
+                out.setdefault(f"{name}_evaluator_cpu_us", []).append(evaluator_us)
         for fn in (benches[pair[0]][0], benches[pair[1]][0]):
             for i in range(20):  # warm up after the other benches ran
                 fn(i)
@@ -290,6 +335,12 @@ def measure_task(task: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
     )
     for name, value, note in rows:
         print(f"  {name:<42} {value:>10,.0f} steps/s  {note}")
+    for name in ("unary", "stream"):
+        print(
+            f"  one env, {name}: {1e3 / med[name]:.2f} ms a step; CPU a step: evaluator "
+            f"{med[f'{name}_evaluator_cpu_us']:,.0f} µs, client {med[f'{name}_client_cpu_us']:,.0f}"
+            " µs (the gRPC floor under them: python benchmarks/grpc_floor.py)"
+        )
     print(f"  batched StepStream / raw vector per round: {' '.join(f'{r:.2f}' for r in ratios)}")
     print(
         f"  target: batched >= {TARGET:.2f} x raw vector -> {ratio:.2f} (median of the rounds; "
@@ -307,12 +358,22 @@ def measure_task(task: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
         "batched64_steps_per_s": med["batched"],
         "batched64_unary_steps_per_s": med["batched_unary"],
         "unary_vs_raw": med["unary"] / med["raw"],
+        "stream_ms_per_step": 1e3 / med["stream"],
+        "unary_ms_per_step": 1e3 / med["unary"],
+        "cpu_us_per_step": {
+            name: {
+                "client": med[f"{name}_client_cpu_us"],
+                "evaluator": med[f"{name}_evaluator_cpu_us"],
+            }
+            for name in benches
+            if name not in ("raw_vector", "batched")
+        },
         "batched_vs_raw_vector": ratio,
         "batched_vs_raw_vector_min": min(ratios),
         "batched_vs_raw_vector_max": max(ratios),
         "batched_unary_vs_raw_vector": unary_ratio,
         "batched_vs_raw_vector_per_round": ratios,
-        "per_round_steps_per_s": runs,
+        "per_round_steps_per_s": {k: v for k, v in runs.items() if k in benches},
     }
 
 

@@ -55,6 +55,13 @@ def test_interactive_prints_the_rates_and_a_json_last_line() -> None:
     assert data["batched_vs_raw_vector"] == pytest.approx(statistics.median(per_round))
     for row in ("raw env", "unary Step over gRPC", "batched StepStream (4 envs)", "target:"):
         assert row in out
+    cpu = data["cpu_us_per_step"]
+    assert set(cpu) == {"raw", "unary", "stream", "batched_unary"}
+    assert cpu["raw"]["client"] > 0  # in-process: the client's CPU (the evaluator idles)
+    for name in ("unary", "stream"):  # a remote step costs the evaluator's process CPU too
+        assert cpu[name]["evaluator"] > cpu["raw"]["evaluator"] and cpu[name]["client"] > 0
+        assert data[f"{name}_ms_per_step"] == pytest.approx(1e3 / data[f"{name}_steps_per_s"])
+        assert f"one env, {name}: " in out
 
 
 def test_step_breakdown_names_every_piece() -> None:
