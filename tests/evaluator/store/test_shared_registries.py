@@ -54,6 +54,26 @@ def test_a_run_opened_on_one_replica_works_on_the_other(backend: Backend, tmp_pa
     assert b.by_token(b"not-a-token") is None
 
 
+def test_no_run_is_answered_without_asking_the_store(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session outside any run has run id "": checked on every Step, never a stored run."""
+    store = backend.open(owner="a")
+    runs = RunRegistry(store)
+    asked: list[str] = []
+    real = store.get_run
+
+    def get_run(run_id: str):  # type: ignore[no-untyped-def]
+        asked.append(run_id)
+        return real(run_id)
+
+    monkeypatch.setattr(store, "get_run", get_run)
+    assert not runs.known("") and runs.get("") is None
+    assert asked == []
+    assert not runs.known("run-9")  # any other id is read from the store, every replica's
+    assert asked == ["run-9"]
+
+
 def test_closing_a_run_on_one_replica_refuses_its_token_on_every_other_at_once(
     backend: Backend,
 ) -> None:

@@ -169,7 +169,13 @@ class RunRegistry:
         return self.get(run_id) is not None
 
     def get(self, run_id: str) -> OpenedRun | None:
-        """The run as the store has it now (a closed run from the cache: it stays closed)."""
+        """The run as the store has it now (a closed run from the cache: it stays closed).
+
+        ``""`` (a session outside any run) is never a run id (:mod:`.access` checks their
+        format), so it is answered without the store: an agent-token session of a run-less
+        evaluator asks on every Step."""
+        if not run_id:
+            return None
         with self._lock:
             closed = self._closed.get(run_id)
         if closed is not None:
