@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ale_robotics.evaluator.execution import LocalExecutor, WorkerCrashed
 from ale_robotics.evaluator.execution import weights_handoff as handoff
+from ale_robotics.tasks import default_registry
 
 
 def _weights(seed: int = 0) -> dict[str, np.ndarray]:
@@ -81,3 +83,23 @@ def test_new_weights_are_read_and_a_failed_read_keeps_nothing_of_the_last() -> N
         handoff.resolve(missing)
     with pytest.raises(FileNotFoundError):  # b's copy was dropped with the failed read
         handoff.resolve(b)
+
+
+def test_a_temporary_directory_that_cannot_take_the_weights_fails_the_job_as_infrastructure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(handoff.tempfile, "tempdir", str(tmp_path / "missing"))
+    missing = r"temporary directory .*No such file.* TMPDIR"
+    with pytest.raises(WorkerCrashed, match=missing), handoff.published(_weights()):
+        pass
+    task = default_registry().get("td3-inverted-pendulum-v2")
+    assert task.contract is not None
+    weights = {r.key: np.zeros(r.shape, dtype=r.dtype) for r in task.contract.tensors}
+    executor = LocalExecutor(1)
+    try:
+        with pytest.raises(WorkerCrashed, match="TMPDIR"):
+            executor.run(task, weights, [1, 2])
+        monkeypatch.setattr(handoff.tempfile, "tempdir", None)
+        assert len(executor.run(task, weights, [1, 2])) == 2  # the executor still works
+    finally:
+        executor.shutdown()

@@ -28,6 +28,8 @@ import numpy as np
 import numpy.typing as npt
 from safetensors.numpy import load_file, save_file
 
+from ale_robotics.evaluator.execution.base import WorkerCrashed
+
 __all__ = ["WeightsRef", "published", "resolve", "weights_digest"]
 
 Weights = dict[str, npt.NDArray[np.floating]]
@@ -53,14 +55,31 @@ def weights_digest(weights: Weights) -> str:
 
 @contextlib.contextmanager
 def published(weights: Weights) -> Iterator[WeightsRef]:
-    """The weights in a private file for as long as the ``with`` block runs (one job)."""
-    folder = Path(tempfile.mkdtemp(prefix="ale-weights-"))  # 0700, this process's user
+    """The weights in a private file for as long as the ``with`` block runs (one job).
+
+    A temporary directory that cannot take them (full, read-only, missing) fails the job
+    as the infrastructure's fault (:class:`~.base.WorkerCrashed`), saying what to fix."""
+    try:
+        folder = Path(tempfile.mkdtemp(prefix="ale-weights-"))  # 0700, this process's user
+    except OSError as exc:
+        raise _unwritable(exc) from None
     try:
         path = folder / "weights.safetensors"
-        save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
+        try:
+            save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
+        except OSError as exc:
+            raise _unwritable(exc) from None
         yield WeightsRef(weights_digest(weights), str(path))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _unwritable(exc: OSError) -> WorkerCrashed:
+    return WorkerCrashed(
+        "cannot hand the job's weights to the rollout workers: the evaluator's temporary "
+        f"directory did not take them ({exc.strerror or type(exc).__name__}); free space "
+        "there or point TMPDIR at a writable directory"
+    )
 
 
 _LAST: tuple[str, Weights] | None = None
