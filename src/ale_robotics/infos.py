@@ -19,6 +19,7 @@ vector array then has the dtype the JSON values give.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -59,9 +60,23 @@ def _info_to_json(info: Mapping[str, Any]) -> str:
 
 
 def _scalar_dtype(kind: type) -> np.dtype[Any] | None:
-    if kind in _PYTHON_SCALARS:
-        return _PYTHON_SCALARS[kind]
-    return np.dtype(kind) if issubclass(kind, np.generic) else None
+    dtype = _SCALAR_DTYPES.get(kind)
+    if dtype is None and kind not in _SCALAR_DTYPES:
+        dtype = _PYTHON_SCALARS.get(kind)
+        if dtype is None and issubclass(kind, np.generic):
+            dtype = np.dtype(kind)
+        _SCALAR_DTYPES[kind] = dtype
+    return dtype
+
+
+_SCALAR_DTYPES: dict[type, np.dtype[Any] | None] = {}
+"""``_scalar_dtype`` of the types seen so far (a handful: numpy's and Python's scalars)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _full_mask(num_envs: int) -> pb.Tensor:
+    """Every env's mask set: most columns' (a key every env's info has)."""
+    return to_tensor(np.ones(num_envs, dtype=np.bool_))
 
 
 def _column(key: str, entries: list[tuple[int, Any]], num_envs: int) -> pb.InfoColumn | None:
@@ -87,26 +102,30 @@ def _column(key: str, entries: list[tuple[int, Any]], num_envs: int) -> pb.InfoC
     except OverflowError:  # a Python int past int64: JSON keeps it exact
         return None
     if len(entries) == num_envs:
-        column, mask = dense, np.ones(num_envs, dtype=np.bool_)
+        column, mask = dense, _full_mask(num_envs)
     else:
         where = [i for i, _ in entries]
         column = np.zeros((num_envs, *shape), dtype=dtype)
         column[where] = dense
-        mask = np.zeros(num_envs, dtype=np.bool_)
-        mask[where] = True
+        present = np.zeros(num_envs, dtype=np.bool_)
+        present[where] = True
+        mask = to_tensor(present)
     python = kinds <= _PYTHON_SCALARS.keys()
-    return pb.InfoColumn(
-        key=key, values=to_tensor(column), mask=to_tensor(mask), python_scalars=python
-    )
+    return pb.InfoColumn(key=key, values=to_tensor(column), mask=mask, python_scalars=python)
 
 
 def encode_infos(infos: Sequence[Mapping[str, Any]]) -> tuple[list[pb.InfoColumn], list[str]]:
     """``(info_columns, info_json)`` for a Reset or Step response of ``len(infos)`` envs."""
     n = len(infos)
     by_key: dict[str, list[tuple[int, Any]]] = {}
-    for i, info in enumerate(infos):
-        for key, value in info.items():
-            by_key.setdefault(key, []).append((i, value))
+    keys = infos[0].keys() if n else None
+    if keys is not None and all(info.keys() == keys for info in infos):
+        # every env's info has the same keys (a native stepper's always do): key by key
+        by_key = {key: list(enumerate([info[key] for info in infos])) for key in keys}
+    else:
+        for i, info in enumerate(infos):
+            for key, value in info.items():
+                by_key.setdefault(key, []).append((i, value))
     columns: list[pb.InfoColumn] = []
     rest: list[dict[str, Any]] | None = None
     for key, entries in by_key.items():

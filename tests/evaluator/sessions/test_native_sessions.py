@@ -127,7 +127,7 @@ def _wire_vector(infos: list[dict[str, Any]], sync: SyncVectorEnv) -> dict[str, 
     return {k: v for k, v in out.items() if k not in FINAL}
 
 
-def _sessions(task: TaskSpec, mode: AutoresetMode) -> tuple[Session, Session]:
+def _sessions(task: TaskSpec, mode: AutoresetMode, n: int = N) -> tuple[Session, Session]:
     """The same envs twice: a native session, and one stepping each env's ``env.step``."""
 
     def session(name: str) -> Session:
@@ -135,7 +135,7 @@ def _sessions(task: TaskSpec, mode: AutoresetMode) -> tuple[Session, Session]:
             name,
             task,
             SessionKind.PRACTICE,
-            make_envs(task, N),
+            make_envs(task, n),
             float64_actions=True,
             autoreset_mode=MODES[mode],
         )
@@ -165,23 +165,27 @@ def _check(
         _same(a, b, f"{at} env {i} info")
 
 
+@pytest.mark.parametrize("num_envs", [N, 1])
 @pytest.mark.parametrize("mode", list(MODES), ids=list(MODES.values()))
 @pytest.mark.parametrize("task_id", NATIVE)
-def test_native_session_equals_sync_vector_env(task_id: str, mode: AutoresetMode) -> None:
+def test_native_session_equals_sync_vector_env(
+    task_id: str, mode: AutoresetMode, num_envs: int
+) -> None:
     """Step for step over episodes that end by termination and by truncation at the limit,
-    float32 and float64 actions alternating; DISABLED restarts ended envs with a reset_mask."""
+    float32 and float64 actions alternating; DISABLED restarts ended envs with a reset_mask.
+    One env takes the stepper's single-env path (its own ``env.step``)."""
     limit = LIMITS[task_id]
     task = _limited(task_id, limit)
-    native, plain = _sessions(task, mode)
-    sync = SyncVectorEnv([lambda: make_env(task.env)] * N, autoreset_mode=mode)
+    native, plain = _sessions(task, mode, num_envs)
+    sync = SyncVectorEnv([lambda: make_env(task.env)] * num_envs, autoreset_mode=mode)
     rng = np.random.default_rng(7)
     space = sync.single_action_space
     ends = {"terminated": 0, "truncated": 0}
     try:
         _check(native.reset([21]), plain.reset([21]), sync.reset(seed=21), sync, "reset")
-        for step in range(4 * limit):
+        for step in range(4 * limit * N // num_envs):  # as many env steps at any num_envs
             dtype = np.float32 if step % 2 else np.float64
-            action = rng.uniform(space.low, space.high, (N, *space.shape)).astype(dtype)
+            action = rng.uniform(space.low, space.high, (num_envs, *space.shape)).astype(dtype)
             want = sync.step(action)
             _check(native.step(action), plain.step(action), want, sync, f"step {step}")
             ends["terminated"] += int(want[2].sum())
@@ -289,5 +293,5 @@ def test_native_session_split_over_two_threads_equals_sync_vector_env(
 
     monkeypatch.setattr(stepper_module, "_SPLIT_AT", 2)
     monkeypatch.setattr(stepper_module.os, "cpu_count", lambda: 2)
-    test_native_session_equals_sync_vector_env(task_id, AutoresetMode.SAME_STEP)
+    test_native_session_equals_sync_vector_env(task_id, AutoresetMode.SAME_STEP, N)
     assert not [t for t in threading.enumerate() if t.name.startswith("ale-native-step")]

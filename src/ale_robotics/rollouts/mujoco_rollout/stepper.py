@@ -121,6 +121,7 @@ class NativeStepper:
         self._mj_step = mujoco.mj_step
         self._mj_post = mujoco.mj_rnePostConstraint
         self._family = family
+        self._envs = list(envs)
         bases = [env.unwrapped for env in envs]
         # the weights, ranges and dt the family reads (the same for all)
         self._base = FamilyEnv(bases[0])
@@ -152,6 +153,8 @@ class NativeStepper:
         as ``env.step`` would: same physics, results, wrapper state and errors."""
         if len(which) != len(action):
             raise ValueError(f"{len(action)} actions for {len(which)} envs")
+        if len(which) == 1:
+            return self._one(which[0], action[0])
         for i in which:
             order = self._orders[i]
             if order is not None and not order._has_reset:
@@ -171,6 +174,21 @@ class NativeStepper:
         )
 
     # --------------------------------------------------------------- private --
+
+    def _one(self, i: int, action: npt.NDArray[Any]) -> StepBatch:
+        """A single env's step is its own ``env.step``: for one row the batch path's numpy
+        costs more than Gymnasium's scalar code (Hopper 112 against 98 µs a step,
+        InvertedDoublePendulum 74 against 53, measured alternating in one process); from
+        two envs on the batch path is as cheap or cheaper. The results are the same
+        either way (the batch path is bit-exact to ``env.step``)."""
+        obs, reward, terminated, truncated, info = self._envs[i].step(action)
+        return (
+            np.asarray(obs)[None],
+            np.array([reward], dtype=np.float64),
+            np.array([terminated], dtype=np.bool_),
+            np.array([truncated], dtype=np.bool_),
+            [info],
+        )
 
     def _physics(self, which: Sequence[int], action: npt.NDArray[Any]) -> None:
         """``MujocoEnv.do_simulation`` for each env.
