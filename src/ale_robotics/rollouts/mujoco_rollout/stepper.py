@@ -8,7 +8,9 @@ replaces only their ``step``: for the envs that step, it gathers what each
 env's ``MjData`` holds (:class:`~.families.StepView`), writes each env's action
 to its ``ctrl`` and calls ``mj_step`` on it, gathers again, and computes
 observation, reward, termination and info for all envs at once with the env's
-family (:mod:`.families`, the formulas the batch kind uses too).
+family (:mod:`.families`, the formulas the batch kind uses too). A Step that moves
+a single env calls that env's own ``step`` instead: for one row the batch path's
+numpy costs more than Gymnasium's scalar code (``NativeStepper._one``).
 
 **Bit-exact, not close.** Each env keeps its own ``MjData``, so the constraint
 solver's warm start and every other piece of state carry over between control
