@@ -198,8 +198,8 @@ class RolloutKind(abc.ABC):
     def vector_stepper(self, task: TaskSpec, envs: Sequence[Any]) -> Any | None:
         """A native stepper for an interactive session's ``envs`` of ``task`` (the
         ``VectorStepper`` protocol of :mod:`ale_robotics.evaluator.sessions.envs`: every
-        env's step at once, exactly as its own ``env.step``), or None: by default none,
-        and the session steps each env itself."""
+        env's step and reset at once, exactly as its own ``env.step`` and ``env.reset``),
+        or None: by default none, and the session steps and resets each env itself."""
         return None
 
     def __repr__(self) -> str:

@@ -168,6 +168,9 @@ class _SlowStepper:
             raise RuntimeError("simulator crashed")
         return self._stepper.step(which, action)
 
+    def reset(self, which: Any, seeds: Any) -> Any:
+        return self._stepper.reset(which, seeds)
+
 
 def _slow(s: Session, delay: float, fail_after: int | None = None) -> None:
     s._stepper = _SlowStepper(s._stepper, delay, fail_after)

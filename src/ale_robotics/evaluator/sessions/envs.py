@@ -30,6 +30,7 @@ from ale_robotics.tasks.spec import TaskSpec
 __all__ = [
     "NATIVE_STEPPERS",
     "EnvLoop",
+    "ResetBatch",
     "StepBatch",
     "VectorStepper",
     "make_envs",
@@ -43,16 +44,25 @@ StepBatch = tuple[
 """``(observations, rewards, terminated, truncated, infos)`` of the envs a stepper stepped,
 one entry each in the order they were named (Gymnasium's ``step`` results, transposed)."""
 
+ResetBatch = tuple[Sequence[Any], Sequence[dict[str, Any]]]
+"""``(observations, infos)`` of the envs a stepper reset, one entry each in the order they
+were named (Gymnasium's ``reset`` results, transposed)."""
+
 NATIVE_STEPPERS: dict[str, str] = {"mujoco": "mujoco_rollout"}
 """Simulator name (a task's ``simulator.name``) -> the rollout kind whose ``vector_stepper``
 may step that simulator's envs natively; the kind answers None for an env it cannot."""
 
 
 class VectorStepper(Protocol):
-    """Steps some of a session's envs at once, exactly as their own ``env.step`` would."""
+    """Steps (and resets) some of a session's envs at once, exactly as their own
+    ``env.step`` (``env.reset``) would."""
 
     def step(self, which: Sequence[int], action: npt.NDArray[Any]) -> StepBatch:
         """Step env ``which[j]`` with ``action[j]`` for each j; one result row per env."""
+        ...
+
+    def reset(self, which: Sequence[int], seeds: Sequence[int | None]) -> ResetBatch:
+        """Reset env ``which[j]`` with ``seed=seeds[j]`` for each j; one result row per env."""
         ...
 
 
@@ -68,6 +78,10 @@ class EnvLoop:
             return [], [], [], [], []
         obs, rewards, terminated, truncated, infos = zip(*results, strict=True)
         return obs, rewards, terminated, truncated, infos
+
+    def reset(self, which: Sequence[int], seeds: Sequence[int | None]) -> ResetBatch:
+        results = [self._envs[i].reset(seed=seed) for i, seed in zip(which, seeds, strict=True)]
+        return [obs for obs, _ in results], [info for _, info in results]
 
 
 def make_stepper(task: TaskSpec, envs: Sequence[Any]) -> VectorStepper:

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.errors import FailedPreconditionError, InvalidArgumentError
 
-__all__ = ["check_action", "practice_seeds"]
+__all__ = ["check_action", "practice_seeds", "reset_targets"]
 
 
 def check_action(
@@ -69,3 +69,20 @@ def practice_seeds(num_envs: int, seeds: Sequence[int]) -> list[int | None]:
         f"{len(seeds)} seeds for {num_envs} envs: send none, one (env i gets "
         "seed+i) or exactly one per env"
     )
+
+
+def reset_targets(mask: Sequence[bool], num_envs: int, *, started: bool, session: str) -> list[int]:
+    """The envs a Reset restarts: all (no mask), or those ``mask`` selects, once the
+    session's first Reset started every env."""
+    if not mask:
+        return list(range(num_envs))
+    if len(mask) != num_envs or not any(mask):
+        raise InvalidArgumentError(
+            f"reset_mask has {len(mask)} entries ({sum(mask)} true) for {num_envs} "
+            "envs: send one per env, at least one true (or none to reset all)"
+        )
+    if not started:
+        raise FailedPreconditionError(
+            f"session {session}: the first Reset starts every env; reset_mask only after it"
+        )
+    return [i for i, m in enumerate(mask) if m]

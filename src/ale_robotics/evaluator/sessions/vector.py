@@ -70,7 +70,7 @@ from ale_robotics.errors import (
 )
 from ale_robotics.evaluator.sessions import rendering
 from ale_robotics.evaluator.sessions.envs import make_stepper, null_action
-from ale_robotics.evaluator.sessions.inputs import check_action, practice_seeds
+from ale_robotics.evaluator.sessions.inputs import check_action, practice_seeds, reset_targets
 from ale_robotics.evaluator.sessions.types import (
     AUTORESET_MODE,
     AUTORESET_MODES,
@@ -181,7 +181,7 @@ class Session:
         null action (abandoned), so a Reset cannot cut a bad episode short.
         """
         self._check_not_complete()
-        which = self._reset_envs(mask)
+        which = reset_targets(mask, self.num_envs, started=self._started, session=self.id)
         ignored = self.kind is SessionKind.EVAL and len(seeds) > 0
         per_env = (
             practice_seeds(self.num_envs, seeds) if self.kind is SessionKind.PRACTICE else None
@@ -198,7 +198,11 @@ class Session:
             self._play_out([i for i in which if self._active[i] and not self._pending[i]])
         for i in which:
             self._pending[i] = False
-            infos[i] = self._begin_episode(i, None if per_env is None else per_env[i])
+        begun = self._begin_episodes(
+            which, None if per_env is None else [per_env[i] for i in which]
+        )
+        for i, info in zip(which, begun, strict=True):
+            infos[i] = info
         self._started = True
         return Batch(
             obs=self._obs,
@@ -248,6 +252,7 @@ class Session:
             self._len[moving] += 1
             self.env_steps += len(moving)
         j = 0  # row of env i in the stepper's results, when it moved (moving is in env order)
+        restart: list[int] = []  # envs whose next episode begins now, in env order
         for i in range(n):
             if j < len(moving) and moving[j] == i:
                 info = infos[i] = info_k[j]
@@ -258,12 +263,17 @@ class Session:
                         self._end_episode(i, terminated=bool(terminated[i]))
                     if self.autoreset_mode == "same_step":
                         self._pending[i] = False
-                        final = {"final_obs": np.array(obs_k[j]), "final_info": info}
-                        infos[i] = {**final, **self._begin_episode(i, None)}
+                        infos[i] = {"final_obs": np.array(obs_k[j]), "final_info": info}
+                        restart.append(i)
                 j += 1
             elif self._pending[i]:
                 self._pending[i] = False
-                infos[i] = self._begin_episode(i, None)
+                infos[i] = {}
+                restart.append(i)
+        # All at once after the loop: an env's reset and the next env's end are independent,
+        # and eval episodes still begin in env order (_begin_episodes assigns them in order).
+        for i, info in zip(restart, self._begin_episodes(restart), strict=True):
+            infos[i] = {**infos[i], **info}
         if self._recorder is not None:
             self._recorder.heartbeat()
             if self.episodes_completed == self.budget:
@@ -342,21 +352,6 @@ class Session:
                 "recorded; close the session"
             )
 
-    def _reset_envs(self, mask: Sequence[bool]) -> list[int]:
-        """The envs a Reset restarts: all, or those ``mask`` selects (checked)."""
-        if not mask:
-            return list(range(self.num_envs))
-        if len(mask) != self.num_envs or not any(mask):
-            raise InvalidArgumentError(
-                f"reset_mask has {len(mask)} entries ({sum(mask)} true) for {self.num_envs} "
-                "envs: send one per env, at least one true (or none to reset all)"
-            )
-        if not self._started:
-            raise FailedPreconditionError(
-                f"session {self.id}: the first Reset starts every env; reset_mask only after it"
-            )
-        return [i for i, m in enumerate(mask) if m]
-
     def _record_unfinished(
         self, why: str, infrastructure: bool, abort: threading.Event | None
     ) -> None:
@@ -400,8 +395,7 @@ class Session:
         )
         while self._next_episode < self.budget:
             wave = list(range(min(self.num_envs, self.budget - self._next_episode)))
-            for i in wave:
-                self._begin_episode(i, None)
+            self._begin_episodes(wave)
             self._play_out(wave, abort)
 
     def _play_out(self, which: list[int], abort: threading.Event | None = None) -> None:
@@ -447,22 +441,37 @@ class Session:
             self._reports_success = True
             self._success[i] = bool(info["success"])
 
-    def _begin_episode(self, i: int, seed: int | None) -> dict[str, Any]:
-        """Reset env ``i`` (eval: onto the next hidden seed, or idle once the budget is out)."""
-        if self._recorder is not None:
-            if self._next_episode >= self.budget:
-                self._active[i] = False
-                return {}
-            self._episode[i] = self._next_episode
-            seed = self._recorder.seeds[self._next_episode].value
-            self._next_episode += 1
-        obs, info = self._envs[i].reset(seed=seed)
-        self._obs[i] = obs
-        self._active[i] = True
-        self._ret[i] = 0.0
-        self._len[i] = 0
-        self._success[i] = None
-        return dict(info)
+    def _begin_episodes(
+        self, which: Sequence[int], seeds: Sequence[int | None] | None = None
+    ) -> list[dict[str, Any]]:
+        """Reset envs ``which`` (``seeds[j]`` for ``which[j]``; eval: each onto the next
+        hidden seed, in the order given, or idle once the budget is out), all in one call
+        of the stepper; their reset infos (``{}`` for one left idle), in that order."""
+        start: list[int] = []
+        start_seeds: list[int | None] = []
+        for j, i in enumerate(which):
+            seed = None if seeds is None else seeds[j]
+            if self._recorder is not None:
+                if self._next_episode >= self.budget:
+                    self._active[i] = False
+                    continue
+                self._episode[i] = self._next_episode
+                seed = self._recorder.seeds[self._next_episode].value
+                self._next_episode += 1
+            start.append(i)
+            start_seeds.append(seed)
+        if not start:
+            return [{} for _ in which]
+        obs, infos = self._stepper.reset(start, start_seeds)
+        begun: dict[int, dict[str, Any]] = {}
+        for i, row, info in zip(start, obs, infos, strict=True):
+            self._obs[i] = row
+            self._active[i] = True
+            self._ret[i] = 0.0
+            self._len[i] = 0
+            self._success[i] = None
+            begun[i] = dict(info)
+        return [begun.get(i, {}) for i in which]
 
     def _end_episode(self, i: int, *, terminated: bool, agent_steps: int | None = None) -> None:
         """Record env ``i``'s episode; ``agent_steps`` set: the evaluator finished it."""

@@ -173,6 +173,12 @@ class Family(abc.ABC):
         the batch kind needs only the state, drawn here in a third of that."""
         return None
 
+    def reset_infos(self, env: Any, view: StepView) -> list[dict[str, Any]]:
+        """The info dicts ``env.reset`` returns (``_get_reset_info``) for envs whose data is
+        ``view`` right after their reset: same keys, values and scalar types. None of the
+        v5 envs here puts anything but ``np.float64`` values of the state in them."""
+        return [{} for _ in range(len(view.qpos))]
+
     def __repr__(self) -> str:
         return f"<family {self.gym_id}>"
 
@@ -219,6 +225,9 @@ class HalfCheetah(Family):
     def reset_state(self, env: Any, rng: np.random.Generator) -> tuple[Array, Array]:
         return _uniform_noise(env, rng, normal_qvel=True)
 
+    def reset_infos(self, env: Any, view: StepView) -> list[dict[str, Any]]:
+        return [{"x_position": x} for x in view.qpos[:, 0]]
+
     def step(
         self, env: Any, before: StepView, after: StepView, action: npt.NDArray[Any]
     ) -> StepOut:
@@ -257,6 +266,10 @@ class _Hopping(Family):
 
     def reset_state(self, env: Any, rng: np.random.Generator) -> tuple[Array, Array]:
         return _uniform_noise(env, rng, normal_qvel=False)
+
+    def reset_infos(self, env: Any, view: StepView) -> list[dict[str, Any]]:
+        x, z = view.qpos[:, 0], view.qpos[:, 1] - env.init_qpos[1]
+        return [{"x_position": a, "z_distance_from_origin": b} for a, b in zip(x, z, strict=True)]
 
     def step(
         self, env: Any, before: StepView, after: StepView, action: npt.NDArray[Any]
@@ -369,6 +382,9 @@ class InvertedDoublePendulum(Family):
             ],
             axis=1,
         )
+
+    def reset_state(self, env: Any, rng: np.random.Generator) -> tuple[Array, Array]:
+        return _uniform_noise(env, rng, normal_qvel=True)  # N(0,1) * scale: the same product
 
     def step(
         self, env: Any, before: StepView, after: StepView, action: npt.NDArray[Any]
