@@ -22,7 +22,12 @@ as an .npz and its actions checked equal to ours on random observations):
   ours is a batched 64-env ``RemoteVectorEnv`` (StepStream) on a practice session of an
   evaluator in its own process (a child of this one, as the harness runs it); EnvPool sync
   (64 envs, 2 threads); Gymnasium's ``SyncVectorEnv`` (64 envs) as a third column. Every
-  side counts 64 transitions per step call.
+  side counts 64 transitions per step call. A fourth side, alternated with them, bounds
+  ours from above (``FloorSide``, the "ceiling"): a bare gRPC stream echo between two
+  processes with our Step's request and response sizes, spinning for our physics of a Step
+  split perfectly over ``--threads`` threads, and nothing else. A pipeline with the agent in
+  another process over gRPC cannot beat it; where it is below EnvPool, so is any such
+  pipeline, whatever its Python, and its CPU above the spin is gRPC's own overhead per step.
 
 Columns: steps/s per side (wall); CPU µs/step per side (utime+stime from ``/proc`` of the
 side's whole process tree, threads and children included: ours is this process and its
@@ -63,6 +68,7 @@ sys.path.insert(0, str(HERE / "peers"))
 
 from physics import physics_us_per_step  # noqa: E402
 from vs_envpool_sides import (  # noqa: E402
+    FloorSide,
     GymSide,
     OurBatchSide,
     OurInteractiveSide,
@@ -127,6 +133,18 @@ def summarize(
     if len(sides) > 2:
         row["gymnasium"] = _med(rate[2])
         row["ours_vs_gymnasium"] = _med([a / b for a, b in zip(rate[0], rate[2], strict=True)])
+    if len(sides) > 3:  # the interactive rows' ceiling (FloorSide)
+        floor = sides[3]
+        assert isinstance(floor, FloorSide)
+        row["ceiling"] = _med(rate[3])
+        ceiling = [a / b for a, b in zip(rate[3], rate[1], strict=True)]
+        row["ceiling_ratio"] = _med(ceiling)
+        row["ceiling_ratio_per_round"] = ceiling
+        row["ceiling_work_us"] = floor.work_us
+        # its CPU per step above the spin: gRPC's own cost, the least overhead a pipeline
+        # with the agent in another process can have
+        row["ceiling_overhead_us_per_step"] = cpu[3] - floor.work_us / floor.n
+        row["ceiling_bytes"] = {"request": floor.request_bytes, "response": floor.response_bytes}
     two = ("ours", "envpool")
     row["cpu_us_per_step"] = dict(zip(two, cpu[:2], strict=True))
     # per episode: the mean length of the recorded episodes (the same policy on the same env
@@ -167,6 +185,9 @@ def measure(name: str, peer: PeerSide, args: argparse.Namespace, tmp: Path) -> d
     try:
         ours.check_spaces(peer.spaces)
         costs = measure_costs(ours, peer, tmp, args)
+        if mode == "interactive":
+            work = costs["physics"]["ours"] * args.num_envs / args.threads
+            sides.append(FloorSide(ours.task, args.num_envs, work))
         runs = alternate(sides, args.rounds, args.slice)
     finally:
         for side in sides:
@@ -228,6 +249,27 @@ def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
             f"{r['workload']:<17}{r['mode'][:5]:<6}{r['ours']:10,.0f}{r['envpool']:10,.0f}"
             f"{r['ratio']:7.2f}  {r['ratio_min']:.2f}-{r['ratio_max']:<6.2f}{gym}"
         )
+    ceiled = [r for r in rows if "ceiling" in r]
+    if ceiled:
+        print()
+        note = (
+            "Ceiling of the interactive rows: a bare gRPC stream echo between two processes, "
+            "our Step's bytes each way, around our physics split perfectly over "
+            f"{args.threads} threads, no other work (FloorSide); ours cannot be faster:"
+        )
+        print(textwrap.fill(note, 80))
+        print(
+            f"{'workload':<17}{'ceiling/s':>10}{'/ envpool':>10}{'work µs':>9}"
+            f"{'bytes in/out':>14}{'ovh µs':>8}"
+        )
+        for r in ceiled:
+            b = r["ceiling_bytes"]
+            print(
+                f"{r['workload']:<17}{r['ceiling']:10,.0f}{r['ceiling_ratio']:10.2f}"
+                f"{r['ceiling_work_us']:9.0f}{b['request']:>7}/{b['response']:<6}"
+                f"{r['ceiling_overhead_us_per_step']:>8.1f}"
+            )
+        print("(ovh: the echo's CPU per env step above its spin: gRPC's own overhead)")
     print("\nCPU µs per env step, ours / EnvPool (overhead = CPU - physics - policy)")
     print(
         f"{'workload':<17}{'CPU':>12}{'physics':>12}{'policy':>11}{'overhead':>12}"

@@ -31,7 +31,15 @@ from ale_robotics.evaluator.execution import LocalExecutor
 from ale_robotics.rollouts.mlp import MLPPolicy
 from ale_robotics.tasks import TaskSpec, default_registry
 
-__all__ = ["GymSide", "OurBatchSide", "OurInteractiveSide", "PeerSide", "Side", "record_replay"]
+__all__ = [
+    "FloorSide",
+    "GymSide",
+    "OurBatchSide",
+    "OurInteractiveSide",
+    "PeerSide",
+    "Side",
+    "record_replay",
+]
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PEERS: set[int] = set()
@@ -295,6 +303,104 @@ def record_replay(side: Any, steps: int) -> tuple[dict[str, np.ndarray], str, in
         "lengths": np.array(lengths),
     }
     return replay, str(uw.fullpath), int(uw.frame_skip)
+
+
+_ECHO = """
+import sys, time
+from concurrent import futures
+import grpc
+work_s, reply = float(sys.argv[2]) / 1e6, b"x" * int(sys.argv[3])
+def bidi(requests, context):
+    for _ in requests:
+        end = time.perf_counter() + work_s
+        while time.perf_counter() < end:
+            pass
+        yield reply
+same = lambda b: b
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("echo.Echo", {
+    "Bidi": grpc.stream_stream_rpc_method_handler(bidi, same, same)})])
+server.add_insecure_port(sys.argv[1])
+server.start()
+server.wait_for_termination()
+"""
+
+
+def wire_sizes(task: TaskSpec, n: int) -> tuple[int, int]:
+    """Bytes of one ``n``-env Step request and response of ``task`` (random actions; the
+    median over some steps, resets included), as our session encodes them."""
+    from ale_robotics.evaluator.server.messages import step_response
+    from ale_robotics.evaluator.sessions.envs import make_envs
+    from ale_robotics.evaluator.sessions.types import SessionKind
+    from ale_robotics.evaluator.sessions.vector import Session
+    from ale_robotics.tensors import to_tensor
+    from ale_robotics.v1 import ale_env_pb2 as pb
+
+    session = Session("sizes", task, SessionKind.PRACTICE, make_envs(task, n))
+    session.reset([0])
+    space = session._envs[0].action_space
+    rng = np.random.default_rng(0)
+    requests, responses = [], []
+    for _ in range(50):
+        action = rng.uniform(space.low, space.high, (n, *space.shape)).astype(space.dtype)
+        request = pb.StepRequest(session_id="sess-" + "0" * 32, action=to_tensor(action))
+        requests.append(request.ByteSize())
+        responses.append(step_response(session.step(action)).ByteSize())
+    session.close("sizes measured")
+    return int(np.median(requests)), int(np.median(responses))
+
+
+class FloorSide:
+    """The interactive rows' ceiling: what a ``RemoteVectorEnv`` step would take with no Python
+    at all beside the physics. A bare gRPC stream echo in its own process (as
+    ``benchmarks/grpc_floor.py``'s) gets a request of our Step request's size, spins for
+    ``work_us`` (our physics of a Step split perfectly over ``threads`` threads: the
+    replay's CPU per env step x envs / threads) and answers with our Step response's
+    size; each round trip counts ``n`` steps. No session, no observation or reward, no
+    info, no encoding or decoding on either side: a pipeline over gRPC between two
+    processes cannot be faster than this, whatever its Python."""
+
+    def __init__(self, task: TaskSpec, n: int, work_us: float) -> None:
+        import queue
+        import tempfile
+
+        import grpc
+
+        self.n, self.work_us = n, work_us
+        self.request_bytes, self.response_bytes = wire_sizes(task, n)
+        self._dir = tempfile.TemporaryDirectory(prefix="ale-floor-")
+        sock = Path(self._dir.name) / "echo.sock"
+        argv = [sys.executable, "-c", _ECHO, f"unix://{sock}", str(work_us)]
+        self.server = subprocess.Popen([*argv, str(self.response_bytes)])
+        while not sock.exists():
+            if self.server.poll() is not None:
+                raise SystemExit("the gRPC echo server exited")
+            time.sleep(0.05)
+        self._channel = grpc.insecure_channel(f"unix://{sock}")
+        self._requests: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        bidi = self._channel.stream_stream("/echo.Echo/Bidi")
+        self._stream = bidi(iter(self._requests.get, None))
+        self._body = b"x" * self.request_bytes
+        self.slice(0.2)  # warm-up
+
+    def slice(self, seconds: float) -> dict[str, float]:
+        def run() -> dict[str, float]:
+            steps = 0
+            t0 = time.perf_counter()
+            while (wall := time.perf_counter() - t0) < seconds:
+                self._requests.put(self._body)
+                next(self._stream)
+                steps += self.n
+            return {"steps": steps, "episodes": 0, "wall": wall}
+
+        return _timed(run, os.getpid(), _PEERS)
+
+    def close(self) -> None:
+        self._requests.put(None)
+        self._channel.close()
+        self.server.terminate()
+        self.server.wait(timeout=10)
+        self._dir.cleanup()
 
 
 class PeerSide:

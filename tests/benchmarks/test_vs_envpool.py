@@ -65,6 +65,14 @@ def test_vs_envpool_quick_json_has_every_column_and_both_sides_stepped() -> None
     seen = rows["pendulum-random"]["steps_per_ended_episode"]
     assert 3 < seen["ours"] < 30 and 3 < seen["envpool"] < 30
     assert rows["pendulum-random"]["policy_us_per_step"]["envpool"] > 0
-    for line in ("workload", "ovh/episode", "MuJoCo 3.3"):
+    # the interactive row's ceiling: a bare echo of our Step's bytes around our physics
+    hopper = rows["hopper"]
+    assert "ceiling" not in rows["pendulum-random"]
+    assert hopper["ceiling"] > 0 and hopper["ceiling_work_us"] > 0
+    assert hopper["ceiling_ratio"] == pytest.approx(hopper["ceiling"] / hopper["envpool"])
+    assert hopper["ceiling_bytes"]["response"] > 64 * 11 * 8  # 64 float64 observations
+    assert 0 < hopper["ceiling_bytes"]["request"] < hopper["ceiling_bytes"]["response"]
+    assert hopper["ceiling_overhead_us_per_step"] > 0
+    for line in ("workload", "ovh/episode", "MuJoCo 3.3", "Ceiling of the interactive rows"):
         assert line in proc.stdout
     assert all(len(line) <= 80 for line in proc.stdout.splitlines()[:-1])  # not the JSON
