@@ -75,6 +75,15 @@ def test_grpc_floor_measures_unary_and_stream() -> None:
     _, data = _run("grpc_floor.py", "--calls", "30", "--server-work-us", "200")
     for name in ("unary", "stream"):
         assert data[name]["wall_us"] >= 200  # the server's work is part of every round trip
+        assert data[name]["response_bytes"] == 5000
+
+
+def test_grpc_floor_steps_a_real_session_behind_a_bare_server() -> None:
+    out, data = _run("grpc_floor.py", "--calls", "30", "--session", "td3-hopper-v1")
+    assert "stepping a session of td3-hopper-v1" in out
+    for name in ("unary", "stream"):
+        assert data[name]["observation_shape"] == [1, 11], name  # Hopper's, one env
+        assert data[name]["wall_us"] > 0 and data[name]["server_cpu_us"] > 0
 
 
 @pytest.mark.slow  # the benchmark over every MuJoCo batch task: about 20 s on two cores
