@@ -137,6 +137,25 @@ def test_a_malformed_column_is_a_clear_error() -> None:
     not_bool = pb.InfoColumn(key="y", values=to_tensor(np.zeros(2)), mask=to_tensor(np.ones(2)))
     with pytest.raises(ValueError, match="malformed info column 'y'"):
         decode_infos([not_bool], ["", ""])
+    # a full mask's bytes in the wrong shape: not taken for a full mask
+    flat = pb.Tensor(dtype=pb.DTYPE_BOOL, shape=[1, 2], data=b"\x01\x01")
+    wrong_shape = pb.InfoColumn(key="z", values=to_tensor(np.zeros(2)), mask=flat)
+    with pytest.raises(ValueError, match="malformed info column 'z'"):
+        decode_infos([wrong_shape], ["", ""])
+
+
+def test_a_full_column_decodes_into_values_of_each_env_own() -> None:
+    """Every env has the key (the usual case, decoded without its mask): each env's value
+    is its own, and the vector layout's mask a writable array of its own."""
+    infos = [{"x": np.float64(i), "pos": np.full(2, float(i))} for i in range(3)]
+    wire = _roundtrip(infos)
+    per_env = wire.per_env()
+    assert [type(i["x"]) for i in per_env] == [np.float64] * 3
+    per_env[0]["pos"][0] = 9.0
+    assert per_env[1]["pos"].tolist() == [1.0, 1.0] and wire.per_env()[0]["pos"][0] == 0.0
+    vector = wire.vector(_Vec(3)._add_info)
+    vector["_x"][0] = False  # the caller's to change
+    assert wire.vector(_Vec(3)._add_info)["_x"].all()
 
 
 _scalars = st.one_of(

@@ -79,6 +79,20 @@ def _full_mask(num_envs: int) -> pb.Tensor:
     return to_tensor(np.ones(num_envs, dtype=np.bool_))
 
 
+@functools.lru_cache(maxsize=64)
+def _full_bytes(num_envs: int) -> bytes:
+    """The data of a full mask's tensor (one true byte per env)."""
+    return b"\x01" * num_envs
+
+
+@functools.lru_cache(maxsize=64)
+def _full_array(num_envs: int) -> npt.NDArray[np.bool_]:
+    """A decoded full mask, shared by every column that has one (read-only)."""
+    mask = np.ones(num_envs, dtype=np.bool_)
+    mask.flags.writeable = False
+    return mask
+
+
 def _column(key: str, entries: list[tuple[int, Any]], num_envs: int) -> pb.InfoColumn | None:
     """The key's values as one column, or None when they cannot be one losslessly."""
     if key in _NEVER_COLUMN:
@@ -155,10 +169,19 @@ class WireInfos:
     def per_env(self) -> list[dict[str, Any]]:
         """One dict per env, as each env's ``step``/``reset`` returned it (``gym.Env`` API)."""
         out: list[dict[str, Any]] = [json.loads(s) if s else {} for s in self._rest]
+        everyone = range(self.num_envs)
         for key, values, mask, python in self._columns:
-            items: Any = values.tolist() if python else values
-            for i in np.flatnonzero(mask).tolist():
-                out[i][key] = items[i] if python else values[i].copy()
+            envs = everyone if mask is _full_array(self.num_envs) else np.flatnonzero(mask).tolist()
+            if python:
+                items = values.tolist()
+                for i in envs:
+                    out[i][key] = items[i]
+            elif values.ndim == 1:  # a numpy scalar per env: indexing makes a new one
+                for i in envs:
+                    out[i][key] = values[i]
+            else:  # an array per env: a copy, not a view of the wire buffer
+                for i in envs:
+                    out[i][key] = values[i].copy()
         return out
 
     def vector(
@@ -183,13 +206,18 @@ def decode_infos(columns: Sequence[pb.InfoColumn], info_json: Sequence[str]) -> 
     """Check a response's info fields against each other; ValueError names what is off."""
     n = len(info_json)
     decoded: list[tuple[str, npt.NDArray[Any], npt.NDArray[np.bool_], bool]] = []
+    full = _full_bytes(n)
     for c in columns:
         values = from_tensor(c.values, f"info column {c.key!r}")
-        mask = from_tensor(c.mask, f"info mask {c.key!r}")
+        wire_mask = c.mask
+        if wire_mask.data == full and wire_mask.dtype == pb.DTYPE_BOOL and wire_mask.shape == [n]:
+            mask = _full_array(n)  # every env has the key (the usual case): no decoding
+        else:
+            mask = from_tensor(wire_mask, f"info mask {c.key!r}").view(np.bool_)
         if values.ndim < 1 or values.shape[0] != n or mask.shape != (n,) or mask.dtype != np.bool_:
             raise ValueError(
                 f"malformed info column {c.key!r} from the server: values "
                 f"{list(values.shape)}, mask {list(mask.shape)} {mask.dtype.name}, for {n} envs"
             )
-        decoded.append((c.key, values, mask.view(np.bool_), c.python_scalars))
+        decoded.append((c.key, values, mask, c.python_scalars))
     return WireInfos(decoded, list(info_json))
