@@ -93,11 +93,13 @@ def _full_array(num_envs: int) -> npt.NDArray[np.bool_]:
     return mask
 
 
-def _column(key: str, entries: list[tuple[int, Any]], num_envs: int) -> pb.InfoColumn | None:
-    """The key's values as one column, or None when they cannot be one losslessly."""
+def _column(
+    key: str, values: list[Any], where: list[int] | None, num_envs: int
+) -> pb.InfoColumn | None:
+    """The key's values (of envs ``where``; None: of every env, in order) as one column, or
+    None when they cannot be one losslessly."""
     if key in _NEVER_COLUMN:
         return None
-    values = [v for _, v in entries]
     kinds = set(map(type, values))
     first = values[0]
     if kinds == {np.ndarray}:
@@ -115,10 +117,9 @@ def _column(key: str, entries: list[tuple[int, Any]], num_envs: int) -> pb.InfoC
         dense = np.array(values, dtype=dtype)
     except OverflowError:  # a Python int past int64: JSON keeps it exact
         return None
-    if len(entries) == num_envs:
+    if where is None or len(where) == num_envs:
         column, mask = dense, _full_mask(num_envs)
     else:
-        where = [i for i, _ in entries]
         column = np.zeros((num_envs, *shape), dtype=dtype)
         column[where] = dense
         present = np.zeros(num_envs, dtype=np.bool_)
@@ -128,28 +129,41 @@ def _column(key: str, entries: list[tuple[int, Any]], num_envs: int) -> pb.InfoC
     return pb.InfoColumn(key=key, values=to_tensor(column), mask=mask, python_scalars=python)
 
 
+def _by_key(infos: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Any], list[int] | None]]:
+    """``(key, values, envs)`` for each key, in order of first appearance; ``envs`` None when
+    every env has the key (then ``values`` has one per env, in env order)."""
+    if not infos:
+        return []
+    keys = list(infos[0])
+    if set(map(len, infos)) == {len(keys)}:
+        # every env's info may have the same keys (a native stepper's always do): key by
+        # key; same size and every one of env 0's keys present means the same keys
+        try:
+            return [(key, [info[key] for info in infos], None) for key in keys]
+        except KeyError:
+            pass
+    by_key: dict[str, tuple[list[Any], list[int]]] = {}
+    for i, info in enumerate(infos):
+        for key, value in info.items():
+            values, where = by_key.setdefault(key, ([], []))
+            values.append(value)
+            where.append(i)
+    return [(key, values, where) for key, (values, where) in by_key.items()]
+
+
 def encode_infos(infos: Sequence[Mapping[str, Any]]) -> tuple[list[pb.InfoColumn], list[str]]:
     """``(info_columns, info_json)`` for a Reset or Step response of ``len(infos)`` envs."""
     n = len(infos)
-    by_key: dict[str, list[tuple[int, Any]]] = {}
-    keys = infos[0].keys() if n else None
-    if keys is not None and all(info.keys() == keys for info in infos):
-        # every env's info has the same keys (a native stepper's always do): key by key
-        by_key = {key: list(enumerate([info[key] for info in infos])) for key in keys}
-    else:
-        for i, info in enumerate(infos):
-            for key, value in info.items():
-                by_key.setdefault(key, []).append((i, value))
     columns: list[pb.InfoColumn] = []
     rest: list[dict[str, Any]] | None = None
-    for key, entries in by_key.items():
-        column = _column(key, entries, n)
+    for key, values, where in _by_key(infos):
+        column = _column(key, values, where, n)
         if column is not None:
             columns.append(column)
             continue
         if rest is None:
             rest = [{} for _ in range(n)]
-        for i, value in entries:
+        for i, value in zip(range(n) if where is None else where, values, strict=True):
             rest[i][key] = value
     return columns, [_info_to_json(r) for r in rest] if rest is not None else [""] * n
 
