@@ -40,11 +40,24 @@ from pathlib import Path
 
 import grpc
 
-SERVER = """
+_SERVE = """
+same = lambda b: b
+server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("echo.Echo", {
+    "Unary": grpc.unary_unary_rpc_method_handler(unary, same, same),
+    "Bidi": grpc.stream_stream_rpc_method_handler(bidi, same, same),
+})])
+server.add_insecure_port(sys.argv[1])
+server.start()
+server.wait_for_termination()
+"""
+"""How both servers end: their ``unary`` and ``bidi`` served on ``sys.argv[1]``."""
+
+SERVER = (
+    """
 import sys, time
 from concurrent import futures
 import grpc
-same = lambda b: b
 work_s = float(sys.argv[2]) / 1e6
 def busy():
     end = time.perf_counter() + work_s
@@ -57,17 +70,12 @@ def bidi(requests, context):
     for r in requests:
         busy()
         yield r
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("echo.Echo", {
-    "Unary": grpc.unary_unary_rpc_method_handler(unary, same, same),
-    "Bidi": grpc.stream_stream_rpc_method_handler(bidi, same, same),
-})])
-server.add_insecure_port(sys.argv[1])
-server.start()
-server.wait_for_termination()
 """
+    + _SERVE
+)
 
-SESSION_SERVER = """
+SESSION_SERVER = (
+    """
 import sys
 from concurrent import futures
 import grpc
@@ -90,16 +98,9 @@ def unary(request, context):
 def bidi(requests, context):
     for r in requests:
         yield answer(r)
-same = lambda b: b
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("echo.Echo", {
-    "Unary": grpc.unary_unary_rpc_method_handler(unary, same, same),
-    "Bidi": grpc.stream_stream_rpc_method_handler(bidi, same, same),
-})])
-server.add_insecure_port(sys.argv[1])
-server.start()
-server.wait_for_termination()
 """
+    + _SERVE
+)
 
 
 def _step_requests(task_id: str, n: int) -> list[bytes]:
