@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ale_robotics.evaluator.execution import worker_process
+from ale_robotics.evaluator.execution.weights_handoff import published
 from ale_robotics.model.episode import EpisodeOutcome
 
 
@@ -27,7 +28,10 @@ def _run(monkeypatch: pytest.MonkeyPatch, episodes: int, every_s: float) -> list
     monkeypatch.setattr(worker_process, "run_shard", fake_shard)
     monkeypatch.setattr(worker_process, "_PROGRESS", sent)
     monkeypatch.setattr(worker_process, "PROGRESS_EVERY_S", every_s)
-    outcomes = worker_process.run_shard_in_worker("t", "{}", {}, [(i, i) for i in range(episodes)])
+    with published({}) as weights:
+        outcomes = worker_process.run_shard_in_worker(
+            "t", "{}", weights, [(i, i) for i in range(episodes)]
+        )
     assert [o.index for o in outcomes] == list(range(episodes))
     got = []
     while not sent.empty():

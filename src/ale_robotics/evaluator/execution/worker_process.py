@@ -27,9 +27,6 @@ from multiprocessing.context import SpawnContext, SpawnProcess
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import numpy.typing as npt
-
 from ale_robotics.evaluator.execution.base import (
     Shard,
     WorkerLimits,
@@ -267,10 +264,10 @@ def start_workers(pool: ProcessPoolExecutor, n: int, up: threading.Event) -> Non
 def run_shard_in_worker(
     tag: str,
     task_json: str,
-    weights: WeightsRef | dict[str, npt.NDArray[np.floating]],
+    weights: WeightsRef,
     seeds: Shard,
 ) -> list[EpisodeOutcome]:
-    """Run one shard; ``weights`` by reference (the local executor) or inline."""
+    """Run one shard; the job's weights by reference (:mod:`.weights_handoff`)."""
     if _LIMITS is not None:
         _arm_cpu_limit(_LIMITS)
 
@@ -287,8 +284,7 @@ def run_shard_in_worker(
             _PROGRESS.put((tag, unsent))
             unsent, sent_at = 0, now
 
-    tensors = resolve(weights) if isinstance(weights, WeightsRef) else weights
-    outcomes = run_shard(task_json, tensors, seeds, report)
+    outcomes = run_shard(task_json, resolve(weights), seeds, report)
     if _PROGRESS is not None:
         if unsent:
             _PROGRESS.put((tag, unsent))
