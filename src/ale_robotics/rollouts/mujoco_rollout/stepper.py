@@ -3,8 +3,10 @@
 A batched interactive session of 64 envs used to spend most of its Step in
 Gymnasium's Python: per env, three wrappers, the env's ``step``, observation,
 reward and info built from scalars. :class:`NativeStepper` keeps the real env
-objects (``reset`` with its exact noise, ``render``, ``close`` stay theirs) and
-replaces only their ``step``: for the envs that step, it gathers what each
+objects (their ``np_random``, ``render`` and ``close`` stay theirs) and replaces
+their ``step`` and, for a family that draws reset states, their ``reset``
+(:meth:`NativeStepper.reset`, the same draws from each env's ``np_random``). For
+the envs that step, it gathers what each
 env's ``MjData`` holds (:class:`~.families.StepView`), writes each env's action
 to its ``ctrl`` and calls ``mj_step`` on it, gathers again, and computes
 observation, reward, termination and info for all envs at once with the env's
