@@ -85,7 +85,9 @@ class AleSandboxConfig(BaseModel):
         """One sample's run options (InvalidArgumentError: settings that cannot work)."""
         settings = RunSettings(**self.settings)
         settings.check()
-        python = "python" if not resolve_sandbox(settings.sandbox).host_files else None
+        # Which Python runs the toolbox depends on the sandbox's kind alone: whether Docker
+        # is up is the run's own check when it starts, not the config's.
+        python = "python" if not resolve_sandbox(settings.sandbox, check=False).host_files else None
         return RunOptions(
             task_id,
             toolbox_command(python) if python else toolbox_command(),
