@@ -16,6 +16,18 @@ so it can be deleted at any time, and it is never stale:
   :data:`~.summary.SUMMARY_SCHEMA_VERSION`, verdicts of another
   :data:`~.verify.VERIFY_VERSION`), or a file that is not SQLite, is rebuilt.
 
+The index is a cache, not a witness: whoever can write the runs root can write it,
+so a row is only taken as it is when its MAC checks (:mod:`.index_key`: HMAC-SHA256
+with the user's key, kept outside the runs root). The MAC covers everything the row
+asserts: the run's path, both files' stamps, a SHA-256 of both files' content taken
+when the row was written, the summary and the verdict. A row whose MAC fails (the index
+edited: a score, a label, a verdict rewritten) is read and verified again from the
+run's files, named in :attr:`Refresh.untrusted` and in :attr:`RunIndex.warnings`.
+Rows are kept per key, so users sharing a runs root each keep their own and never
+take each other's. Where the key can be neither read nor created, no row of the index
+file is trusted: the index lives in memory and every run is verified from its files
+(slower, and a warning says so).
+
 The evaluator keys a reader trusts (``public_keys``) are applied when rows are read
 (:func:`~.verify.pin`), so one index serves readers with different keys.
 
@@ -32,6 +44,8 @@ the root is read-only the index lives in memory for the process and
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import os
 import sqlite3
 from collections.abc import Collection, Iterator
@@ -42,6 +56,7 @@ from types import TracebackType
 import pydantic
 
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
+from ale_robotics.runs.index_key import IndexKey, IndexKeyError, ephemeral_key, load_index_key
 from ale_robotics.runs.leaderboard import LeaderRow, leaderboard
 from ale_robotics.runs.summary import (
     COMPUTED_FIELDS,
@@ -64,7 +79,7 @@ __all__ = [
 ]
 
 INDEX_FILE = "index.sqlite3"
-INDEX_SCHEMA_VERSION = 2
+INDEX_SCHEMA_VERSION = 3
 """The tables' layout; with :data:`SUMMARY_SCHEMA_VERSION` what the index was built for."""
 MAX_DEPTH = 6
 """How deep under the root run directories are looked for (an eval set's
@@ -75,15 +90,22 @@ _SKIP_DIRS = frozenset({"scratch", "submission", "__pycache__"})
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
-    path TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL,
+    path TEXT NOT NULL,
     stamp TEXT NOT NULL,
+    digest TEXT NOT NULL,
     run_id TEXT,
     task_id TEXT,
     started_at TEXT,
     summary TEXT,
-    problem TEXT
+    problem TEXT,
+    mac TEXT NOT NULL,
+    PRIMARY KEY (key_id, path)
 );
 """
+_COLUMNS = "path, stamp, digest, run_id, task_id, started_at, summary, problem"
+_SHOWN = 5
+"""Run dirs named in a warning about rows that did not check (then 'and N more')."""
 
 
 @dataclass(frozen=True)
@@ -103,10 +125,46 @@ class Refresh:
     added: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    untrusted: list[str] = field(default_factory=list)
+    """Rows whose MAC did not check (the index edited): read and verified again."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One row of the index, as signed (everything the MAC covers but the key's id)."""
+
+    path: str
+    stamp: str
+    digest: str
+    run_id: str | None
+    task_id: str | None
+    started_at: str | None
+    summary: str | None
+    problem: str | None
+
+    def message(self, key_id: str) -> bytes:
+        """What the MAC is taken over: the index's version, the key's id and every column
+        (so a row cannot be moved to another run, another stamp or another key's rows)."""
+        fields = [_VERSION, key_id, self.path, self.stamp, self.digest, self.run_id]
+        fields += [self.task_id, self.started_at, self.summary, self.problem]
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _stamp(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _digest(run_dir: Path) -> str:
+    """SHA-256 of result.json and of trajectory.jsonl ('-' for one that cannot be read), as
+    the row is written: the content its verdict vouches for."""
+    parts = []
+    for name in ("result.json", "trajectory.jsonl"):
+        try:
+            with open(run_dir / name, "rb") as f:
+                parts.append(hashlib.file_digest(f, "sha256").hexdigest())
+        except OSError:
+            parts.append("-")
+    return " ".join(parts)
 
 
 def _scan(root: Path, unfinished: list[Path] | None = None) -> dict[str, str]:
@@ -180,6 +238,18 @@ class RunIndex:
         self._con: sqlite3.Connection | None = None
         self._in_memory = False
         self._unfinished: list[Path] = []
+        self._rows: dict[str, _Row] | None = None
+        """The rows of the last refresh: each one's MAC checked, or written by it."""
+        try:
+            self._key: IndexKey = load_index_key()
+        except IndexKeyError as exc:
+            # No key: no row of the file can be told from a forged one, so none is read.
+            self._key = ephemeral_key()
+            self._in_memory = True
+            self.warnings.append(
+                f"the run index's key is unusable: {exc}; no row of {self.path} is trusted, "
+                "so every run is verified from its files for this command (slower)"
+            )
 
     # ---------------------------------------------------------------- public --
 
@@ -189,21 +259,21 @@ class RunIndex:
         The index is refreshed first, so a run finished a moment ago is listed.
         """
         self.refresh()
-        con = self._connection()
-        query = "SELECT path, summary FROM runs WHERE summary IS NOT NULL"
-        args: tuple[str, ...] = ()
-        if task_id is not None:
-            query += " AND task_id = ?"
-            args = (task_id,)
-        rows = con.execute(query + " ORDER BY started_at, run_id, path", args).fetchall()
-        return [self._summary(path, text) for path, text in rows]
+        assert self._rows is not None
+        rows = sorted(
+            (r.started_at or "", r.run_id or "", r.path, r.summary)
+            for r in self._rows.values()
+            if r.summary is not None and (task_id is None or r.task_id == task_id)
+        )
+        return [self._summary(path, text) for _, _, path, text in rows]
 
     def problems(self) -> list[IndexProblem]:
         """The ``result.json`` files under the root that are not run reports, and why
-        (as of the last refresh)."""
-        rows = self._connection().execute(
-            "SELECT path, problem FROM runs WHERE summary IS NULL ORDER BY path"
-        )
+        (as of the last refresh; refreshed first if there was none)."""
+        if self._rows is None:
+            self.refresh()
+        assert self._rows is not None
+        rows = sorted((r.path, r.problem) for r in self._rows.values() if r.summary is None)
         return [IndexProblem(self.root / p / "result.json", str(why)) for p, why in rows]
 
     def find(self, ref: str) -> RunSummary:
@@ -250,6 +320,8 @@ class RunIndex:
             self._use_memory(exc)
             changes = self._apply(scanned)
         self.last_refresh = changes
+        if changes.untrusted:
+            self.warnings.append(_untrusted_warning(self.path, changes.untrusted))
         return changes
 
     def close(self) -> None:
@@ -280,18 +352,36 @@ class RunIndex:
     def _apply(self, scanned: dict[str, str]) -> Refresh:
         rebuilt = self._ensure_schema(self._connection())
         con = self._connection()  # a new one when the file was not SQLite
+        key_id = self._key.key_id
         with _immediate(con):
-            known = dict(con.execute("SELECT path, stamp FROM runs").fetchall())
-            added = sorted(p for p in scanned if p not in known)
-            updated = sorted(p for p in scanned if p in known and known[p] != scanned[p])
-            removed = sorted(p for p in known if p not in scanned)
-            for path in added + updated:
-                self._store(con, path, scanned[path])
+            rows: dict[str, _Row] = {}
+            untrusted: list[str] = []
+            query = f"SELECT {_COLUMNS}, mac FROM runs WHERE key_id = ?"
+            for *columns, mac in con.execute(query, (key_id,)):
+                row = _Row(*columns)
+                if self._key.checks(row.message(key_id), mac):
+                    rows[row.path] = row
+                else:
+                    untrusted.append(row.path)
+            everyone = {p for (p,) in con.execute("SELECT DISTINCT path FROM runs")}
+            added = sorted(p for p in scanned if p not in rows and p not in untrusted)
+            updated = sorted(p for p in scanned if p in rows and rows[p].stamp != scanned[p])
+            untrusted = sorted(p for p in untrusted if p in scanned)
+            removed = sorted(p for p in everyone if p not in scanned)
+            for path in added + updated + untrusted:
+                rows[path] = self._store(con, path, scanned[path])
+            # every key's rows of a run dir gone (other users' rows are rebuilt by them)
             con.executemany("DELETE FROM runs WHERE path = ?", [(p,) for p in removed])
-        return Refresh(rebuilt=rebuilt, added=added, updated=updated, removed=removed)
+            for path in removed:
+                rows.pop(path, None)
+        self._rows = rows
+        return Refresh(
+            rebuilt=rebuilt, added=added, updated=updated, removed=removed, untrusted=untrusted
+        )
 
-    def _store(self, con: sqlite3.Connection, path: str, stamp: str) -> None:
+    def _store(self, con: sqlite3.Connection, path: str, stamp: str) -> _Row:
         run_dir = self.root / path
+        digest = _digest(run_dir)
         summary: RunSummary | None = None
         problem: str | None = None
         try:
@@ -300,18 +390,34 @@ class RunIndex:
             problem = f"cannot be read: {exc.strerror or exc}"
         except (ValueError, pydantic.ValidationError) as exc:  # JSONDecodeError is one
             problem = f"not a run report: {_first_line(exc)}"
+        row = _Row(
+            path=path,
+            stamp=stamp,
+            digest=digest,
+            run_id=summary.run_id if summary else None,
+            task_id=summary.task_id if summary else None,
+            started_at=summary.started_at.isoformat() if summary else None,
+            summary=summary.model_dump_json(exclude=set(COMPUTED_FIELDS)) if summary else None,
+            problem=problem,
+        )
+        key_id = self._key.key_id
         con.execute(
-            "INSERT OR REPLACE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT OR REPLACE INTO runs (key_id, {_COLUMNS}, mac) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
-                path,
-                stamp,
-                summary.run_id if summary else None,
-                summary.task_id if summary else None,
-                summary.started_at.isoformat() if summary else None,
-                summary.model_dump_json(exclude=set(COMPUTED_FIELDS)) if summary else None,
-                problem,
+                key_id,
+                row.path,
+                row.stamp,
+                row.digest,
+                row.run_id,
+                row.task_id,
+                row.started_at,
+                row.summary,
+                row.problem,
+                self._key.mac(row.message(key_id)),
             ),
         )
+        return row
 
     def _connection(self) -> sqlite3.Connection:
         if self._con is None:
@@ -319,6 +425,8 @@ class RunIndex:
         return self._con
 
     def _open(self) -> sqlite3.Connection:
+        if self._in_memory:  # no key: the file is not read (its rows cannot be checked)
+            return sqlite3.connect(":memory:", isolation_level=None)
         try:
             return sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
         except sqlite3.OperationalError as exc:  # cannot create it here (a read-only root)
@@ -385,6 +493,15 @@ def _memory_warning(path: Path, exc: Exception) -> str:
     return (
         f"cannot write the run index {path} ({exc}): it is kept in memory for this "
         "command, so every result.json is read again next time"
+    )
+
+
+def _untrusted_warning(path: Path, runs: list[str]) -> str:
+    shown = ", ".join(runs[:_SHOWN])
+    more = f" and {len(runs) - _SHOWN} more" if len(runs) > _SHOWN else ""
+    return (
+        f"{path} was edited outside ale-robotics: {len(runs)} row(s) did not match their "
+        f"signature, so these runs were verified again from their files: {shown}{more}"
     )
 
 
