@@ -84,7 +84,7 @@ def load_index_key(path: Path | None = None) -> IndexKey:
     path = path or key_path()
     try:
         return IndexKey(_read(path), path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # none yet (or no directory to hold it)
         pass
     try:
         _create(path)
@@ -97,10 +97,10 @@ def load_index_key(path: Path | None = None) -> IndexKey:
 
 
 def _read(path: Path) -> bytes:
-    """The key's bytes; FileNotFoundError when there is none yet."""
+    """The key's bytes; FileNotFoundError or NotADirectoryError when there is none yet."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         raise
     except OSError as exc:
         if exc.errno == errno.ELOOP:
@@ -108,8 +108,8 @@ def _read(path: Path) -> bytes:
                 f"{path} is a symbolic link: delete it (a new key is made)"
             ) from None
         raise IndexKeyError(f"cannot read {path} ({exc.strerror or exc})") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise IndexKeyError(f"{path} is not a file: delete it (a new key is made)")
         if st.st_uid != os.getuid():
@@ -121,7 +121,11 @@ def _read(path: Path) -> bytes:
                 f"{path} is open to other users (mode {stat.S_IMODE(st.st_mode):o}): "
                 f"'chmod 600 {path}'"
             )
-        text = f.read(4 * _KEY_BYTES).strip()
+        text = os.read(fd, 4 * _KEY_BYTES).strip()
+    except OSError as exc:
+        raise IndexKeyError(f"cannot read {path} ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
     try:
         secret = bytes.fromhex(text.decode("ascii"))
     except (UnicodeDecodeError, ValueError):
