@@ -9,6 +9,7 @@ is read in one place.
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 from aiohttp import ClientError, web
@@ -34,11 +35,18 @@ async def write_chunk(response: web.StreamResponse, chunk: bytes) -> bool:
 class GatewayCall:
     """What one request turned into, filled in as it goes."""
 
-    def __init__(self, time_: str, protocol: Protocol, endpoint: str, request: bytes) -> None:
+    def __init__(self, time_: str, protocol: Protocol, endpoint: str) -> None:
         self.time = time_
         self.protocol: Protocol = protocol
         self.endpoint = endpoint
-        self.request = request
+        self.request = b""
+        """The request body, as read (empty for one not kept: refused before it was read
+        whole, or over the cap)."""
+        self.request_bytes = 0
+        self.request_sha256 = hashlib.sha256(b"").hexdigest()
+        self.too_large = False
+        self.reached = False
+        """The upstream answered the call (with anything but a redirect): it is counted."""
         self.response = b""
         self.model: str | None = None
         self.stream = False
@@ -52,6 +60,25 @@ class GatewayCall:
         self.open_stream: web.StreamResponse | None = None
         self.held = b""
         """A stream's last chunk, sent once the call is recorded."""
+
+    async def read(self, request: web.Request, *, keep: bool, most: int) -> None:
+        """Read the request's body: its size and SHA-256 always, the bytes themselves when
+        ``keep`` and no more than ``most`` of them (:attr:`too_large` past that: reading
+        stops there, the connection is closed after the answer)."""
+        digest = hashlib.sha256()
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_any():
+            size += len(chunk)
+            digest.update(chunk)
+            if size > most:
+                self.too_large = True
+                break
+            if keep:
+                parts.append(chunk)
+        self.request_bytes = size
+        self.request_sha256 = digest.hexdigest()
+        self.request = b"" if self.too_large else b"".join(parts)
 
     def refuse(self, response: web.Response, why: Refusal) -> web.Response:
         self.refused = why
@@ -81,5 +108,7 @@ class GatewayCall:
             usage_source=self.usage_source,
             latency_s=self.latency_s,
             request=self.request,
+            request_bytes=self.request_bytes,
+            request_sha256=self.request_sha256,
             response=self.response,
         )

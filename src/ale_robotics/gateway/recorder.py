@@ -2,7 +2,10 @@
 
 Both are written under one lock, the line first (fsync'd) and then the event, so the
 n-th line and the n-th ``model_call`` event are the same call
-(:mod:`ale_robotics.trajectory.transcript` says what binds them).
+(:mod:`ale_robotics.trajectory.transcript` says what binds them). A refused call's line
+keeps its request's size and SHA-256, not its body. :attr:`TranscriptRecorder.bytes_written`
+is what the transcript holds on the host: the harness counts it against the run's disk
+quota, and the gateway stops forwarding once it reaches it.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ class CallFacts:
     usage_source: UsageSource
     latency_s: float
     request: bytes
+    """The request body, or, for a refused call (not kept), b''."""
+    request_bytes: int
+    request_sha256: str
     response: bytes
 
 
@@ -60,6 +66,8 @@ class TranscriptRecorder:
         self.trajectory = trajectory
         self._lock = threading.Lock()
         self._next = 0
+        self.bytes_written = 0
+        """Bytes appended to the transcript by this recorder."""
 
     @staticmethod
     def now() -> str:
@@ -67,7 +75,8 @@ class TranscriptRecorder:
 
     def record(self, facts: CallFacts) -> int:
         """Write the call; returns its number."""
-        request, request_encoding = body_field(facts.request)
+        kept = facts.refused is None
+        request, request_encoding = body_field(facts.request) if kept else (None, None)
         response, response_encoding = body_field(facts.response)
         source = facts.usage_source
         with self._lock:
@@ -88,6 +97,8 @@ class TranscriptRecorder:
                 latency_s=round(facts.latency_s, 6),
                 request=request,
                 request_encoding=request_encoding,
+                request_bytes=facts.request_bytes,
+                request_sha256=facts.request_sha256,
                 response=response,
                 response_encoding=response_encoding,
             )
@@ -106,14 +117,16 @@ class TranscriptRecorder:
                     tokens_out=facts.tokens_out,
                     usage_source=source,
                     latency_s=record.latency_s,
-                    request_sha256=_sha256(facts.request),
+                    request_sha256=facts.request_sha256,
                     response_sha256=_sha256(facts.response),
                     record_sha256=_sha256(line),
+                    request_bytes=facts.request_bytes,
                 )
                 self.trajectory.append(
                     "harness", MODEL_CALL_EVENT_KIND, event.model_dump(mode="json")
                 )
             self._next += 1
+            self.bytes_written += len(line)
             return call
 
     def _append(self, line: bytes) -> None:

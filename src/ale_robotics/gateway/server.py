@@ -3,23 +3,37 @@ operator's upstream, run by the harness (trusted side), one per run.
 
 It listens on a Unix socket that the harness binds into the agent's sandbox (and, for a
 run without a sandbox, on an ephemeral port of the host's loopback); inside the sandbox,
-:mod:`.relay` makes that socket a loopback TCP port for the SDKs. For each request:
+:mod:`.relay` makes that socket a loopback TCP port for the SDKs. Every byte the agent
+sends is an attack until checked. For each request:
 
-1. the agent's key must be this run's gateway key (``Authorization: Bearer`` or
-   ``x-api-key``), else 401: the upstream key never reaches the sandbox;
-2. the body must be a JSON object naming an allowed model, else 400 / 403 naming the
-   allow-list;
-3. while the token budget is not used up, the request goes to the upstream with the
-   operator's key (a streamed OpenAI request gets ``stream_options.include_usage``,
-   :func:`.protocols.prepare_request`), else 429 "model token budget of N used";
-4. the response comes back as the upstream sent it, server-sent events streamed through
-   as they arrive; the tokens are read from its usage fields (:mod:`.protocols`);
-5. the call is recorded (:mod:`.recorder`): bodies in ``model_calls.jsonl``, a
-   ``model_call`` event in the trajectory.
+1. at most :data:`MAX_IN_FLIGHT` calls are handled at once (429, to be retried, past it),
+   and a body is read up to :data:`MAX_BODY_BYTES` (413 past it);
+2. the agent's key must be this run's gateway key (``Authorization: Bearer`` or
+   ``x-api-key``), else 401 (saying whether none was given or another one): the
+   upstream key never reaches the sandbox;
+3. the run's disk quota must have room for the call's record (507 once the transcript
+   reached it: the harness stops the agent like any other quota breach);
+4. the body must be a JSON object naming an allowed model (400 / 403 naming the
+   allow-list), asking for no provider-side tool the operator did not allow (400 naming
+   it, :mod:`.tools`), with output caps the gateway can read (400);
+5. the call reserves the most it can cost and waits while calls in flight hold the rest
+   of the budget; once the budget is used it is refused (429 "model token budget of N
+   used"); :mod:`.usage` says why the budget cannot be overrun;
+6. it goes to the upstream with the operator's key, the protocol decided by the path
+   alone (:func:`.protocols.protocol_of`), the headers on :data:`PASSED_REQUEST_HEADERS`
+   (none that carries a credential), the query parameters on :data:`PASSED_QUERY` only,
+   ``Accept-Encoding: identity``, and no redirect followed (a 3xx is a 502 to the agent);
+7. the answer comes back decoded (an upstream that compresses anyway is decompressed,
+   and one in an encoding the gateway cannot read is a 502), server-sent events streamed
+   through as they arrive; the tokens are read from its usage fields (:mod:`.protocols`),
+   else estimated, never 0;
+8. the call is recorded (:mod:`.recorder`): bodies in ``model_calls.jsonl`` (a refused
+   call's request by size and SHA-256 only), a ``model_call`` event in the trajectory.
 
-Refusals carry ``x-should-retry: false``, so the official SDKs raise at once instead of
-retrying a call that cannot succeed. ``GET /v1/models`` lists the allow-list (in the
-Anthropic shape when the request has ``anthropic-version``) without calling the upstream.
+Refusals carry ``x-should-retry: false`` (but the 429 of too many calls in flight), so the
+official SDKs raise at once instead of retrying a call that cannot succeed.
+``GET /v1/models`` lists the allow-list without calling the upstream, in a shape both
+SDKs read.
 """
 
 from __future__ import annotations
@@ -35,37 +49,73 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from ale_robotics.gateway.call import GatewayCall, write_chunk
 from ale_robotics.gateway.protocols import (
+    DEFAULT_OUTPUT_CAP,
+    FREE_ENDPOINTS,
+    Prepared,
     Protocol,
+    RequestError,
     SseUsage,
-    TokenCount,
     error_body,
+    estimate,
+    neutral_error_body,
+    parse_body,
     prepare_request,
+    protocol_of,
     usage_from_body,
 )
 from ale_robotics.gateway.recorder import TranscriptRecorder
+from ale_robotics.gateway.tools import provider_tools
 from ale_robotics.gateway.usage import GatewayPolicy, ModelUsage, TokenLedger
 from ale_robotics.trajectory import TrajectoryWriter
 
-__all__ = ["MAX_BODY_BYTES", "ModelGateway", "upstream_base"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_IN_FLIGHT",
+    "PASSED_QUERY",
+    "PASSED_REQUEST_HEADERS",
+    "ModelGateway",
+    "upstream_base",
+]
 
 logger = logging.getLogger(__name__)
 
-MAX_BODY_BYTES: Final = 64 * 1024**2
-"""The largest request body the gateway takes (a long conversation is resent whole)."""
-
-_OPENAI_POSTS: Final = (
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/responses",
-    "/v1/embeddings",
+MAX_BODY_BYTES: Final = 16 * 1024**2
+"""The largest request body the gateway takes (413 past it). A long conversation is
+resent whole at every turn; 16 MiB holds a 200k-token context several times over, and
+bounds, with :data:`MAX_IN_FLIGHT`, what one agent makes the harness hold in memory."""
+MAX_IN_FLIGHT: Final = 8
+"""Calls of one run handled at once; one more is answered 429 (retried by the SDKs)."""
+PASSED_QUERY: Final = {"beta": frozenset({"true"})}
+"""Query parameters passed upstream, with their allowed values (the Anthropic SDK's beta
+namespace posts to ``/v1/messages?beta=true``); every other one is dropped."""
+PASSED_REQUEST_HEADERS: Final = frozenset(
+    {
+        "accept",
+        "user-agent",
+        "anthropic-version",
+        "anthropic-beta",
+        "anthropic-dangerous-direct-browser-access",
+        "openai-beta",
+        "x-app",
+        "x-claude-code-session-id",
+        "session_id",
+        "conversation_id",
+        "originator",
+        "x-client-request-id",
+        "idempotency-key",
+    }
 )
-_ANTHROPIC_POSTS: Final = ("/v1/messages", "/v1/messages/count_tokens")
-_PASSED_REQUEST_HEADERS: Final = ("accept", "anthropic-version", "anthropic-beta", "openai-beta")
+"""Request headers of the agent passed upstream (providers use them for sessions,
+caching and their statistics), with every ``x-stainless-*`` (the official SDKs'
+description of themselves). None carries a credential: the operator's key is the
+gateway's to add, and no other header of the agent's goes upstream."""
+_PASSED_HEADER_PREFIXES: Final = ("x-stainless-",)
 _PASSED_RESPONSE_HEADERS: Final = (
     "content-type",
     "retry-after",
@@ -73,8 +123,17 @@ _PASSED_RESPONSE_HEADERS: Final = (
     "request-id",
     "x-request-id",
 )
+_DECODED: Final = frozenset({"", "identity", "gzip", "deflate", "x-gzip"})
+"""Content encodings the gateway's HTTP client decodes (it asks for identity)."""
 _NO_RETRY: Final = {"x-should-retry": "false"}
 _DEFAULT_ANTHROPIC_VERSION: Final = "2023-06-01"
+_OPENAI_POSTS: Final = (
+    "/v1/chat/completions",
+    "/v1/completions",
+    "/v1/responses",
+    "/v1/embeddings",
+)
+_ANTHROPIC_POSTS: Final = ("/v1/messages", "/v1/messages/count_tokens")
 
 
 def upstream_base(url: str) -> str:
@@ -92,6 +151,29 @@ def upstream_base(url: str) -> str:
     return base
 
 
+def _passed(name: str) -> bool:
+    return name in PASSED_REQUEST_HEADERS or name.startswith(_PASSED_HEADER_PREFIXES)
+
+
+def _agent_headers(request: web.Request) -> dict[str, str]:
+    """The agent's headers, names lower-cased, the values of a repeated one joined: a
+    header sent twice is checked and forwarded whole, not one value of it."""
+    joined: dict[str, list[str]] = {}
+    for name, value in request.headers.items():
+        joined.setdefault(name.lower(), []).append(value)
+    return {name: ", ".join(values) for name, values in joined.items()}
+
+
+def _query(query_string: str) -> str:
+    """The agent's query string with only the :data:`PASSED_QUERY` parameters kept."""
+    kept = [
+        (k, v)
+        for k, v in parse_qsl(query_string, keep_blank_values=True)
+        if v in PASSED_QUERY.get(k, ())
+    ]
+    return "?" + urlencode(kept) if kept else ""
+
+
 class ModelGateway:
     """One run's gateway; :meth:`start` it, give the agent :meth:`agent_env`, :meth:`stop` it.
 
@@ -99,6 +181,8 @@ class ModelGateway:
     into the sandbox; nothing else should be in it). ``tcp``: also listen on an ephemeral
     port of 127.0.0.1 (for an agent without a sandbox). ``transcript``: the
     ``model_calls.jsonl`` to write; ``trajectory``: where each call's event goes.
+    ``quota_bytes``: the run's disk quota, which the transcript counts against (None:
+    none); :attr:`quota_reached` is set once it stopped a call.
     """
 
     def __init__(
@@ -112,6 +196,7 @@ class ModelGateway:
         trajectory: TrajectoryWriter | None = None,
         tcp: bool = False,
         upstream_timeout_s: float = 600.0,
+        quota_bytes: int | None = None,
     ) -> None:
         self.upstream = upstream_base(upstream)
         self._upstream_key = upstream_key
@@ -123,12 +208,18 @@ class ModelGateway:
         self.token = "ale-gw-" + secrets.token_urlsafe(32)
         """The agent's key: valid for this gateway only, so dead once the run ends."""
         self.tcp_port: int | None = None
+        self.quota_bytes = quota_bytes
+        self.quota_reached = threading.Event()
+        self.quota_demand = 0
+        """The transcript's bytes with the call the quota stopped (once it stopped one)."""
         self._tcp = tcp
         self._timeout = ClientTimeout(total=None, sock_connect=30, sock_read=upstream_timeout_s)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._session: ClientSession | None = None
+        self._in_flight = 0
+        self._settled: asyncio.Condition | None = None
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -175,6 +266,10 @@ class ModelGateway:
         usage.transcript = self.transcript.name
         return usage
 
+    def stored_bytes(self) -> int:
+        """What the transcript holds on the host (counted against the run's disk quota)."""
+        return self.recorder.bytes_written
+
     def agent_env(self, base_url: str) -> dict[str, str]:
         """The variables the agent's SDKs read, for the gateway reached at ``base_url``
         (``http://127.0.0.1:PORT``: the relay's port in a sandbox, :attr:`tcp_port` outside)."""
@@ -194,13 +289,16 @@ class ModelGateway:
         }
 
     async def _start(self) -> None:
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
+        # Bodies are read by the handler itself (GatewayCall.read), under the cap.
+        app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/v1/models/{model:.+}", self._model)
         for path in (*_OPENAI_POSTS, *_ANTHROPIC_POSTS):
             app.router.add_post(path, self._call)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
-        self._session = ClientSession(timeout=self._timeout, auto_decompress=False)
+        self._settled = asyncio.Condition()
+        # Asks for identity, and decodes an upstream that compresses anyway.
+        self._session = ClientSession(timeout=self._timeout, auto_decompress=True)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         self._runner = runner
@@ -220,33 +318,37 @@ class ModelGateway:
         if self._session is not None:
             await self._session.close()
 
-    # -- requests ----------------------------------------------------------------------------
+    # -- requests without a protocol ---------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
+    def _key_problem(self, request: web.Request) -> str | None:
+        """Why the request's key is not this run's (None: it is)."""
         given = request.headers.get("x-api-key", "")
         auth = request.headers.get("authorization", "")
         if auth.lower().startswith("bearer "):
             given = given or auth[7:].strip()
-        return bool(given) and hmac.compare_digest(given.encode(), self.token.encode())
+        if not given:
+            return (
+                "no API key was sent: send this run's model gateway key, which the agent "
+                "has in OPENAI_API_KEY and ANTHROPIC_API_KEY"
+            )
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return (
+                "this is not the run's model gateway key (the agent has it in "
+                "OPENAI_API_KEY and ANTHROPIC_API_KEY)"
+            )
+        return None
 
     @staticmethod
-    def _protocol(request: web.Request) -> Protocol:
-        if request.path.startswith("/v1/messages") or "anthropic-version" in request.headers:
-            return "anthropic"
-        return "openai"
-
-    def _error(self, protocol: Protocol, status: int, message: str, code: str) -> web.Response:
+    def _neutral(status: int, message: str, code: str) -> web.Response:
         return web.Response(
             status=status,
-            body=error_body(protocol, status, message, code),
+            body=neutral_error_body(status, message, code),
             content_type="application/json",
             headers=_NO_RETRY,
         )
 
     async def _not_found(self, request: web.Request) -> web.Response:
-        protocol = self._protocol(request)
-        return self._error(
-            protocol,
+        return self._neutral(
             404,
             f"{request.method} {request.path} is not served by the ALE model gateway (it serves "
             f"POST {', '.join((*_OPENAI_POSTS, *_ANTHROPIC_POSTS))} and GET /v1/models)",
@@ -254,60 +356,88 @@ class ModelGateway:
         )
 
     async def _models(self, request: web.Request) -> web.Response:
-        protocol = self._protocol(request)
-        if not self._authorized(request):
-            return self._error(protocol, 401, "not this run's model gateway key", "invalid_api_key")
-        if protocol == "anthropic":
-            data: list[dict[str, Any]] = [self._model_doc(protocol, m) for m in self.policy.models]
-            doc: dict[str, Any] = {
-                "data": data,
+        problem = self._key_problem(request)
+        if problem is not None:
+            return self._neutral(401, problem, "invalid_api_key")
+        docs = [self._model_doc(m) for m in self.policy.models]
+        return web.json_response(
+            {  # OpenAI's list and Anthropic's page at once: each SDK reads its own fields
+                "object": "list",
+                "data": docs,
                 "has_more": False,
                 "first_id": self.policy.models[0],
                 "last_id": self.policy.models[-1],
             }
-        else:
-            doc = {
-                "object": "list",
-                "data": [self._model_doc(protocol, m) for m in self.policy.models],
-            }
-        return web.json_response(doc)
+        )
 
     async def _model(self, request: web.Request) -> web.Response:
-        protocol = self._protocol(request)
-        if not self._authorized(request):
-            return self._error(protocol, 401, "not this run's model gateway key", "invalid_api_key")
+        problem = self._key_problem(request)
+        if problem is not None:
+            return self._neutral(401, problem, "invalid_api_key")
         name = request.match_info["model"]
         if not self.policy.allows(name):
-            return self._error(protocol, 404, self.policy.refusal(name), "model_not_found")
-        return web.json_response(self._model_doc(protocol, name))
+            return self._neutral(404, self.policy.refusal(name), "model_not_found")
+        return web.json_response(self._model_doc(name))
 
     @staticmethod
-    def _model_doc(protocol: Protocol, name: str) -> dict[str, Any]:
-        if protocol == "anthropic":
-            return {
-                "type": "model",
-                "id": name,
-                "display_name": name,
-                "created_at": "1970-01-01T00:00:00Z",
-            }
-        return {"id": name, "object": "model", "created": 0, "owned_by": "ale-robotics"}
+    def _model_doc(name: str) -> dict[str, Any]:
+        return {
+            "id": name,
+            "object": "model",
+            "created": 0,
+            "owned_by": "ale-robotics",
+            "type": "model",
+            "display_name": name,
+            "created_at": "1970-01-01T00:00:00Z",
+        }
+
+    # -- model calls -------------------------------------------------------------------------
+
+    def _error(
+        self, protocol: Protocol, status: int, message: str, code: str, *, retry: bool = False
+    ) -> web.Response:
+        headers = {"x-should-retry": "true", "retry-after": "1"} if retry else _NO_RETRY
+        return web.Response(
+            status=status,
+            body=error_body(protocol, status, message, code),
+            content_type="application/json",
+            headers=headers,
+        )
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
-        arrived = TranscriptRecorder.now()
-        protocol = self._protocol(request)
-        endpoint = request.path
-        raw = await request.read()
-        call = GatewayCall(arrived, protocol, endpoint, raw)
-        response = await self._answer(request, call)
+        call = GatewayCall(TranscriptRecorder.now(), protocol_of(request.path), request.path)
+        response: web.StreamResponse
+        if self._in_flight >= MAX_IN_FLIGHT:
+            await call.read(request, keep=False, most=MAX_BODY_BYTES)
+            response = call.refuse(
+                self._error(
+                    call.protocol,
+                    429,
+                    f"more than {MAX_IN_FLIGHT} model calls at once in this run: retry when "
+                    "one has ended",
+                    "too_many_calls_in_flight",
+                    retry=True,
+                ),
+                "busy",
+            )
+        else:
+            self._in_flight += 1
+            try:
+                response = await self._answer(request, call)
+            finally:
+                self._in_flight -= 1
         call.latency_s = time.monotonic() - started
         if call.refused is not None:
-            self.ledger.refuse(budget=call.refused == "budget")
-        loop = asyncio.get_running_loop()
-        try:
-            await loop.run_in_executor(None, self.recorder.record, call.facts())
-        except Exception:  # the call happened; a transcript that cannot be written is logged
-            logger.exception("could not record model call to %s", self.transcript)
+            self.ledger.refuse(call.refused, budget=call.refused == "budget")
+        if not self._transcript_full():  # else the run is being stopped: nothing more kept
+            loop = asyncio.get_running_loop()
+            try:
+                await loop.run_in_executor(None, self.recorder.record, call.facts())
+            except Exception:  # the call happened; a transcript that cannot be written is logged
+                logger.exception("could not record model call to %s", self.transcript)
+        if call.too_large:
+            response.force_close()  # the rest of its body is not read
         if call.open_stream is not None and await write_chunk(call.open_stream, call.held):
             with contextlib.suppress(ConnectionResetError, ClientError):
                 await call.open_stream.write_eof()
@@ -315,20 +445,72 @@ class ModelGateway:
 
     async def _answer(self, request: web.Request, call: GatewayCall) -> web.StreamResponse:
         protocol = call.protocol
-        if not self._authorized(request):
+        await call.read(request, keep=True, most=MAX_BODY_BYTES)
+        if call.too_large:
             return call.refuse(
-                self._error(protocol, 401, "not this run's model gateway key", "invalid_api_key"),
-                "auth",
+                self._error(
+                    protocol,
+                    413,
+                    f"the request body is over the model gateway's {MAX_BODY_BYTES // 1024**2} "
+                    "MiB cap: send less (fewer or smaller images, a shorter context)",
+                    "request_too_large",
+                ),
+                "too_large",
             )
+        problem = self._key_problem(request)
+        if problem is not None:
+            return call.refuse(self._error(protocol, 401, problem, "invalid_api_key"), "auth")
+        if self._over_quota(len(call.request)):
+            return call.refuse(
+                self._error(
+                    protocol,
+                    507,
+                    "the run's disk quota is used (the model transcript counts against it): "
+                    "no more model calls in this run",
+                    "disk_quota_exceeded",
+                ),
+                "quota",
+            )
+        checked = self._check(request, call)
+        if isinstance(checked, web.Response):
+            return checked
+        prepared, reservation = checked
+        refused = await self._admit(call, reservation)
+        if refused is not None:
+            return refused
         try:
-            body = json.loads(call.request)
-        except (ValueError, RecursionError):
-            body = None
-        if not isinstance(body, dict):
-            return call.refuse(
-                self._error(protocol, 400, "the request body must be a JSON object", "bad_request"),
-                "bad_request",
+            data = (
+                call.request if prepared.body is None else json.dumps(prepared.body).encode("utf-8")
             )
+            del checked, prepared  # the parsed body is not held while the call is in flight
+            return await self._forward(request, call, data)
+        finally:
+            await self._settle(call, reservation)
+
+    def _over_quota(self, more: int) -> bool:
+        """Would a call with ``more`` bytes of request take the transcript past the quota?"""
+        if self.quota_bytes is None:
+            return False
+        if self.recorder.bytes_written + more > self.quota_bytes:
+            self.quota_demand = self.recorder.bytes_written + more
+            self.quota_reached.set()
+            return True
+        return False
+
+    def _transcript_full(self) -> bool:
+        return self.quota_bytes is not None and self.recorder.bytes_written >= self.quota_bytes
+
+    def _check(
+        self, request: web.Request, call: GatewayCall
+    ) -> web.Response | tuple[Prepared, int]:
+        """The request's body checked against the policy (a refusal, or what to forward
+        and its reservation). Parsed here on the event loop, one body at a time, and not
+        kept: a body of many small objects costs far more memory parsed than read."""
+        protocol = call.protocol
+        try:
+            body = parse_body(call.request)
+        except RequestError as exc:
+            return call.refuse(self._error(protocol, 400, str(exc), "bad_request"), "bad_request")
         model = body.get("model")
         call.model = model if isinstance(model, str) else None
         call.stream = body.get("stream") is True
@@ -337,29 +519,74 @@ class ModelGateway:
                 self._error(protocol, 403, self.policy.refusal(call.model), "model_not_allowed"),
                 "model",
             )
-        if self.ledger.exhausted():
+        use = provider_tools(
+            call.endpoint, body, _agent_headers(request), self.policy.allowed_tools
+        )
+        if use is not None:
             return call.refuse(
-                self._error(
-                    protocol,
-                    429,
-                    self.policy.budget_message(self.ledger.used()),
-                    "model_token_budget_exceeded",
-                ),
-                "budget",
+                self._error(protocol, 400, use.message(), "provider_tool_not_allowed"), "tool"
             )
-        prepared = prepare_request(call.endpoint, body)
-        data = call.request if prepared is None else json.dumps(prepared).encode("utf-8")
+        budget = self.policy.budget_tokens
         try:
-            return await self._forward(request, call, data)
-        finally:
-            self._account(call)
+            prepared = prepare_request(
+                call.endpoint, body, output_cap=None if budget is None else DEFAULT_OUTPUT_CAP
+            )
+        except RequestError as exc:
+            return call.refuse(self._error(protocol, 400, str(exc), "bad_request"), "bad_request")
+        if budget is None or prepared.free:
+            return prepared, 0
+        if not prepared.bounded_input or prepared.max_output is None:
+            return prepared, budget  # it may cost anything: it goes alone
+        return prepared, len(call.request) + prepared.max_output
+
+    async def _admit(self, call: GatewayCall, reservation: int) -> web.Response | None:
+        """Wait until the budget has room for the call's reservation (None: go), or the
+        429 once the budget is used."""
+        assert self._settled is not None
+        async with self._settled:
+            while (admission := self.ledger.admit(reservation)) == "wait":
+                await self._settled.wait()
+        if admission == "go":
+            return None
+        return call.refuse(
+            self._error(
+                call.protocol,
+                429,
+                self.policy.budget_message(self.ledger.used()),
+                "model_token_budget_exceeded",
+            ),
+            "budget",
+        )
+
+    async def _settle(self, call: GatewayCall, reservation: int) -> None:
+        """The call's tokens in the account, its reservation given back, waiters woken."""
+        assert self._settled is not None
+        counted = call.reached  # the upstream answered: it may have worked for it
+        if not counted or call.endpoint in FREE_ENDPOINTS:
+            tokens_in = tokens_out = 0
+        elif call.count is not None:
+            call.usage_source = "upstream"
+            call.tokens = call.count
+            tokens_in, tokens_out = call.count.tokens_in, call.count.tokens_out
+        else:
+            # An answer whose usage cannot be read is still metered: never 0.
+            call.usage_source, call.tokens = "estimated", estimate(call.request, call.response)
+            tokens_in, tokens_out = call.tokens.tokens_in, call.tokens.tokens_out
+        async with self._settled:
+            self.ledger.settle(
+                reservation,
+                call.model,
+                tokens_in,
+                tokens_out,
+                estimated=call.usage_source == "estimated",
+                counted=counted,
+            )
+            self._settled.notify_all()
 
     def _upstream_headers(self, request: web.Request, protocol: Protocol) -> dict[str, str]:
-        headers = {"content-type": "application/json"}
-        for name in _PASSED_REQUEST_HEADERS:
-            value = request.headers.get(name)
-            if value is not None:
-                headers[name] = value
+        headers = {k: v for k, v in _agent_headers(request).items() if _passed(k)}
+        headers["content-type"] = "application/json"
+        headers["accept-encoding"] = "identity"
         if protocol == "anthropic":
             headers.setdefault("anthropic-version", _DEFAULT_ANTHROPIC_VERSION)
             if self._upstream_key:
@@ -368,38 +595,56 @@ class ModelGateway:
             headers["authorization"] = f"Bearer {self._upstream_key}"
         return headers
 
+    def _upstream_error(self, call: GatewayCall, message: str) -> web.Response:
+        return call.refuse(self._error(call.protocol, 502, message, "upstream_error"), "upstream")
+
     async def _forward(
         self, request: web.Request, call: GatewayCall, data: bytes
     ) -> web.StreamResponse:
         assert self._session is not None
-        url = self.upstream + call.endpoint
-        if request.query_string:
-            url += "?" + request.query_string
+        url = self.upstream + call.endpoint + _query(request.query_string)
         try:
             upstream = await self._session.post(
-                url, data=data, headers=self._upstream_headers(request, call.protocol)
+                url,
+                data=data,
+                headers=self._upstream_headers(request, call.protocol),
+                allow_redirects=False,
             )
         except (ClientError, TimeoutError, OSError) as exc:
-            return call.refuse(
-                self._error(
-                    call.protocol,
-                    502,
-                    f"the model upstream could not be reached ({type(exc).__name__})",
-                    "upstream_unreachable",
-                ),
-                "upstream",
+            return self._upstream_error(
+                call, f"the model upstream could not be reached ({type(exc).__name__})"
             )
         async with upstream:
+            if 300 <= upstream.status < 400:
+                return self._upstream_error(
+                    call,
+                    f"the model upstream answered {upstream.status} (a redirect), which the "
+                    "gateway does not follow: the operator must give --model-upstream the "
+                    "final URL",
+                )
+            call.reached = True  # it answered: whatever it did for the call is counted
+            encoding = upstream.headers.get("content-encoding", "").strip().lower()
+            if encoding not in _DECODED:
+                return self._upstream_error(
+                    call,
+                    f"the model upstream answered in content-encoding {encoding!r}, which the "
+                    "gateway cannot decode (it asks for identity)",
+                )
             headers = {
                 k: v for k in _PASSED_RESPONSE_HEADERS if (v := upstream.headers.get(k)) is not None
             }
             call.status = upstream.status
-            if upstream.headers.get("content-type", "").startswith("text/event-stream"):
-                call.stream = True
-                return await self._stream(request, call, upstream.content, headers)
-            body = await upstream.read()
+            try:
+                if upstream.headers.get("content-type", "").startswith("text/event-stream"):
+                    call.stream = True
+                    return await self._stream(request, call, upstream.content, headers)
+                body = await upstream.read()
+            except (ClientError, TimeoutError, OSError) as exc:
+                return self._upstream_error(
+                    call, f"the model upstream's answer broke off ({type(exc).__name__})"
+                )
             call.response = body
-            call.count = usage_from_body(call.protocol, body)
+            call.count = usage_from_body(call.protocol, body, call.endpoint)
             return web.Response(status=upstream.status, body=body, headers=headers)
 
     async def _stream(
@@ -414,13 +659,17 @@ class ModelGateway:
         chunks: list[bytes] = []
         await response.prepare(request)
         client_gone = False
-        async for chunk in content.iter_any():
-            # Each chunk is passed on when the next one arrives: the last one (the end of
-            # the stream, which an SDK stops reading at) only once the call is recorded.
-            if chunks and not client_gone:
-                client_gone = not await write_chunk(response, chunks[-1])
-            chunks.append(chunk)
-            sse.feed(chunk)
+        try:
+            async for chunk in content.iter_any():
+                # Each chunk is passed on when the next one arrives: the last one (the end
+                # of the stream, which an SDK stops reading at) only once the call is
+                # recorded.
+                if chunks and not client_gone:
+                    client_gone = not await write_chunk(response, chunks[-1])
+                chunks.append(chunk)
+                sse.feed(chunk)
+        except (ClientError, TimeoutError, OSError):
+            logger.info("the model upstream's stream broke off after %d chunks", len(chunks))
         sse.close()
         call.response = b"".join(chunks)
         call.count = sse.count
@@ -428,21 +677,3 @@ class ModelGateway:
             call.open_stream = response
             call.held = chunks[-1] if chunks else b""
         return response
-
-    def _account(self, call: GatewayCall) -> None:
-        if call.refused is not None:
-            return
-        model = call.model or "?"
-        if call.count is not None:
-            call.usage_source = "upstream"
-            call.tokens = call.count
-        elif call.status < 400:
-            # An upstream that reports no usage is still metered: a token per 4 bytes.
-            estimate = TokenCount(len(call.request) // 4, len(call.response) // 4)
-            call.usage_source, call.tokens = "estimated", estimate
-        self.ledger.add(
-            model,
-            call.tokens.tokens_in,
-            call.tokens.tokens_out,
-            estimated=call.usage_source == "estimated",
-        )

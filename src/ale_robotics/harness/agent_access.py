@@ -36,3 +36,13 @@ class AgentAccess(Protocol):
     def wrap(self) -> AgentWrap:
         """Wraps the agent command to connect it (:class:`~ale_robotics.sandboxes.AgentWrap`)."""
         ...
+
+    def stored_bytes(self) -> int:
+        """Bytes the service keeps on the host for the agent (the model transcript): they
+        count against the run's disk quota."""
+        ...
+
+    def quota_breach(self) -> int | None:
+        """The bytes the agent would have made the service keep when it refused a request
+        at the run's disk quota (None: it refused none): a quota breach like any other."""
+        ...

@@ -113,7 +113,8 @@ class AgentRun:
         if self.quota_exceeded is not None:
             stopped = (
                 f"The agent was stopped: it had written {format_bytes(self.quota_exceeded)} "
-                "into its scratch and submission directories, over its "
+                "into its scratch and submission directories and its model transcript, "
+                "over its "
                 f"{format_bytes(self.disk_quota_bytes)} disk quota."
             )
         if self.oom_kills:
@@ -216,7 +217,7 @@ def run_agent(
                 "limits": launch.limits.as_dict(),
             },
         )
-        proc, sup, truncated = _supervised(ctx, harness, box, scratch, log_path, on_started)
+        proc, sup, truncated = _supervised(ctx, harness, box, scratch, log_path, on_started, access)
         usage = box.close()
         run = AgentRun(
             exit_code=box.exit_code(proc.returncode),
@@ -274,11 +275,12 @@ def _supervised(
     scratch: Path,
     log_path: Path,
     on_started: Callable[[], None] | None,
+    access: AgentAccess | None = None,
 ) -> tuple[subprocess.Popen[bytes], _Supervisor, bool]:
     """Start the wrapped command, watch it to its end, kill what it left; the process,
     its supervisor and whether its log was cut."""
     opts = ctx.opts
-    sup = _Supervisor(ctx, harness, box, scratch)
+    sup = _Supervisor(ctx, harness, box, scratch, access)
     with open(log_path, "wb") as log:
         try:
             proc = subprocess.Popen(
@@ -343,11 +345,16 @@ class _Supervisor:
         harness: AleClient,
         box: Confinement,
         scratch: Path,
+        access: AgentAccess | None = None,
     ) -> None:
         self.ctx = ctx
         self.harness = harness
         self.box = box
         self.dirs = [scratch, ctx.submission]
+        self.access = access
+        """A service that keeps bytes on the host for the agent (the model transcript):
+        they count against its quota, and a request it refused at the quota is a breach."""
+        self.dir_bytes = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.host_timed = any(m.name in HOST_TIMED for m in ctx.task.metrics)
         self.frozen_since: float | None = None
@@ -380,12 +387,14 @@ class _Supervisor:
                 return
             if elapsed >= next_disk_check:
                 next_disk_check = elapsed + 1.0
-                used = disk_usage(self.dirs)
-                if used > quota:
-                    self.quota_exceeded = used
-                    self.thaw(None)
-                    kill_group(proc)
-                    return
+                self.dir_bytes = disk_usage(self.dirs)
+            # The directories are walked once a second; the service's bytes are a counter.
+            breach = self.breach(quota)
+            if breach is not None:
+                self.quota_exceeded = breach
+                self.thaw(None)
+                kill_group(proc)
+                return
             want_job = self.host_timed or ctx.on_progress is not None
             job = latest_job(self.harness) if want_job else None
             if self.host_timed:
@@ -397,9 +406,17 @@ class _Supervisor:
             if ctx.on_progress is not None:
                 ctx.on_progress("agent", job, agent_elapsed, ctx.budget_s)
             ctx.stop.sleep(0.05 if self.host_timed else 0.2, wake=exited)
-        used = disk_usage(self.dirs)
-        if used > quota:
-            self.quota_exceeded = used
+        self.dir_bytes = disk_usage(self.dirs)
+        self.quota_exceeded = self.breach(quota)
+
+    def breach(self, quota: int) -> int | None:
+        """The bytes written when over the quota (None: within it)."""
+        stored = self.access.stored_bytes() if self.access is not None else 0
+        refused = self.access.quota_breach() if self.access is not None else None
+        if refused is not None:
+            return self.dir_bytes + max(refused, stored)
+        used = self.dir_bytes + stored
+        return used if used > quota else None
 
     def freeze(self, job: JobStatus) -> None:
         assert self.proc is not None

@@ -61,10 +61,11 @@ class ModelSettings:
     upstream: str
     models: tuple[str, ...]
     budget_tokens: int | None = None
+    allowed_tools: tuple[str, ...] = ()
 
     def policy(self, task_budget: int | None) -> GatewayPolicy:
         """The run's policy: ``--model-budget-tokens``, else the task's model token budget."""
-        return GatewayPolicy.of(self.models, self.budget_tokens or task_budget)
+        return GatewayPolicy.of(self.models, self.budget_tokens or task_budget, self.allowed_tools)
 
 
 @dataclass
@@ -78,6 +79,14 @@ class ModelAccess:
     gateway: ModelGateway
     usage: ModelUsage | None = field(default=None)
     """The account, once the gateway stopped (:func:`model_gateway`'s block ended)."""
+
+    def stored_bytes(self) -> int:
+        """The transcript's bytes (counted against the run's disk quota)."""
+        return self.gateway.stored_bytes()
+
+    def quota_breach(self) -> int | None:
+        """The transcript's bytes with the call the quota stopped, once it stopped one."""
+        return self.gateway.quota_demand if self.gateway.quota_reached.is_set() else None
 
     def wrap(
         self,
@@ -126,12 +135,14 @@ def model_gateway(
     trajectory: TrajectoryWriter,
     task_budget: int | None,
     isolated_network: bool,
+    quota_bytes: int | None = None,
 ) -> Iterator[ModelAccess]:
     """The run's gateway, listening while the block runs; its account is in
     :attr:`ModelAccess.usage` once the block ends, and in a ``model_gateway_stopped`` event.
 
     ``isolated_network``: the agent's sandbox has its own network namespace (bwrap,
     docker), so it reaches the gateway through the relay; else through a loopback port.
+    ``quota_bytes``: the run's disk quota, which the transcript counts against.
     """
     policy = settings.policy(task_budget)
     key = os.environ.get(UPSTREAM_KEY_ENV) or None
@@ -148,6 +159,7 @@ def model_gateway(
         transcript=run_dir / TRANSCRIPT_FILE,
         trajectory=trajectory,
         tcp=not isolated_network,
+        quota_bytes=quota_bytes,
     )
     try:
         gateway.start()
@@ -167,6 +179,7 @@ def model_gateway(
                 "upstream_key": "set" if key else "none",
                 "models": list(policy.models),
                 "budget_tokens": policy.budget_tokens,
+                "tools_allowed": list(policy.allowed_tools),
                 "base_url": base,
                 "transcript": TRANSCRIPT_FILE,
             },

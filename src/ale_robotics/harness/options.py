@@ -312,8 +312,16 @@ class ModelOptions(_Group):
         description="Most input + output tokens the agent's model calls may use in the run "
         "(default: the task's model token budget, else none).",
     )
+    model_allow_tools: Annotated[
+        tuple[str, ...], Flag("--model-allow-tool", metavar="NAME", repeat=True)
+    ] = Field(
+        default=(),
+        description="A provider-side tool the agent's model may use outside the sandbox "
+        "(web_search, web_fetch, mcp, code_execution, ...; repeat for more; default: none, "
+        "docs/model-gateway.md); needs --model-upstream.",
+    )
 
-    @field_validator("models", mode="before")
+    @field_validator("models", "model_allow_tools", mode="before")
     @classmethod
     def _models(cls, value: object) -> object:
         if value is None:
@@ -438,9 +446,11 @@ class RunSettings(
             if getattr(self, name) is not None and not takes_option(self.sandbox, name):
                 which = " or ".join(sandboxes_taking(name)) or "no installed sandbox"
                 raise InvalidArgumentError(f"{flag_of(name).name} goes with --sandbox {which}")
-        if self.model_upstream is None and (self.models or self.model_budget_tokens):
+        if self.model_upstream is None and (
+            self.models or self.model_budget_tokens or self.model_allow_tools
+        ):
             raise InvalidArgumentError(
-                "--model and --model-budget-tokens go with --model-upstream URL"
+                "--model, --model-budget-tokens and --model-allow-tool go with --model-upstream URL"
             )
         if self.model_upstream is not None and not self.models:
             raise InvalidArgumentError(

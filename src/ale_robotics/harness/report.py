@@ -103,7 +103,8 @@ class RunReport(BaseModel):
     agent_disk_quota_exceeded: bool = Field(
         default=False,
         description="True if the harness stopped the agent for writing more than its disk "
-        "quota into its scratch and submission directories.",
+        "quota into its scratch and submission directories and its model transcript "
+        "(model_calls.jsonl).",
     )
     agent_log_truncated: bool = Field(
         default=False, description="True if agent.log was cut at its size cap."

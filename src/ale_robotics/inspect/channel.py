@@ -66,6 +66,13 @@ class ToolboxAccess:
         del python, relay  # the command names its own Python; no relay in front
         return [*argv, f"{socket_dir or self.socket_dir}/{SOCKET_NAME}"]
 
+    def stored_bytes(self) -> int:
+        """Nothing is kept on the host for the toolbox (Inspect keeps its own log)."""
+        return 0
+
+    def quota_breach(self) -> int | None:
+        return None
+
 
 class ToolChannel:
     """The listening socket, then the one connection to the toolbox (module docstring)."""

@@ -304,11 +304,13 @@ def _json_or_none(text: str) -> Any:
 
 
 def _call_view(record: ModelCallRecord) -> CallView:
-    request = (
-        body_bytes(record.request, record.request_encoding).decode("utf-8", "replace")
-        if record.request_encoding == "utf-8"
-        else record.request
-    )
+    if record.request is None or record.request_encoding is None:  # a refused call's
+        size = "?" if record.request_bytes is None else f"{record.request_bytes:,}"
+        request = f"(not kept: {size} bytes, SHA-256 {record.request_sha256 or '?'})"
+    elif record.request_encoding == "utf-8":
+        request = body_bytes(record.request, record.request_encoding).decode("utf-8", "replace")
+    else:
+        request = record.request
     response = record.response
     request_body = _json_or_none(request) if record.request_encoding == "utf-8" else None
     if record.response_encoding != "utf-8":

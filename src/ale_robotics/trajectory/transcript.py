@@ -5,9 +5,12 @@ Every call the agent makes to its model goes through the run's model gateway
 lock so that both files list the calls in the same order:
 
 1. one line of ``runs/<run_id>/model_calls.jsonl`` (:class:`ModelCallRecord`, in the
-   trajectory's canonical JSON): the full request and response bodies, as the bytes
-   that crossed the gateway (UTF-8 text, else base64), and what the gateway made of
-   them (model, status, tokens, latency, a refusal);
+   trajectory's canonical JSON): the request and response bodies, as the bytes that
+   crossed the gateway (UTF-8 text, else base64), and what the gateway made of them
+   (model, status, tokens, latency, a refusal). A refused call keeps its request's size
+   and SHA-256 only, not its body: what the agent sends is bounded by its disk quota on
+   forwarded calls alone (the transcript counts against it), not by how often it can be
+   refused;
 2. one ``harness`` event of kind ``model_call`` in the trajectory
    (:class:`ModelCallEvent`): the same facts without the bodies, the SHA-256 of each
    body and of the whole line (``record_sha256``).
@@ -56,7 +59,18 @@ MODEL_CALL_EVENT_KIND: Final = "model_call"
 TRANSCRIPT_FILE: Final = "model_calls.jsonl"
 
 Protocol = Literal["openai", "anthropic"]
-Refusal = Literal["auth", "model", "budget", "bad_request", "not_found", "upstream"]
+Refusal = Literal[
+    "auth",
+    "model",
+    "budget",
+    "bad_request",
+    "not_found",
+    "upstream",
+    "tool",
+    "too_large",
+    "busy",
+    "quota",
+]
 UsageSource = Literal["upstream", "estimated", "none"]
 
 
@@ -76,7 +90,9 @@ class ModelCallEvent(_Strict):
     refused: Refusal | None = Field(
         description="Why the gateway answered itself instead of the upstream: 'auth' (not "
         "the run's key), 'model' (not allowed), 'budget' (token budget used), "
-        "'bad_request', 'not_found', 'upstream' (unreachable); None: forwarded."
+        "'bad_request', 'not_found', 'upstream' (unreachable, or it redirected), 'tool' (a "
+        "provider-side tool not allowed), 'too_large' (a body over the cap), 'busy' (too "
+        "many calls in flight), 'quota' (the run's disk quota is used); None: forwarded."
     )
     tokens_in: int = Field(ge=0, description="Input tokens, from the upstream's usage.")
     tokens_out: int = Field(ge=0, description="Output tokens, from the upstream's usage.")
@@ -88,6 +104,12 @@ class ModelCallEvent(_Strict):
     request_sha256: str = Field(description="SHA-256 of the request body's bytes.")
     response_sha256: str = Field(description="SHA-256 of the response body's bytes.")
     record_sha256: str = Field(description="SHA-256 of the call's line in model_calls.jsonl.")
+    request_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="Size of the request body (of the bytes read, for one over the cap); "
+        "None in transcripts written before it was recorded.",
+    )
 
 
 class ModelCallRecord(_Strict):
@@ -106,8 +128,15 @@ class ModelCallRecord(_Strict):
     tokens_out: int = Field(ge=0)
     usage_source: UsageSource
     latency_s: float = Field(ge=0)
-    request: str = Field(description="The request body: its text, or base64 (request_encoding).")
-    request_encoding: Literal["utf-8", "base64"]
+    request: str | None = Field(
+        description="The request body: its text, or base64 (request_encoding); None for a "
+        "refused call, whose body is not kept (request_bytes and request_sha256 are)."
+    )
+    request_encoding: Literal["utf-8", "base64"] | None
+    request_bytes: int | None = Field(default=None, ge=0, description="The request's size.")
+    request_sha256: str | None = Field(
+        default=None, description="SHA-256 of the request body (of the bytes read)."
+    )
     response: str = Field(description="The response body (the whole event stream if streamed).")
     response_encoding: Literal["utf-8", "base64"]
 
@@ -198,7 +227,12 @@ def _check_line(raw: bytes, index: int, event: Event, payload: ModelCallEvent) -
         return describe_validation_error(exc)
     if record.call != index:
         return f"is call {record.call}"
-    if _sha256(body_bytes(record.request, record.request_encoding)) != payload.request_sha256:
+    if record.request is None or record.request_encoding is None:
+        if record.refused is None:
+            return "a forwarded call without its request body"
+        if record.request_sha256 != payload.request_sha256:
+            return "its request_sha256 does not match its model_call event's"
+    elif _sha256(body_bytes(record.request, record.request_encoding)) != payload.request_sha256:
         return "its request body does not match request_sha256"
     if _sha256(body_bytes(record.response, record.response_encoding)) != payload.response_sha256:
         return "its response body does not match response_sha256"
