@@ -30,7 +30,7 @@ import numpy.typing as npt
 from ale_robotics.tensors import from_tensor, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 
-__all__ = ["WireInfos", "decode_infos", "encode_infos"]
+__all__ = ["RawColumn", "WireInfos", "decode_infos", "encode_infos", "full_mask", "info_columns"]
 
 _PYTHON_SCALARS: dict[type, np.dtype[Any]] = {
     bool: np.dtype(np.bool_),
@@ -74,7 +74,7 @@ _SCALAR_DTYPES: dict[type, np.dtype[Any] | None] = {}
 
 
 @functools.lru_cache(maxsize=64)
-def _full_mask(num_envs: int) -> pb.Tensor:
+def _full_mask_tensor(num_envs: int) -> pb.Tensor:
     """Every env's mask set: most columns' (a key every env's info has)."""
     return to_tensor(np.ones(num_envs, dtype=np.bool_))
 
@@ -86,16 +86,22 @@ def _full_bytes(num_envs: int) -> bytes:
 
 
 @functools.lru_cache(maxsize=64)
-def _full_array(num_envs: int) -> npt.NDArray[np.bool_]:
+def full_mask(num_envs: int) -> npt.NDArray[np.bool_]:
     """A decoded full mask, shared by every column that has one (read-only)."""
     mask = np.ones(num_envs, dtype=np.bool_)
     mask.flags.writeable = False
     return mask
 
 
+RawColumn = tuple[str, npt.NDArray[Any], npt.NDArray[np.bool_] | None, bool]
+"""One info key of every env as plain arrays: ``(key, values [num_envs, ...], mask [num_envs]
+or None when every env has the key, python_scalars)``; :class:`~ale_robotics.v1.InfoColumn`'s
+fields before any encoding (the shared-memory data plane writes them as they are)."""
+
+
 def _column(
     key: str, values: list[Any], where: list[int] | None, num_envs: int
-) -> pb.InfoColumn | None:
+) -> RawColumn | None:
     """The key's values (of envs ``where``; None: of every env, in order) as one column, or
     None when they cannot be one losslessly."""
     if key in _NEVER_COLUMN:
@@ -117,16 +123,14 @@ def _column(
         dense = np.array(values, dtype=dtype)
     except OverflowError:  # a Python int past int64: JSON keeps it exact
         return None
-    if where is None or len(where) == num_envs:
-        column, mask = dense, _full_mask(num_envs)
-    else:
-        column = np.zeros((num_envs, *shape), dtype=dtype)
-        column[where] = dense
-        present = np.zeros(num_envs, dtype=np.bool_)
-        present[where] = True
-        mask = to_tensor(present)
     python = kinds <= _PYTHON_SCALARS.keys()
-    return pb.InfoColumn(key=key, values=to_tensor(column), mask=mask, python_scalars=python)
+    if where is None or len(where) == num_envs:
+        return key, dense, None, python
+    column = np.zeros((num_envs, *shape), dtype=dtype)
+    column[where] = dense
+    present = np.zeros(num_envs, dtype=np.bool_)
+    present[where] = True
+    return key, column, present, python
 
 
 def _by_key(infos: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Any], list[int] | None]]:
@@ -151,10 +155,12 @@ def _by_key(infos: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Any], li
     return [(key, values, where) for key, (values, where) in by_key.items()]
 
 
-def encode_infos(infos: Sequence[Mapping[str, Any]]) -> tuple[list[pb.InfoColumn], list[str]]:
-    """``(info_columns, info_json)`` for a Reset or Step response of ``len(infos)`` envs."""
+def info_columns(infos: Sequence[Mapping[str, Any]]) -> tuple[list[RawColumn], list[str]]:
+    """``(columns, info_json)`` of ``len(infos)`` envs' infos: the numeric keys as plain
+    columns, the rest as one JSON object per env ("" for none). The one place that decides
+    what travels as a column, whatever the transport (:func:`encode_infos` for gRPC)."""
     n = len(infos)
-    columns: list[pb.InfoColumn] = []
+    columns: list[RawColumn] = []
     rest: list[dict[str, Any]] | None = None
     for key, values, where in _by_key(infos):
         column = _column(key, values, where, n)
@@ -166,6 +172,21 @@ def encode_infos(infos: Sequence[Mapping[str, Any]]) -> tuple[list[pb.InfoColumn
         for i, value in zip(range(n) if where is None else where, values, strict=True):
             rest[i][key] = value
     return columns, [_info_to_json(r) for r in rest] if rest is not None else [""] * n
+
+
+def encode_infos(infos: Sequence[Mapping[str, Any]]) -> tuple[list[pb.InfoColumn], list[str]]:
+    """``(info_columns, info_json)`` for a Reset or Step response of ``len(infos)`` envs."""
+    n = len(infos)
+    columns, rest = info_columns(infos)
+    return [
+        pb.InfoColumn(
+            key=key,
+            values=to_tensor(values),
+            mask=_full_mask_tensor(n) if mask is None else to_tensor(mask),
+            python_scalars=python,
+        )
+        for key, values, mask, python in columns
+    ], rest
 
 
 class WireInfos:
@@ -185,7 +206,7 @@ class WireInfos:
         out: list[dict[str, Any]] = [json.loads(s) if s else {} for s in self._rest]
         everyone = range(self.num_envs)
         for key, values, mask, python in self._columns:
-            envs = everyone if mask is _full_array(self.num_envs) else np.flatnonzero(mask).tolist()
+            envs = everyone if mask is full_mask(self.num_envs) else np.flatnonzero(mask).tolist()
             if python:
                 items = values.tolist()
                 for i in envs:
@@ -225,7 +246,7 @@ def decode_infos(columns: Sequence[pb.InfoColumn], info_json: Sequence[str]) -> 
         values = from_tensor(c.values, f"info column {c.key!r}")
         wire_mask = c.mask
         if wire_mask.data == full and wire_mask.dtype == pb.DTYPE_BOOL and wire_mask.shape == [n]:
-            mask = _full_array(n)  # every env has the key (the usual case): no decoding
+            mask = full_mask(n)  # every env has the key (the usual case): no decoding
         else:
             mask = from_tensor(wire_mask, f"info mask {c.key!r}").view(np.bool_)
         if values.ndim < 1 or values.shape[0] != n or mask.shape != (n,) or mask.dtype != np.bool_:

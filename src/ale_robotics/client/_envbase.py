@@ -188,7 +188,8 @@ class SessionProps:
 
     @property
     def transport(self) -> StepTransport:
-        """How Steps travel: "stream" (one StepStream call) or "unary" (a Step call each)."""
+        """How Steps travel: "shm" (shared memory), "stream" (one StepStream call) or "unary"
+        (a Step call each)."""
         return self._session.transport
 
     def __reduce_ex__(self, protocol: Any) -> NoReturn:

@@ -43,6 +43,7 @@ from ale_robotics.v1 import ale_env_pb2_grpc as pb_grpc
 if TYPE_CHECKING:
     from ale_robotics.client.sdk import AleClient
     from ale_robotics.client.stream import StepStream
+    from ale_robotics.dataplane.client import ClientChannel
 
 __all__ = ["EXIT_WAIT_S", "SessionLifetime", "SessionWatch", "abandon", "watch_for"]
 
@@ -77,6 +78,8 @@ class SessionLifetime:
     own_client: bool
     watch: SessionWatch | None = None
     stream: StepStream | None = None
+    channel: ClientChannel | None = None
+    """The session's shared-memory data plane, while it has one."""
     closed: bool = False
     pid: int = field(default_factory=os.getpid)
     """The process that opened it: a forked child (multiprocessing, DataLoader workers)
@@ -98,10 +101,13 @@ class SessionLifetime:
         return True
 
     def release_local(self) -> None:
-        """End the step stream and the watch entry (both local, neither blocks)."""
+        """End the step stream, the data plane and the watch entry (all local, none blocks)."""
         if self.stream is not None:
             self.stream.close()
             self.stream = None
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
         if self.watch is not None:
             self.watch.detach(self.session_id)
 

@@ -9,11 +9,21 @@ never retried: it is not idempotent.
 A session nobody closes is closed all the same (:mod:`.lifetime`): dropped, it
 is closed from a background thread; left open at exit, by an ``atexit`` hook;
 its process killed, by the evaluator once its watch stream breaks.
+
+**Transports.** Step and Reset go through shared memory when the evaluator offers
+it (the ``shm_data_plane`` capability: an agent listener on a Unix socket, so a
+client on the same host; :mod:`ale_robotics.dataplane`), else over one
+``StepStream`` call (Reset as a unary call), else as unary calls. ``transport``
+"auto" (the default) picks the first the evaluator offers; ``ALE_TRANSPORT=grpc``
+in the environment forces gRPC whatever the code asks, ``ALE_TRANSPORT=shm``
+requires shared memory (an error names why it cannot be had). The results are
+the same bit for bit whichever carries them: the evaluator runs the same Step.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import weakref
 from collections.abc import Callable
@@ -27,11 +37,15 @@ from ale_robotics.client.lifetime import SessionLifetime, abandon, watch_for
 from ale_robotics.client.sdk import AleClient, TaskView
 from ale_robotics.client.spaces import space_from_spec
 from ale_robotics.client.stream import StepStream
+from ale_robotics.dataplane.client import ChannelClosed, ClientChannel, Reply
+from ale_robotics.dataplane.layout import LAYOUT_VERSION
 from ale_robotics.errors import (
+    AleError,
     FailedPreconditionError,
     InvalidArgumentError,
     NotFoundError,
     ResourceExhaustedError,
+    UnavailableError,
     UnimplementedError,
 )
 from ale_robotics.infos import WireInfos, decode_infos
@@ -43,7 +57,11 @@ __all__ = ["RemoteSession", "SessionStep", "StepTransport"]
 log = logging.getLogger(__name__)
 
 SessionKindName = Literal["practice", "eval"]
-StepTransport = Literal["stream", "unary"]
+StepTransport = Literal["auto", "shm", "stream", "unary"]
+TRANSPORT_VAR = "ALE_TRANSPORT"
+"""``grpc`` forces gRPC (a stream, or unary calls where asked); ``shm`` requires the data
+plane; ``auto`` or unset: the code's choice (see the module docstring)."""
+_TRANSPORT_VALUES = ("auto", "grpc", "shm")
 _KINDS = {"practice": pb.SESSION_KIND_PRACTICE, "eval": pb.SESSION_KIND_EVAL}
 
 T = TypeVar("T")
@@ -70,6 +88,16 @@ class SessionStep:
         return self.wire_infos.per_env()
 
 
+def _forced_transport() -> str | None:
+    """``ALE_TRANSPORT``'s value ("grpc", "shm"), or None when unset or "auto"."""
+    value = os.environ.get(TRANSPORT_VAR, "").strip().lower()
+    if value not in ("", *_TRANSPORT_VALUES):
+        raise InvalidArgumentError(
+            f"{TRANSPORT_VAR}={value!r}: one of {', '.join(_TRANSPORT_VALUES)} (or unset)"
+        )
+    return None if value in ("", "auto") else value
+
+
 def _array(t: pb.Tensor, what: str) -> npt.NDArray[Any]:
     return from_tensor(t, what).copy()  # frombuffer is read-only; Gymnasium users may write
 
@@ -89,18 +117,24 @@ class RemoteSession:
         *,
         kind: SessionKindName,
         num_envs: int = 1,
-        transport: StepTransport = "stream",
+        transport: StepTransport = "auto",
         own_client: bool = False,
         watch: bool = True,
         render_mode: str | None = None,
         autoreset_mode: str = "next_step",
     ) -> None:
-        """``transport``: "stream" steps over one StepStream call where the server offers
-        it (about half the per-Step cost), falling back to unary Step calls otherwise."""
+        """``transport``: "auto" steps through shared memory where the evaluator offers it
+        (a client on its host), else like "stream"; "shm" requires shared memory;
+        "stream" steps over one StepStream call where the server offers it (about half
+        the per-Step cost of unary calls), falling back to unary Step calls otherwise;
+        "unary" one Step call each. ``ALE_TRANSPORT`` overrides it (module docstring)."""
         if kind not in _KINDS:
             raise InvalidArgumentError(f"kind must be 'practice' or 'eval', not {kind!r}")
-        if transport not in ("stream", "unary"):
-            raise InvalidArgumentError(f"transport must be 'stream' or 'unary', not {transport!r}")
+        if transport not in ("auto", "shm", "stream", "unary"):
+            raise InvalidArgumentError(
+                f"transport must be 'auto', 'shm', 'stream' or 'unary', not {transport!r}"
+            )
+        forced = _forced_transport()
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer):
             raise InvalidArgumentError(f"num_envs must be an int, not {num_envs!r}")
         if num_envs < 1:
@@ -154,12 +188,17 @@ class RemoteSession:
         self.episodes_completed = 0
         self.eval_complete = False
         self.transport: StepTransport = (
-            "stream"
-            if transport == "stream" and "step_stream" in self.view.raw.capabilities
-            else "unary"
+            "unary"
+            if transport == "unary" or "step_stream" not in self.view.raw.capabilities
+            else "stream"
         )
-        """How Steps travel now: "unary" if asked for, or the server offers no free stream."""
+        """How Steps travel now: "shm" (shared memory), "stream", or "unary" if asked for or
+        the server offers no free stream."""
         self._stream: StepStream | None = None
+        self._shm: ClientChannel | None = None
+        wants = forced or (
+            "shm" if transport == "shm" else "auto" if transport == "auto" else "grpc"
+        )
         if self.autoreset_mode != autoreset_mode:
             self.close()  # an evaluator that predates autoreset_mode opened a next_step one
             raise UnimplementedError(
@@ -177,10 +216,59 @@ class RemoteSession:
                 self._life.watch = watch_for(client)
                 if self._life.watch.attach(self.session_id):
                     break
+        if wants != "grpc":
+            try:
+                self._open_data_plane()
+            except AleError as exc:
+                if wants == "shm":
+                    self.close()
+                    raise UnavailableError(
+                        f"no shared-memory data plane for session {self.session_id}: "
+                        f"{exc.message} (unset {TRANSPORT_VAR}, or set it to grpc)"
+                    ) from None
+                log.info("session %s: stepping over gRPC (%s)", self.session_id, exc.message)
 
     @property
     def closed(self) -> bool:
         return self._life.closed
+
+    def _open_data_plane(self) -> None:
+        """Open this session's channel (:mod:`ale_robotics.dataplane`); an AleError says why
+        it cannot be had (the session then steps over gRPC)."""
+        endpoint = self.client.endpoint
+        if "shm_data_plane" not in self.view.raw.capabilities:
+            raise UnimplementedError("the evaluator offers no shared-memory data plane here")
+        if not endpoint.startswith("unix://"):
+            raise UnimplementedError(f"{endpoint} is not a Unix socket: the evaluator is remote")
+        r = self._call(
+            self.client.stub.OpenDataPlane, pb.OpenDataPlaneRequest(session_id=self.session_id)
+        )
+        if r.layout_version != LAYOUT_VERSION or os.sep in r.socket_name or not r.socket_name:
+            raise UnimplementedError(
+                f"the evaluator's data plane (layout {r.layout_version}, socket "
+                f"{r.socket_name!r}) is not one this SDK speaks (layout {LAYOUT_VERSION})"
+            )
+        path = os.path.join(os.path.dirname(endpoint[len("unix://") :]), r.socket_name)
+        try:
+            channel = ClientChannel(path, r.ticket, timeout_s=self.client.timeout_s)
+        except (OSError, ValueError, KeyError) as exc:
+            raise UnavailableError(f"cannot open the data plane at {path}: {exc}") from None
+        self._shm = self._life.channel = channel
+        self.transport = "shm"
+
+    def _channel(self) -> ClientChannel | None:
+        """The data plane, while it is open and this is the process that opened it."""
+        shm = self._shm
+        if shm is None or shm.closed or shm.pid != os.getpid():
+            return None
+        return shm
+
+    def _drop_channel(self) -> None:
+        """The channel ended: later calls go over gRPC."""
+        if self._shm is not None:
+            self._shm.close()
+        self._shm = self._life.channel = None
+        self.transport = "stream" if "step_stream" in self.view.raw.capabilities else "unary"
 
     def _rpc(self, fn: Callable[[], T]) -> T:
         """``fn()``, with a closed connection as a typed error (gRPC raises ValueError)."""
@@ -217,10 +305,31 @@ class RemoteSession:
         """:meth:`reset`, with the infos as they travelled (for a vector env's layout);
         ``mask`` restarts only the envs it selects (the others get empty infos)."""
         self._check_open()
+        shm = self._channel()
+        if shm is not None and shm.fits_reset(seeds or [], mask):
+            reply = self._over_shm(shm, lambda: shm.reset(seeds or [], mask))
+            if reply is not None:
+                self.episodes_completed = reply.episodes_completed
+                return reply.obs, reply.infos
         request = pb.ResetRequest(session_id=self.session_id, seeds=seeds or [], reset_mask=mask)
         r = self._call(self.client.stub.Reset, request)
         self.episodes_completed = r.episodes_completed
         return _array(r.observation, "observation"), decode_infos(r.info_columns, r.info_json)
+
+    def _over_shm(self, shm: ClientChannel, send: Callable[[], Reply]) -> Reply | None:
+        """``send()`` through the data plane; None when the channel had ended before the
+        request left (the caller sends it over gRPC instead: nothing ran)."""
+        try:
+            return send()
+        except ChannelClosed as exc:
+            self._drop_channel()
+            if exc.sent:
+                raise
+            return None
+        except AleError:
+            if shm.closed:  # a timeout, or the evaluator ended the channel with the error
+                self._drop_channel()
+            raise
 
     def step(self, actions: npt.ArrayLike) -> SessionStep:
         """Send ``[num_envs, *action_shape]`` actions (server-checked): in the spec's dtype, or
@@ -229,6 +338,17 @@ class RemoteSession:
         arr = np.asarray(actions)
         if arr.dtype != self._act_dtype and not (self._float64_ok and arr.dtype == np.float64):
             arr = arr.astype(self._act_dtype)
+        shm = self._channel()
+        if shm is not None and shm.fits_action(arr, self._float64_ok):
+            reply = self._over_shm(shm, lambda: shm.step(arr))
+            if reply is not None:
+                assert reply.rewards is not None
+                assert reply.terminated is not None and reply.truncated is not None
+                self.episodes_completed = reply.episodes_completed
+                self.eval_complete = reply.eval_complete
+                return SessionStep(
+                    reply.obs, reply.rewards, reply.terminated, reply.truncated, reply.infos
+                )
         r = self._send(pb.StepRequest(session_id=self.session_id, action=to_tensor(arr)))
         self.episodes_completed = r.episodes_completed
         self.eval_complete = r.eval_complete
@@ -281,12 +401,16 @@ class RemoteSession:
             return self.episodes_completed
         self._finalizer.detach()
         self._stream = None
+        self._shm = None
         if sys.is_finalizing():
             return self.episodes_completed
         try:
             if life.stream is not None:
                 life.stream.close()
                 life.stream = None
+            if life.channel is not None:  # goodbye first: the evaluator ends it cleanly
+                life.channel.close()
+                life.channel = None
             r = self._call(
                 self.client.stub.CloseSession, pb.CloseSessionRequest(session_id=self.session_id)
             )

@@ -301,6 +301,24 @@ class WatchSessionsResponse(_message.Message):
     grace_s: float
     def __init__(self, not_found: _Optional[_Iterable[str]] = ..., grace_s: _Optional[float] = ...) -> None: ...
 
+class OpenDataPlaneRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class OpenDataPlaneResponse(_message.Message):
+    __slots__ = ("socket_name", "ticket", "ticket_ttl_s", "layout_version")
+    SOCKET_NAME_FIELD_NUMBER: _ClassVar[int]
+    TICKET_FIELD_NUMBER: _ClassVar[int]
+    TICKET_TTL_S_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_VERSION_FIELD_NUMBER: _ClassVar[int]
+    socket_name: str
+    ticket: bytes
+    ticket_ttl_s: float
+    layout_version: int
+    def __init__(self, socket_name: _Optional[str] = ..., ticket: _Optional[bytes] = ..., ticket_ttl_s: _Optional[float] = ..., layout_version: _Optional[int] = ...) -> None: ...
+
 class SubmitBatchEvalRequest(_message.Message):
     __slots__ = ("task_id", "run_id", "submission_path", "client_token")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]

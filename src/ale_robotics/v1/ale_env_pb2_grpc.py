@@ -76,6 +76,11 @@ class AleEnvStub:
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsRequest.SerializeToString,
                 response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsResponse.FromString,
                 _registered_method=True)
+        self.OpenDataPlane = channel.unary_unary(
+                '/ale_robotics.v1.AleEnv/OpenDataPlane',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenDataPlaneRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenDataPlaneResponse.FromString,
+                _registered_method=True)
         self.SubmitBatchEval = channel.unary_unary(
                 '/ale_robotics.v1.AleEnv/SubmitBatchEval',
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.SubmitBatchEvalRequest.SerializeToString,
@@ -180,6 +185,14 @@ class AleEnvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def OpenDataPlane(self, request, context):
+        """Step and Reset of a session over shared memory (see OpenDataPlaneRequest);
+        the "shm_data_plane" capability in GetSpec.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def SubmitBatchEval(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -271,6 +284,11 @@ def add_AleEnvServicer_to_server(servicer, server):
                     servicer.WatchSessions,
                     request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsRequest.FromString,
                     response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsResponse.SerializeToString,
+            ),
+            'OpenDataPlane': grpc.unary_unary_rpc_method_handler(
+                    servicer.OpenDataPlane,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenDataPlaneRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.OpenDataPlaneResponse.SerializeToString,
             ),
             'SubmitBatchEval': grpc.unary_unary_rpc_method_handler(
                     servicer.SubmitBatchEval,
@@ -526,6 +544,33 @@ class AleEnv:
             '/ale_robotics.v1.AleEnv/WatchSessions',
             ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsRequest.SerializeToString,
             ale__robotics_dot_v1_dot_ale__env__pb2.WatchSessionsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenDataPlane(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ale_robotics.v1.AleEnv/OpenDataPlane',
+            ale__robotics_dot_v1_dot_ale__env__pb2.OpenDataPlaneRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.OpenDataPlaneResponse.FromString,
             options,
             channel_credentials,
             insecure,

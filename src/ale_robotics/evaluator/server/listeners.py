@@ -28,10 +28,12 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from ale_robotics.addresses import normalize_address, split_host_port
+from ale_robotics.dataplane.regions import seals_supported
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution import Executor
 from ale_robotics.evaluator.runs.registry import Access, Scope
 from ale_robotics.evaluator.server.auth import AuthInterceptor, Role, listener_scope
+from ale_robotics.evaluator.server.dataplane import DataPlaneServer
 from ale_robotics.evaluator.server.drain import DrainGate, DrainReport, drain
 from ale_robotics.evaluator.server.guard import RequestGuardInterceptor
 from ale_robotics.evaluator.server.servicer import Backends, make_servicer
@@ -84,6 +86,9 @@ class RunningEvaluator:
     """The operator's out-of-run practice token (``STATE_DIR/practice.token``), only with
     ``practice_without_run``; never handed to an agent."""
     _gate: DrainGate | None = None
+    data_plane: DataPlaneServer | None = None
+    """The shared-memory data plane beside the agent socket (None: not a Unix socket, or a
+    kernel that cannot seal memfds)."""
 
     def drain(
         self,
@@ -105,6 +110,8 @@ class RunningEvaluator:
 
     def stop(self, grace: float = 2.0) -> None:
         self._health.enter_graceful_shutdown()
+        if self.data_plane is not None:
+            self.data_plane.stop()
         for server in self._servers:
             server.stop(grace).wait()
         self.evaluator.stop()
@@ -167,6 +174,7 @@ def _listener(
     practice_token: str | None = None,
     tls: ServerTls | None = None,
     gate: DrainGate | None = None,
+    data_plane: DataPlaneServer | None = None,
 ) -> tuple[grpc.Server, str]:
     # Open streams can hold at most max_step_streams threads; the rest serve unary calls.
     workers = _UNARY_THREADS + max_step_streams
@@ -188,7 +196,9 @@ def _listener(
             ("grpc.so_reuseport", 0),
         ],
     )
-    servicer = make_servicer(_backends(evaluator), role, max_message_bytes, max_step_streams, auth)
+    servicer = make_servicer(
+        _backends(evaluator), role, max_message_bytes, max_step_streams, auth, data_plane
+    )
     pb_grpc.add_AleEnvServicer_to_server(servicer, server)
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     _add_reflection(
@@ -244,19 +254,27 @@ def serve(
     practice_token = state.token("practice") if config.practice_without_run else None
     health_servicer = health.HealthServicer()
     gate = DrainGate()
-    agent_server, agent_addr = _listener(
-        evaluator,
-        Role.AGENT,
-        # in a directory of its own: the agent sandbox binds the socket's whole directory
-        agent_listen or f"unix://{state.root / 'agent' / 'agent.sock'}",
-        agent_token,
-        health_servicer,
-        max_message_bytes,
-        max_step_streams,
-        practice_token,
-        tls,
-        gate,
-    )
+    # in a directory of its own: the agent sandbox binds the socket's whole directory
+    agent_addr = normalize_address(agent_listen or f"unix://{state.root / 'agent' / 'agent.sock'}")
+    data_plane = _data_plane(evaluator, agent_addr, max_message_bytes)
+    try:
+        agent_server, agent_addr = _listener(
+            evaluator,
+            Role.AGENT,
+            agent_addr,
+            agent_token,
+            health_servicer,
+            max_message_bytes,
+            max_step_streams,
+            practice_token,
+            tls,
+            gate,
+            data_plane,
+        )
+    except BaseException:
+        if data_plane is not None:
+            data_plane.stop()
+        raise
     try:
         harness_server, harness_addr = _listener(
             evaluator,
@@ -271,6 +289,8 @@ def serve(
         )
     except BaseException:
         agent_server.stop(0)
+        if data_plane is not None:
+            data_plane.stop()
         raise
     evaluator.start()
     health_servicer.set("", health_pb2.HealthCheckResponse.SERVING)
@@ -286,4 +306,19 @@ def serve(
         _health=health_servicer,
         practice_token=practice_token,
         _gate=gate,
+        data_plane=data_plane,
     )
+
+
+def _data_plane(
+    evaluator: Evaluator, agent_addr: str, max_message_bytes: int
+) -> DataPlaneServer | None:
+    """The shared-memory data plane beside a Unix agent socket (:mod:`.dataplane`); None for
+    a TCP listener (its clients may be on other hosts) or a kernel that cannot seal memfds."""
+    if not agent_addr.startswith("unix://"):
+        return None
+    if not seals_supported():
+        log.warning("this kernel cannot seal memfds (Linux < 5.1): no shared-memory data plane")
+        return None
+    path = Path(agent_addr[len("unix://") :])
+    return DataPlaneServer(evaluator.sessions, path, max_message_bytes)

@@ -330,10 +330,28 @@ class SessionManager:
             if steps and report is not None:
                 report(steps)
 
-    def close(self, session_id: str, scope: Scope = TRUSTED) -> int:
+    def close(
+        self, session_id: str, scope: Scope = TRUSTED, why: str = "closed by the client"
+    ) -> int:
         """Close one session; returns the episodes it completed (eval sessions)."""
         self._get(session_id, scope)
-        return self._close(session_id, "closed by the client")
+        return self._close(session_id, why)
+
+    def orphan(self, session_id: str) -> bool:
+        """The session's client is gone (its data plane's socket closed without a goodbye):
+        closed :attr:`orphan_grace_s` from now by :meth:`reap`, unless a call or a watch
+        names it first, exactly as after a broken watch (:meth:`unwatch`). False when it is
+        not open."""
+        with self._lock:
+            if session_id not in self._sessions:
+                return False
+            self._orphans[session_id] = time.monotonic() + self.orphan_grace_s
+        log.info(
+            "session %s: its data plane ended without a goodbye; closing it in %gs",
+            session_id,
+            self.orphan_grace_s,
+        )
+        return True
 
     def close_run(self, run_id: str, why: str) -> int:
         """Close every session of a run (the harness, once the agent has exited)."""
@@ -361,7 +379,9 @@ class SessionManager:
                 if now - s.last_used > timeout:
                     reaped.append((s, f"idle for over {timeout:g}s"))
                 elif self._orphans.get(s.id, now + 1) <= now:
-                    reaped.append((s, "its client went away (its watch stream ended)"))
+                    reaped.append(
+                        (s, "its client went away (its watch stream or data plane ended)")
+                    )
             for s, _ in reaped:
                 del self._sessions[s.id]
                 self._forget(s.id)

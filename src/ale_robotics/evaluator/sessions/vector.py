@@ -148,6 +148,9 @@ class Session:
             np.broadcast_to(self.null_action, self.action_shape)
         )
         self._obs = np.zeros((self.num_envs, *obs.shape), dtype=obs.dtype)
+        self.observation_shape: tuple[int, ...] = tuple(obs.shape)
+        """One env's observation shape (a Reset's or Step's ``obs`` is ``[num_envs, *this]``)."""
+        self.observation_dtype: np.dtype[Any] = self._obs.dtype
         self._started = False
         self._pending = [False] * self.num_envs  # episode ended: autoreset on the next Step
         self._active = [False] * self.num_envs  # running an episode (eval: False when idle)

@@ -64,6 +64,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ale_robotics.dataplane.layout import data_socket_name
 from ale_robotics.sandboxes.errors import SandboxError
 from ale_robotics.sandboxes.hidden import IMPORT_BLOCKER
 from ale_robotics.sandboxes.mount_plan import Mount, plan_mounts
@@ -259,7 +260,9 @@ def _check_socket(sock: Path) -> Path:
         raise SandboxError(f"the agent socket {sock} cannot be reached: {exc.strerror}") from None
     if not stat.S_ISSOCK(mode):
         raise SandboxError(f"{sock} is not a Unix socket; the sandboxed agent has no network")
-    others = sorted(e for e in os.listdir(sock.parent) if e != sock.name)
+    # the evaluator's shared-memory data plane listens beside its agent socket
+    mine = {sock.name, data_socket_name(sock.name)}
+    others = sorted(e for e in os.listdir(sock.parent) if e not in mine)
     if others:
         raise SandboxError(
             f"the agent socket's directory {sock.parent} also holds {others[:5]}; the sandbox "
