@@ -129,8 +129,8 @@ def runs_list(
     as_json: JsonOpt = False,
 ) -> None:
     """Every run under RUNS_ROOT, oldest first, grouped by task: its id, label, start
-    (UTC), score and kind (official, smoke N/M, unofficial, interrupted, failed, or
-    UNVERIFIED: its result.json disagrees with its signed events).
+    (UTC), score and kind (official, smoke N/M, no result, unofficial, interrupted,
+    failed, or UNVERIFIED: its result.json disagrees with its signed events).
 
     The index RUNS_ROOT/index.sqlite3 is brought up to date first (rebuilt if deleted
     or stale). With --json, one document: {"schema_version", "root", "runs": a list
@@ -345,10 +345,12 @@ def leaderboard_cmd(
     """The best official run of each label on each task, ranked by score (ties: the
     earlier run first), with how many ranked runs each label has.
 
-    Only runs whose result.json agrees with their signed events rank: an unverified
-    run is listed apart, unranked, with the score it claims. Smoke runs (--episodes),
-    interrupted and failed runs, unofficial and unscored ones never rank ('runs list'
-    shows them all). With --json, one document: {"schema_version", "root", "rows":
+    A run ranks only when the evaluator measured what it was given under the task's
+    full protocol: smoke runs (--episodes), runs with no result (nothing submitted, a
+    rejected submission, no eval session opened: scored 0, never ranked), interrupted
+    and failed runs, unofficial and unscored ones never rank ('runs list' shows them
+    all). Only runs whose result.json agrees with their signed events rank: an
+    unverified run is listed apart, unranked, with the score it claims. With --json, one document: {"schema_version", "root", "rows":
     [{"rank", "task_id", "label", "score", "run_id", "run_dir", "started_at", "runs",
     "primary_metric", "primary_value"}], "unverified": [{"run_id", "task_id", "label",
     "claimed_score", "problems"}], "not_ranked": [{"run_id", "task_id", "label",

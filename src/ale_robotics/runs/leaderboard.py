@@ -1,11 +1,14 @@
 """The leaderboard: the best official run of each agent (label) on each task.
 
-Only what the task's protocol measured may rank: a smoke run (``--episodes``)
-evaluated fewer episodes, an interrupted or failed run has no verdict and a result
-not read on the harness channel is not the evaluator's official word, so none of
-them ranks, however high its number. An unscored run (no paper target synced) has
-nothing to rank by. Every other completed run counts, a score of 0 too (an agent
-that submitted nothing valid).
+A run ranks only when the evaluator measured, under the task's full protocol, what
+the agent gave it (:attr:`~.summary.RunSummary.not_ranked_because` says why not, one
+rule for every listing): a smoke run (``--episodes``) evaluated fewer episodes, an
+interrupted or failed run has no verdict, a run without a result (nothing submitted,
+a rejected or timed-out submission, no eval session opened) had nothing measured,
+and a result not read on the harness channel is not the evaluator's official word,
+so none of them ranks, however high its number. An unscored run (no paper target
+synced) has nothing to rank by. Every other run counts with what it scored, a 0 too
+(a failed gate or an unusable measurement is a verdict on what was measured).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class LeaderRow(BaseModel):
     run_id: str = Field(description="The best run (the earliest of equal scores).")
     run_dir: Path
     started_at: AwareDatetime = Field(description="When the best run started.")
-    runs: int = Field(description="Official completed scored runs of this label on this task.")
+    runs: int = Field(description="Ranked runs of this label on this task.")
     primary_metric: str | None = None
     primary_value: float | None = Field(
         default=None, description="The best run's measured primary metric."

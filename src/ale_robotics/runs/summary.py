@@ -9,6 +9,17 @@ consumer (``runs list``, the leaderboard, the HTML report) reads the same number
 
 Each summary carries its run's :class:`~.verify.Verification`: whether its
 ``result.json`` agrees with the evaluator's signed events. Only a verified run ranks.
+
+Which runs rank is decided here, once (:attr:`RunSummary.not_ranked_because`), for the
+leaderboard, ``runs list``, ``runs show`` and the report alike: a run ranks only when
+the evaluator measured, under the task's full protocol, what the agent gave it (the
+submitted files, or the episodes of its eval session). A run without a result (status
+``no_result``: nothing submitted, a submission rejected or timed out, no eval session
+opened) is scored 0 by the score's rules but never ranks: a 0 for a failure to hand
+anything in would otherwise share a table with measured policies, below them only by
+chance of what the others scored. A measured run ranks with whatever it scored, 0
+included (a failed gate, an unusable metric, an unmet condition are verdicts on what
+was measured).
 """
 
 from __future__ import annotations
@@ -32,7 +43,7 @@ from ale_robotics.runs.verify import Verification, verify_run
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "RunState", "RunSummary", "load_summary", "summarize"]
 
-SUMMARY_SCHEMA_VERSION = 4
+SUMMARY_SCHEMA_VERSION = 5
 """Bumped whenever what a summary holds or how it is derived changes: an index holding
 summaries of another version is rebuilt (see :mod:`.index`)."""
 
@@ -132,7 +143,10 @@ class RunSummary(BaseModel):
         default=None, description="The Inspect AI sample that drove the agent (its model, log)."
     )
     reason: str = Field(
-        default="", description="A stopped run: why it stopped; '' for a completed run."
+        default="",
+        description="Why the run has no measurement: a stopped run's reason, or for a "
+        "completed run without a result (status 'no_result') the cause the score gives "
+        "(no submission, a rejected one, no eval session); '' for a measured run.",
     )
     verification: Verification | None = Field(
         default=None,
@@ -174,6 +188,8 @@ class RunSummary(BaseModel):
             return f"unverified: {self.verification.reason}"
         if self.smoke_episodes is not None:
             return f"smoke run ({self.smoke_episodes} of {self.smoke_of} episodes)"
+        if self.status == "no_result":
+            return f"no result: {self.reason or 'the evaluator measured nothing'}"
         if not self.official:
             return "not an official result"
         if self.score is None:
@@ -182,14 +198,17 @@ class RunSummary(BaseModel):
 
     @property
     def kind(self) -> str:
-        """In a word or two what the run is: 'official', 'smoke 2/10', 'interrupted',
-        'unverified' (result.json contradicts its signed events: whatever it claims)..."""
+        """In a word or two what the run is: 'official', 'smoke 2/10', 'no result' (the
+        evaluator measured nothing: never ranked), 'interrupted', 'unverified'
+        (result.json contradicts its signed events: whatever it claims)..."""
         if self.state != "completed":
             return self.state
         if self.verification is not None and not self.verification.verified:
             return "unverified"
         if self.smoke_episodes is not None:
             return f"smoke {self.smoke_episodes}/{self.smoke_of}"
+        if self.status == "no_result":
+            return "no result"
         return "official" if self.official else "unofficial"
 
 
@@ -265,6 +284,7 @@ def summarize(
         submission_sha256=report.submission_sha256,
         evaluator_version=report.evaluator_version,
         simulator_versions=report.simulator_versions,
+        reason=score.problems[0] if score.status == "no_result" and score.problems else "",
     )
 
 
