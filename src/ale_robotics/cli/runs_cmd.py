@@ -350,7 +350,9 @@ def leaderboard_cmd(
     rejected submission, no eval session opened: scored 0, never ranked), interrupted
     and failed runs, unofficial and unscored ones never rank ('runs list' shows them
     all). Only runs whose result.json agrees with their signed events rank: an
-    unverified run is listed apart, unranked, with the score it claims. With --json, one document: {"schema_version", "root", "rows":
+    unverified run is listed apart, unranked, with the score it claims.
+
+    With --json, one document: {"schema_version", "root", "rows":
     [{"rank", "task_id", "label", "score", "run_id", "run_dir", "started_at", "runs",
     "primary_metric", "primary_value"}], "unverified": [{"run_id", "task_id", "label",
     "claimed_score", "problems"}], "not_ranked": [{"run_id", "task_id", "label",
