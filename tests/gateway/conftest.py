@@ -21,7 +21,8 @@ from ale_robotics.trajectory import TrajectoryWriter
 
 @pytest.fixture
 def start_gateway(short_tmp: Path) -> Iterator[Start]:
-    """``start(turns, models=..., budget=...)`` -> a started (gateway, upstream) pair; the
+    """``start(turns, models=..., budget=..., tools=..., quota=...)`` -> a started (gateway,
+    upstream) pair; the
     gateway listens on a Unix socket and on a loopback port, and records into short_tmp."""
     started: list[tuple[ModelGateway, ScriptedUpstream]] = []
 
@@ -31,12 +32,15 @@ def start_gateway(short_tmp: Path) -> Iterator[Start]:
         models: Sequence[str] = (MODEL,),
         budget: int | None = None,
         upstream_url: str | None = None,
+        tools: Sequence[str] = (),
+        quota: int | None = None,
     ) -> tuple[ModelGateway, ScriptedUpstream]:
         upstream = ScriptedUpstream(list(turns)).start()
         gateway = ModelGateway(
             upstream=upstream_url or upstream.url + "/v1",
             upstream_key=UPSTREAM_KEY,
-            policy=GatewayPolicy.of(models, budget),
+            policy=GatewayPolicy.of(models, budget, tools),
+            quota_bytes=quota,
             socket_path=short_tmp / "gw" / "gateway.sock",
             transcript=short_tmp / "model_calls.jsonl",
             trajectory=TrajectoryWriter(short_tmp / "trajectory.jsonl", RUN_ID),

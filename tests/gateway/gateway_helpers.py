@@ -12,4 +12,5 @@ RUN_ID = "run-gateway-test"
 MODEL = "scripted-model"
 
 Start = Callable[..., tuple[ModelGateway, ScriptedUpstream]]
-"""The ``start_gateway`` fixture: ``start(turns, models=..., budget=..., upstream_url=...)``."""
+"""The ``start_gateway`` fixture: ``start(turns, models=..., budget=..., upstream_url=...,
+tools=..., quota=...)``."""

@@ -2,10 +2,16 @@
 
 No model can be reached from these machines, so the gateway's tests put this server where
 the operator's upstream would be. It answers each call with the next :class:`Turn` of its
-script (text, or tool calls), in the protocol the call used (chat completions, responses,
-messages), streamed as server-sent events when the request asks for it, with the turn's
-token counts in the usage fields (or none, ``usage=False``). It keeps every request it got
-(path, headers, body) so tests can see what the gateway sent upstream.
+script (text, or tool calls), in the protocol the call used (chat completions, legacy
+completions, responses, embeddings, messages, count_tokens), streamed as server-sent events
+when the request asks for it, with the turn's token counts in the usage fields (or none,
+``usage=False``). It keeps every request it got (path, query, headers, body) and the usage
+it reported, so tests can see what the gateway sent upstream and what it was told.
+
+It misbehaves on request, as real upstreams and proxies do: it compresses its answers
+(``compress="gzip"`` or ``"deflate"``, whatever the request's Accept-Encoding says),
+answers slowly (``delay_s`` before each answer), or redirects (``redirect_to``: a 307 to
+that URL).
 
 Run it in a thread of the test (:meth:`ScriptedUpstream.start`), or as a process::
 
@@ -24,6 +30,7 @@ import secrets
 import socket
 import sys
 import threading
+import zlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +76,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    query: str = ""
 
 
 @dataclass
@@ -78,7 +86,14 @@ class ScriptedUpstream:
     turns: Sequence[Turn]
     key: str = UPSTREAM_KEY
     received: list[Received] = field(default_factory=list)
+    reported: list[tuple[int, int]] = field(default_factory=list)
+    """The usage it reported, one (input, output) per answer that reported one."""
     port: int = 0
+    compress: str | None = None
+    delay_s: float = 0.0
+    redirect_to: str | None = None
+    in_flight: int = 0
+    most_in_flight: int = 0
     _next: int = 0
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _loop: asyncio.AbstractEventLoop | None = None
@@ -92,7 +107,14 @@ class ScriptedUpstream:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024**2)
-        for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+        for path in (
+            "/v1/chat/completions",
+            "/v1/completions",
+            "/v1/responses",
+            "/v1/embeddings",
+            "/v1/messages",
+            "/v1/messages/count_tokens",
+        ):
             app.router.add_post(path, self._answer)
         return app
 
@@ -136,9 +158,23 @@ class ScriptedUpstream:
         return Turn(text="(the script is over)")
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            return await self._answer_now(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer_now(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        self.received.append(Received(request.path, dict(request.headers), body))
-        if request.path == "/v1/messages":
+        self.received.append(
+            Received(request.path, dict(request.headers), body, request.query_string)
+        )
+        if self.redirect_to is not None:
+            raise web.HTTPTemporaryRedirect(self.redirect_to + request.path)
+        if request.path.startswith("/v1/messages"):
             if request.headers.get("x-api-key") != self.key:
                 return web.json_response(
                     {"type": "error", "error": {"type": "authentication_error", "message": "key"}},
@@ -146,35 +182,91 @@ class ScriptedUpstream:
                 )
         elif request.headers.get("authorization") != f"Bearer {self.key}":
             return web.json_response({"error": {"message": "bad key", "type": "auth"}}, status=401)
+        if request.path == "/v1/messages/count_tokens":  # not billed: no turn, no usage
+            return self._json({"input_tokens": len(json.dumps(body)) // 4})
         turn = self._turn()
         model = body.get("model", "?")
         n = next(self._ids)
         stream = body.get("stream") is True
+        if turn.usage:
+            self.reported.append((turn.tokens_in, turn.tokens_out))
         if request.path == "/v1/chat/completions":
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             if stream:
+                if not include and turn.usage:
+                    self.reported.pop()  # a stream without usage reports none
                 return await self._sse(request, _chat_chunks(turn, model, n, include))
-            return web.json_response(_chat(turn, model, n))
+            return self._json(_chat(turn, model, n))
+        if request.path == "/v1/completions":
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            if stream:
+                if not include and turn.usage:
+                    self.reported.pop()
+                return await self._sse(request, _completion_chunks(turn, model, n, include))
+            return self._json(_completion(turn, model, n))
+        if request.path == "/v1/embeddings":
+            if turn.usage:
+                self.reported[-1] = (turn.tokens_in, 0)
+            return self._json(_embedding(turn, model))
         if request.path == "/v1/responses":
             if stream:
                 return await self._sse(request, _response_events(turn, model, n))
-            return web.json_response(_response(turn, model, n))
+            return self._json(_response(turn, model, n))
         if stream:
             return await self._sse(request, _message_events(turn, model, n), named=True)
-        return web.json_response(_message(turn, model, n))
+        return self._json(_message(turn, model, n))
+
+    def _json(self, doc: dict[str, Any]) -> web.Response:
+        data = json.dumps(doc).encode()
+        if self.compress is None:
+            return web.json_response(body=data)
+        return web.Response(
+            body=_compressed(data, self.compress),
+            content_type="application/json",
+            headers={"content-encoding": self.compress},
+        )
 
     async def _sse(
         self, request: web.Request, events: list[dict[str, Any]], named: bool = False
     ) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        headers = {"content-type": "text/event-stream"}
+        if self.compress is not None:
+            headers["content-encoding"] = self.compress
+        response = web.StreamResponse(headers=headers)
         await response.prepare(request)
+        packer = _Packer(self.compress)
         async for event in _paced(events):
             head = f"event: {event['type']}\n" if named else ""
-            await response.write(f"{head}data: {json.dumps(event)}\n\n".encode())
+            await response.write(packer.pack(f"{head}data: {json.dumps(event)}\n\n".encode()))
         if not named:
-            await response.write(b"data: [DONE]\n\n")
+            await response.write(packer.pack(b"data: [DONE]\n\n"))
+        await response.write(packer.end())
         await response.write_eof()
         return response
+
+
+def _compressed(data: bytes, how: str) -> bytes:
+    packer = _Packer(how)
+    return packer.pack(data) + packer.end()
+
+
+class _Packer:
+    """Compresses a body as it is written: gzip, or deflate (zlib's format, as HTTP's
+    "deflate" is), flushed after each part so that a stream stays a stream."""
+
+    def __init__(self, how: str | None) -> None:
+        wbits = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+        # Any other coding is named in the header but not applied (a coding the gateway
+        # must refuse, whatever the bytes).
+        self._z = zlib.compressobj(wbits=wbits[how]) if how in wbits else None
+
+    def pack(self, data: bytes) -> bytes:
+        if self._z is None:
+            return data
+        return self._z.compress(data) + self._z.flush(zlib.Z_SYNC_FLUSH)
+
+    def end(self) -> bytes:
+        return b"" if self._z is None else self._z.flush()
 
 
 async def _paced(events: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
@@ -265,6 +357,39 @@ def _chat_chunks(turn: Turn, model: str, n: int, include_usage: bool) -> list[di
             }
         )
     return out
+
+
+def _completion(turn: Turn, model: str, n: int) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "id": f"cmpl-{n}",
+        "object": "text_completion",
+        "created": 0,
+        "model": model,
+        "choices": [{"index": 0, "text": turn.text or "", "finish_reason": "stop"}],
+    }
+    if turn.usage:
+        doc["usage"] = _usage_openai(turn)
+    return doc
+
+
+def _completion_chunks(turn: Turn, model: str, n: int, include_usage: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {**_completion(turn, model, n), "usage": None},
+    ]
+    if include_usage and turn.usage:
+        out.append({**_completion(turn, model, n), "choices": [], "usage": _usage_openai(turn)})
+    return out
+
+
+def _embedding(turn: Turn, model: str) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "object": "list",
+        "model": model,
+        "data": [{"object": "embedding", "index": 0, "embedding": [0.0, 1.0]}],
+    }
+    if turn.usage:
+        doc["usage"] = {"prompt_tokens": turn.tokens_in, "total_tokens": turn.tokens_in}
+    return doc
 
 
 def _response(turn: Turn, model: str, n: int) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from urllib.parse import parse_qsl, urlencode
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
 from ale_robotics.gateway.call import GatewayCall, write_chunk
+from ale_robotics.gateway.encoding import DecodeError, Decoder, decoder_for
 from ale_robotics.gateway.protocols import (
     DEFAULT_OUTPUT_CAP,
     FREE_ENDPOINTS,
@@ -123,8 +124,6 @@ _PASSED_RESPONSE_HEADERS: Final = (
     "request-id",
     "x-request-id",
 )
-_DECODED: Final = frozenset({"", "identity", "gzip", "deflate", "x-gzip"})
-"""Content encodings the gateway's HTTP client decodes (it asks for identity)."""
 _NO_RETRY: Final = {"x-should-retry": "false"}
 _DEFAULT_ANTHROPIC_VERSION: Final = "2023-06-01"
 _OPENAI_POSTS: Final = (
@@ -297,8 +296,8 @@ class ModelGateway:
             app.router.add_post(path, self._call)
         app.router.add_route("*", "/{tail:.*}", self._not_found)
         self._settled = asyncio.Condition()
-        # Asks for identity, and decodes an upstream that compresses anyway.
-        self._session = ClientSession(timeout=self._timeout, auto_decompress=True)
+        # Asks for identity, and decodes an upstream that compresses anyway (.encoding).
+        self._session = ClientSession(timeout=self._timeout, auto_decompress=False)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         self._runner = runner
@@ -623,12 +622,13 @@ class ModelGateway:
                     "final URL",
                 )
             call.reached = True  # it answered: whatever it did for the call is counted
-            encoding = upstream.headers.get("content-encoding", "").strip().lower()
-            if encoding not in _DECODED:
+            try:
+                decoder = decoder_for(upstream.headers.get("content-encoding", ""))
+            except DecodeError as exc:
                 return self._upstream_error(
                     call,
-                    f"the model upstream answered in content-encoding {encoding!r}, which the "
-                    "gateway cannot decode (it asks for identity)",
+                    f"the model upstream answered in {exc}, which the gateway cannot decode "
+                    "(it asks for identity)",
                 )
             headers = {
                 k: v for k in _PASSED_RESPONSE_HEADERS if (v := upstream.headers.get(k)) is not None
@@ -637,12 +637,17 @@ class ModelGateway:
             try:
                 if upstream.headers.get("content-type", "").startswith("text/event-stream"):
                     call.stream = True
-                    return await self._stream(request, call, upstream.content, headers)
+                    return await self._stream(request, call, upstream.content, headers, decoder)
                 body = await upstream.read()
+                if decoder is not None:
+                    call.response = body  # what it sent, if it does not decode
+                    body = decoder.feed(body) + decoder.end()
             except (ClientError, TimeoutError, OSError) as exc:
                 return self._upstream_error(
                     call, f"the model upstream's answer broke off ({type(exc).__name__})"
                 )
+            except DecodeError as exc:
+                return self._upstream_error(call, f"the model upstream answered a {exc}")
             call.response = body
             call.count = usage_from_body(call.protocol, body, call.endpoint)
             return web.Response(status=upstream.status, body=body, headers=headers)
@@ -653,6 +658,7 @@ class ModelGateway:
         call: GatewayCall,
         content: Any,
         headers: dict[str, str],
+        decoder: Decoder | None,
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=call.status, headers=headers)
         sse = SseUsage(call.protocol)
@@ -660,7 +666,10 @@ class ModelGateway:
         await response.prepare(request)
         client_gone = False
         try:
-            async for chunk in content.iter_any():
+            async for raw in content.iter_any():
+                chunk = raw if decoder is None else decoder.feed(raw)
+                if not chunk:
+                    continue
                 # Each chunk is passed on when the next one arrives: the last one (the end
                 # of the stream, which an SDK stops reading at) only once the call is
                 # recorded.
@@ -668,8 +677,13 @@ class ModelGateway:
                     client_gone = not await write_chunk(response, chunks[-1])
                 chunks.append(chunk)
                 sse.feed(chunk)
-        except (ClientError, TimeoutError, OSError):
-            logger.info("the model upstream's stream broke off after %d chunks", len(chunks))
+            if decoder is not None and (tail := decoder.end()):
+                chunks.append(tail)
+                sse.feed(tail)
+        except (ClientError, TimeoutError, OSError, DecodeError) as exc:
+            logger.info(
+                "the model upstream's stream broke off (%s) after %d chunks", exc, len(chunks)
+            )
         sse.close()
         call.response = b"".join(chunks)
         call.count = sse.count

@@ -179,16 +179,17 @@ def _uses(endpoint: str, body: Mapping[str, Any], headers: Mapping[str, str]) ->
             yield ToolUse("mcp", "mcp_servers")
         if body.get("container") is not None:
             yield ToolUse("code_execution", "container")
-        for beta in headers.get("anthropic-beta", "").split(","):
-            value = beta.strip().lower()
-            for prefix, name in _BETA_PREFIXES:
-                if value.startswith(prefix):
-                    yield ToolUse(name, f"the anthropic-beta header's {value!r}")
     else:
         if body.get("web_search_options") is not None:
             yield ToolUse("web_search", "web_search_options")
         if body.get("background") is True:
             yield ToolUse("background", "background")
+    # On every path: a provider may read Anthropic's betas on its OpenAI-compatible one.
+    for beta in headers.get("anthropic-beta", "").split(","):
+        value = beta.strip().lower()
+        for prefix, name in _BETA_PREFIXES:
+            if value.startswith(prefix):
+                yield ToolUse(name, f"the anthropic-beta header's {value!r}")
     for key in ("messages", "input", "system", "prompt", "conversation"):
         if key in body:
             yield from _content(body[key], key)

@@ -20,8 +20,10 @@ from typing import Literal
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator.state.directory import DB_NAME
 from ale_robotics.evaluator.store.sqlite import damage
+from ale_robotics.harness.agent_access import AgentAccess
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.harness.remote_checks import check_remote
+from ale_robotics.harness.writable import check_writable, run_writes
 from ale_robotics.sandboxes import AgentCommand, Sandbox, resolve_sandbox
 from ale_robotics.sandboxes.process import workspace_argv
 from ale_robotics.tasks.spec import TaskSpec
@@ -30,10 +32,47 @@ __all__ = [
     "Operand",
     "check_agent_command",
     "check_options",
+    "check_run",
     "make_run_dir",
     "script_operand",
     "workspace_argv",
 ]
+
+
+def check_run(opts: RunOptions, task: TaskSpec, agent_access: AgentAccess | None = None) -> Sandbox:
+    """Every check of a run before anything of it is made; returns its sandbox.
+
+    The options (:func:`check_options`), the sandbox (``auto`` resolved to what this
+    host can start), the model gateway, the agent command (:func:`check_agent_command`)
+    and every directory the run writes (:mod:`.writable`). Cheap and importing nothing
+    heavy (no simulator, gRPC or torch), so that ``ale-robotics run`` makes them before
+    it loads the rest of the harness: a usage error costs what an unknown task costs.
+    """
+    check_options(opts, task)
+    sandbox = resolve_sandbox(opts.sandbox, agent_image=opts.agent_image)
+    _check_model_gateway(opts, sandbox, agent_access)
+    check_agent_command(opts, (opts.workspace or Path.cwd()).resolve(), sandbox)
+    check_writable(run_writes(opts))
+    return sandbox
+
+
+def _check_model_gateway(
+    opts: RunOptions, sandbox: Sandbox, agent_access: AgentAccess | None
+) -> None:
+    """Refuse a model gateway (``--model-upstream``) that the agent could not reach, or
+    that a caller who drives the agent itself (Inspect) has no use for."""
+    if opts.model_upstream is None:
+        return
+    if agent_access is not None:
+        raise InvalidArgumentError(
+            "a run whose agent is driven by its caller (Inspect) has no model gateway: "
+            "its model is the caller's; leave --model-upstream out"
+        )
+    if not sandbox.serves_model_gateway:
+        raise InvalidArgumentError(
+            f"the model gateway cannot reach an agent in --sandbox {sandbox.name}: "
+            "use bwrap, docker or none"
+        )
 
 
 def check_options(opts: RunOptions, task: TaskSpec) -> None:
@@ -61,13 +100,6 @@ def check_options(opts: RunOptions, task: TaskSpec) -> None:
                 f"--state-dir {state_dir} is a file; the evaluator's state dir must be a "
                 "directory (it holds its secret, keys and job store): give a directory path"
             )
-        try:
-            state_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise InvalidArgumentError(
-                f"--state-dir {state_dir} cannot be created ({exc.strerror}): give a "
-                "directory this user can write"
-            ) from None
         store = state_dir / DB_NAME
         problem = damage(store)
         if problem is not None:

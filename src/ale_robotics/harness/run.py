@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from ale_robotics.client.sdk import AleClient
 from ale_robotics.envs.make import make_env
-from ale_robotics.errors import AleError, InvalidArgumentError
+from ale_robotics.errors import AleError
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
@@ -43,7 +43,7 @@ from ale_robotics.harness.options import (
     new_run_id,
 )
 from ale_robotics.harness.plots.canvas import import_matplotlib
-from ale_robotics.harness.preflight import check_agent_command, check_options, make_run_dir
+from ale_robotics.harness.preflight import check_run, make_run_dir
 from ale_robotics.harness.remote_evaluator import (
     close_remote_run_with,
     connect_remote_run,
@@ -56,7 +56,7 @@ from ale_robotics.harness.stopped_run import record_failure, record_interrupt
 from ale_robotics.harness.task_config import submit_agent_copy, write_agent_copy
 from ale_robotics.harness.verdict import RunOutcome, await_result, score_run
 from ale_robotics.harness.videos import fetch_videos
-from ale_robotics.sandboxes import Sandbox, resolve_sandbox
+from ale_robotics.sandboxes import Sandbox
 from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.run_dirs import DirKind, new_private_dirs
 from ale_robotics.tasks.packet import build_task_packet, remove_task_packet
@@ -95,6 +95,7 @@ def run_task(
     executor: LocalExecutor | None = None,
     agent_access: AgentAccess | None = None,
     inspect: InspectRecord | None = None,
+    checked: Sandbox | None = None,
 ) -> RunOutcome:
     """Run ``opts.agent_cmd`` on ``opts.task_id`` to a verdict.
 
@@ -106,7 +107,9 @@ def run_task(
     ``agent_access``: a service of the caller the agent reaches through its sandbox
     (an Inspect sample's toolbox channel, :mod:`ale_robotics.inspect`); not with a model
     gateway (``--model-upstream``). ``inspect``: the Inspect sample that drives the
-    agent, recorded in ``result.json``.
+    agent, recorded in ``result.json``. ``checked``: the sandbox
+    :func:`.preflight.check_run` returned for these options, when the caller ran it
+    (the command line does, before it imports this module); else it runs here.
 
     Raises :class:`~ale_robotics.errors.InvalidArgumentError` for options that cannot
     work (checked before anything is created), :class:`HarnessError` when the
@@ -123,12 +126,11 @@ def run_task(
     budget = opts.budget_s or (
         manifest_entry.compute_budget.wall_clock_s if manifest_entry else 3600.0
     )
-    check_options(opts, task)
-    # Resolved once ("auto" becomes what this host can do); the agent phase uses it.
-    sandbox = resolve_sandbox(opts.sandbox, agent_image=opts.agent_image)
-    _check_model_gateway(opts, sandbox, agent_access)
-    workspace = (opts.workspace or Path.cwd()).resolve()
-    check_agent_command(opts, workspace, sandbox)
+    # Every check before anything is made; the sandbox is resolved once ("auto" becomes
+    # what this host can do), and the agent phase uses it.
+    sandbox = checked if checked is not None else check_run(opts, task, agent_access)
+    # Stopped before anything is made: nothing to record (the caller says so).
+    stop.check()
     label = check_label(opts.label) if opts.label is not None else default_label(opts.agent_cmd)
     started_at = dt.datetime.now(dt.UTC)
     run_id = opts.run_id or new_run_id()
@@ -209,25 +211,6 @@ def _recorded(ctx: RunContext) -> RunOutcome:
         # Drawn while the evaluator stopped (score_run); the plots are there once the run
         # returns, whichever way it ends.
         ctx.phase.wait_for_plots()
-
-
-def _check_model_gateway(
-    opts: RunOptions, sandbox: Sandbox, agent_access: AgentAccess | None
-) -> None:
-    """Refuse a model gateway (``--model-upstream``) that the agent could not reach, or
-    that a caller who drives the agent itself (Inspect) has no use for."""
-    if opts.model_upstream is None:
-        return
-    if agent_access is not None:
-        raise InvalidArgumentError(
-            "a run whose agent is driven by its caller (Inspect) has no model gateway: "
-            "its model is the caller's; leave --model-upstream out"
-        )
-    if not sandbox.serves_model_gateway:
-        raise InvalidArgumentError(
-            f"the model gateway cannot reach an agent in --sandbox {sandbox.name}: "
-            "use bwrap, docker or none"
-        )
 
 
 def _private_dirs(opts: RunOptions, run_dir: Path, submission: Path) -> list[tuple[Path, DirKind]]:
