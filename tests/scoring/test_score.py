@@ -278,8 +278,10 @@ def test_condition_unmet_zeroes_score(cost_task: TaskSpec, make_target: MakeTarg
     assert (report.status, report.score) == ("condition_failed", 0.0)
     assert report.base_score == pytest.approx(0.5)
     assert report.score_line() == "score: 0.000 (condition failed: success_rate 0.3, needs >= 0.5)"
-    assert "Condition success_rate >= 0.5 not met (0.3)." in report.explanation
-    assert report.explanation.endswith("Score 0.000 because a condition is not met.")
+    assert report.explanation.startswith(  # the cause first, the paper's citation after it
+        "Condition success_rate >= 0.5 not met (0.3). Score 0.000 because a condition is "
+        "not met. Measured final_distance"
+    )
 
 
 def test_condition_at_most(cost_task: TaskSpec, make_target: MakeTarget) -> None:
@@ -352,8 +354,10 @@ def test_reproduction_failing_gate_scores_zero(
         report.score_line()
         == "score: 0.000 (faithfulness gate failed: architecture: missing l3.bias)"
     )
-    assert "Faithfulness gate failed: architecture: missing l3.bias." in report.explanation
-    assert report.explanation.endswith("Score 0.000 because the faithfulness gate failed.")
+    assert report.explanation.startswith(  # the cause first, the paper's citation after it
+        "Faithfulness gate failed: architecture: missing l3.bias. Score 0.000 because the "
+        "faithfulness gate failed. Measured mean_return"
+    )
 
 
 def test_reproduction_without_evidence_fails_closed(
@@ -564,6 +568,11 @@ def test_no_result_scores_zero_with_its_reason() -> None:
     assert report.status == "no_result"
     assert report.score == 0.0
     assert report.score_line() == "score: 0.000 (no submission: the agent exited)"
-    assert "No result: no submission: the agent exited." in report.explanation
+    # Issue 48.12: the cause opened the explanation only after the paper's citation
+    # (8 lines of it at 80 columns); now it comes first, the measurement after it.
+    assert report.explanation.startswith(
+        "No result: no submission: the agent exited. Score 0.000 because the evaluator has "
+        "no result for this run. Measured mean_return missing vs paper"
+    )
     unscored = score(task, {}, None, no_result="no submission")
     assert unscored.status == "unscored" and unscored.score is None

@@ -1,12 +1,12 @@
-"""The ``ale-robotics`` command line: the root command and the console entry point.
+"""The ``ale-robotics`` command line's entry point.
 
-The commands are in modules of their own, imported here for their registration
-on :data:`.app.app`: all of them, except in the process the console entry point
-(or ``python -m ale_robotics``) starts for ``ale-robotics run``, which registers
-only ``run`` (:func:`_registers_only_run`). The other commands' modules import much
-that ``run`` does not need before its agent starts (the runs index, the HTML
-report, the audit), and a run's start-up is the time everything else waits for;
-what ``run`` parses, prints and does is the same either way.
+This module imports nothing but the standard library: the console script imports
+it, then calls :func:`main`, which loads the command line (:mod:`.commands`: typer,
+pydantic, every command's module; a second and more on a loaded host) inside its own
+``try``. A Ctrl-C while that loads is then one line and exit 130, not a traceback of
+whatever import it cut short; for ``ale-robotics run``, the line says that nothing
+was created, which is true: the run's own Ctrl-C handling (``run_cmd``) starts before
+it makes anything. :data:`app` is the command line itself, loaded on first use.
 """
 
 from __future__ import annotations
@@ -16,63 +16,26 @@ import importlib.util
 import os
 import sys
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Any
 
-import typer
+if TYPE_CHECKING:
+    from ale_robotics.cli.app import AleTyper
 
-from ale_robotics import __version__
-from ale_robotics.cli import run_cmd
-from ale_robotics.cli.app import app, out
+    app: AleTyper
 
 __all__ = ["app", "exit_without_teardown", "main", "main_is_the_package"]
 
-
-def _registers_only_run() -> bool:
-    """True in the process of an ``ale-robotics run ...`` command line: the console
-    script or ``python -m ale_robotics`` is the main module and ``run`` the command.
-
-    Anything else (another command, ``--help`` of the root, a test or a program that
-    imports :data:`app`) gets every command.
-    """
-    if sys.argv[1:2] != ["run"]:
-        return False
-    main_module = sys.modules.get("__main__")
-    spec = getattr(main_module, "__spec__", None)
-    if spec is not None:
-        return bool(spec.name == "ale_robotics.__main__")
-    return os.path.basename(getattr(main_module, "__file__", "") or "") == "ale-robotics"
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT, as a shell reports a command Ctrl-C stopped."""
 
 
-def _register_every_command() -> None:
-    """Import every command module (each registers its commands on :data:`app`)."""
-    from ale_robotics.cli import (  # noqa: F401  # imported for their registration on app
-        agent_cmd,
-        audit_cmd,
-        check_cmd,
-        evalset_cmd,  # 'eval-set'
-        evaluator_cmd,
-        queue_cmd,  # 'evaluator queue'
-        report_cmd,  # 'report' and 'view'
-        runs_cmd,  # 'runs' and 'leaderboard'
-        tasks_cmd,
-    )
-    from ale_robotics.cli.trajectory import app as trajectory_app
+def __getattr__(name: str) -> Any:
+    """``app``: the root command with every command registered (:mod:`.commands`)."""
+    if name == "app":
+        from ale_robotics.cli.commands import app
 
-    app.add_typer(trajectory_app, name="trajectory", help="Verify and show run trajectories.")
-
-
-_COMMANDS = (run_cmd,)  # imported for its registration on app
-if not _registers_only_run():
-    _register_every_command()
-
-
-@app.callback(invoke_without_command=True)
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
-) -> None:
-    if version:
-        out.print(f"ale-robotics {__version__}")
-        raise typer.Exit(0)
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -83,7 +46,13 @@ def main() -> None:
     os.environ["PYTHONSAFEPATH"] = "1"
     main_is_the_package()
     try:
+        from ale_robotics.cli.commands import app
+
         app()
+    except KeyboardInterrupt:  # while the command line loaded, before any command ran
+        if sys.argv[1:2] == ["run"]:
+            print("interrupted (SIGINT) before the run started; nothing created", file=sys.stderr)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     except SystemExit as done:
         if sys.argv[1:2] and sys.argv[1] in _SKIP_TEARDOWN:
             exit_without_teardown(done.code)

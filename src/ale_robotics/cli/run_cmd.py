@@ -23,28 +23,31 @@ from ale_robotics.harness.option_flags import command_fields
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.execution import LocalExecutor
+    from ale_robotics.harness.interrupt import StopRequest
     from ale_robotics.harness.options import RunOptions
+    from ale_robotics.sandboxes import Sandbox
 
 __all__: list[str] = []
 
 
 _EXAMPLE = """Examples:
 
-  ale-robotics run td3-inverted-pendulum-v2
-  --agent "python examples/agents/submit_checkpoint.py"
+  ale-robotics run td3-inverted-pendulum-v2 \\
+    --agent "python examples/agents/submit_checkpoint.py"
 
-  ale-robotics run td3-inverted-pendulum-v2 --agent "python train.py"
-  --episodes 2 --budget 600
+  ale-robotics run td3-inverted-pendulum-v2 --agent "python train.py" \\
+    --episodes 2 --budget 600
 
-  ale-robotics run td3-inverted-pendulum-v2 --agent "python train.py"
-  --label td3-lr3e-4
+  ale-robotics run td3-inverted-pendulum-v2 --agent "python train.py" \\
+    --label td3-lr3e-4
 
-  ale-robotics run td3-halfcheetah-vec-v1 --agent "python train.py"
-  --executor ray --ray-address HEAD_IP:6379
+  ale-robotics run td3-halfcheetah-vec-v1 --agent "python train.py" \\
+    --executor ray --ray-address HEAD_IP:6379
 
-  ale-robotics run td3-inverted-pendulum-v2 --sandbox docker
-  --agent-image ale-robotics/agent --evaluator-image ale-robotics/evaluator
-  --agent "python examples/agents/submit_checkpoint.py"
+  ale-robotics run td3-inverted-pendulum-v2 --sandbox docker \\
+    --agent-image ale-robotics/agent \\
+    --evaluator-image ale-robotics/evaluator \\
+    --agent "python examples/agents/submit_checkpoint.py"
 
 The run directory (runs/<run_id>/ with agent.log, trajectory.jsonl and result.json) is \
 printed when the run starts. Exit codes: 0 scored (even 0.0), 1 the run failed \
@@ -95,19 +98,55 @@ def _parameters() -> list[inspect.Parameter]:
 
 def run(**params: Any) -> None:
     """Run an agent on a task and print its score (the last line starts with 'score:')."""
-    # Only what comes before the evaluator's workers start is imported here; the
-    # harness's run (and with it the whole evaluator) is imported after they started,
-    # while they warm up (see ale_robotics.harness.prestart).
+    from ale_robotics.harness.interrupt import RunInterrupted, StopRequest, stop_on_signals
+
+    # Ctrl-C and SIGTERM are routed to `stop` from here on, and acted on at safe points:
+    # before the run directory exists, a stop leaves nothing behind and says so.
+    with stop_on_signals(StopRequest()) as stop:
+        pool: LocalExecutor | None = None
+        try:
+            opts, sandbox, pool = _start(params, stop)
+            _run_and_report(opts, sandbox, pool, stop)
+        except RunInterrupted as exc:  # raised before the run directory was made
+            console.print(
+                f"[yellow]interrupted[/yellow] ({exc.signal_name}) before the run started; "
+                "nothing created",
+                highlight=False,
+                soft_wrap=True,
+            )
+            raise typer.Exit(128 + signal.Signals[exc.signal_name].value) from None
+        finally:
+            if pool is not None:  # the evaluator stopped it already, unless it never started
+                pool.shutdown()
+
+
+def _start(
+    params: dict[str, Any], stop: StopRequest
+) -> tuple[RunOptions, Sandbox, LocalExecutor | None]:
+    """The options checked (exit 2 on a usage error, before anything heavy is imported
+    or started), the harness process hardened, the embedded evaluator's workers starting."""
+    # Only what the checks need is imported here (no simulator, gRPC or torch): a usage
+    # error costs what an unknown task costs. The harness's run (and with it the whole
+    # evaluator) is imported after the evaluator's workers started, while they warm up
+    # (see ale_robotics.harness.prestart).
     from ale_robotics.harness.host_guard import harden_harness_process
     from ale_robotics.harness.option_flags import from_command_line
+    from ale_robotics.harness.preflight import check_run
     from ale_robotics.harness.prestart import prestarted_executor
-    from ale_robotics.sandboxes import resolve_sandbox
     from ale_robotics.tasks.registry import default_registry
 
     logging.basicConfig(level=logging.WARNING)
     registry = default_registry()
     task_id = params["task_id"]
     task = registry.get(task_id)  # an unknown id fails here, before any progress
+    # Every relative path is resolved against the caller's directory now; then the
+    # harness moves to a private working directory and drops it from sys.path, so
+    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
+    # a directory the agent could write. Every option is checked here: exit 2 before
+    # anything starts.
+    opts = from_command_line(params, Path.cwd())
+    sandbox = check_run(opts, task)
+    stop.check()
     newer = registry.superseded_by(task_id)
     if newer is not None:
         console.print(
@@ -116,13 +155,7 @@ def run(**params: Any) -> None:
             highlight=False,
             soft_wrap=True,
         )
-    # Every relative path is resolved against the caller's directory now; then the
-    # harness moves to a private working directory and drops it from sys.path, so
-    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
-    # a directory the agent could write. Every option is checked here: exit 2 before
-    # anything starts.
-    opts = from_command_line(params, Path.cwd())
-    if not resolve_sandbox(opts.sandbox, check=False, agent_image=opts.agent_image).isolates:
+    if not sandbox.isolates:
         console.print(
             "[yellow]warning:[/yellow] the agent runs WITHOUT a sandbox: it can use the "
             "network and read this user's files (the evaluator's secret included). Install "
@@ -134,10 +167,12 @@ def run(**params: Any) -> None:
     # After the hardening: a worker starts in the harness's private working directory.
     pool = prestarted_executor(opts, task)
     try:
-        _run_and_report(opts, pool, strict=opts.strict)
-    finally:
-        if pool is not None:  # the evaluator stopped it already, unless it never started
+        stop.check()
+    except BaseException:
+        if pool is not None:
             pool.shutdown()
+        raise
+    return opts, sandbox, pool
 
 
 # Typer reads the parameters from the signature and their types from the annotations.
@@ -147,10 +182,11 @@ run.__annotations__ = {p.name: p.annotation for p in _SIGNATURE.parameters.value
 app.command(epilog=_EXAMPLE)(friendly(run))
 
 
-def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: bool) -> None:
+def _run_and_report(
+    opts: RunOptions, sandbox: Sandbox, pool: LocalExecutor | None, stop: StopRequest
+) -> None:
     """The run itself, with its progress display, ending in the score line (or an exit)."""
     from ale_robotics.cli.progress import run_progress
-    from ale_robotics.harness.interrupt import StopRequest, stop_on_signals
     from ale_robotics.harness.run import run_task
     from ale_robotics.harness.stopped_run import RunInterruptedError
     from ale_robotics.model.video import VIDEOS_DIR, read_video_index
@@ -164,9 +200,16 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: boo
             soft_wrap=True,
         )
 
-    with stop_on_signals(StopRequest()) as stop, run_progress(console) as show:
+    with run_progress(console) as show:
         try:
-            outcome = run_task(opts, on_progress=show, on_start=started, stop=stop, executor=pool)
+            outcome = run_task(
+                opts,
+                on_progress=show,
+                on_start=started,
+                stop=stop,
+                executor=pool,
+                checked=sandbox,
+            )
         except RunInterruptedError as exc:
             console.print("[yellow]interrupted:[/yellow] ", end="", highlight=False)
             console.print(exc.message, highlight=False, soft_wrap=True, markup=False)
@@ -204,7 +247,7 @@ def _run_and_report(opts: RunOptions, pool: LocalExecutor | None, *, strict: boo
         for line in outcome.agent_log_tail:
             console.print(f"  | {line}", highlight=False, markup=False, soft_wrap=True)
     failure = rep.agent_failure
-    if strict and failure is not None:
+    if opts.strict and failure is not None:
         console.print(
             f"[red]--strict:[/red] the agent {failure} without submitting: exit 1",
             highlight=False,

@@ -12,12 +12,15 @@ by the evaluator as "missing or wrong token" once the run has started.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ale_robotics.addresses import is_loopback, split_host_port
-from ale_robotics.client.tls import ClientTls
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.evaluator_relay import Upstream
 from ale_robotics.harness.options import RunSettings, default_state_dir
+
+if TYPE_CHECKING:
+    from ale_robotics.client.tls import ClientTls
 
 __all__ = ["check_remote", "default_harness_token", "remote_tls", "tcp_upstreams"]
 
@@ -113,4 +116,7 @@ def remote_tls(opts: RunSettings) -> ClientTls | None:
                 "--tls-client-cert/--tls-client-key go with --tls-ca (the evaluator's CA)"
             )
         return None
+    # Imported here: the client's TLS imports gRPC, which a run's checks do without.
+    from ale_robotics.client.tls import ClientTls
+
     return ClientTls.from_files(opts.tls_ca, opts.tls_client_cert, opts.tls_client_key)

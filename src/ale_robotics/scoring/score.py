@@ -221,10 +221,17 @@ def _as_float(value: object) -> float:
 
 
 def _explain(r: ScoreReport) -> str:
-    """The report's one-paragraph explanation, built only from its own fields."""
+    """The report's one-paragraph explanation, built only from its own fields.
+
+    A score of 0 for a reason (no result, a failed gate, an unusable measurement, an
+    unmet condition) opens with that reason, the measurement and its paper source after
+    it: a reader of a rejected run sees why before the citation.
+    """
     m = r.primary_metric
     shown = "missing" if r.primary_measured is None else fmt_number(r.primary_measured)
     parts: list[str] = []
+    cause: list[str] = []
+    """The sentences that say why a zero is a zero, put first."""
     if r.target_value is None or r.target_source is None:
         parts.append(f"Measured {m} {shown}; {UNSCORED_PHRASE}, so no score is given.")
     else:
@@ -263,31 +270,34 @@ def _explain(r: ScoreReport) -> str:
         op = ">=" if c.direction == "at_least" else "<="
         got = "missing" if c.measured is None else fmt_number(c.measured)
         verdict = "met" if c.met else "not met"
-        parts.append(f"Condition {c.metric} {op} {fmt_number(c.threshold)} {verdict} ({got}).")
+        sentence = f"Condition {c.metric} {op} {fmt_number(c.threshold)} {verdict} ({got})."
+        (cause if r.status == "condition_failed" and not c.met else parts).append(sentence)
     if r.gate is not None:
         if r.gate.passed:
             parts.append(f"Faithfulness gate passed ({len(r.gate.checks)} checks).")
         else:
             failed = "; ".join(f"{c.name}: {c.reason}" for c in r.gate.checks if not c.passed)
-            parts.append(f"Faithfulness gate failed: {failed}.")
+            sentence = f"Faithfulness gate failed: {failed}."
+            (cause if r.status == "gate_failed" else parts).append(sentence)
         evidence = r.gate.evidence_text()
         if evidence:  # which checks rest on what: a declared one is never evidence of itself
             parts.append(f"Gate evidence: {evidence}.")
     if r.status == "no_result" and r.problems:
-        parts.append(f"No result: {r.problems[0]}.")
+        cause.append(f"No result: {r.problems[0]}.")
     elif r.problems:
-        parts.append(f"Unusable measurements: {'; '.join(r.problems)}.")
+        sentence = f"Unusable measurements: {'; '.join(r.problems)}."
+        (cause if r.status == "invalid_measurement" else parts).append(sentence)
 
     if r.score is None:
         parts.append("No score.")
     elif r.status == "scored":
         parts.append(f"Score {r.score:.3f}.")
     else:
-        cause = {
+        reason = {
             "gate_failed": "the faithfulness gate failed",
             "invalid_measurement": "a measurement the score needs is unusable",
             "no_result": "the evaluator has no result for this run",
             "condition_failed": "a condition is not met",
         }.get(r.status, r.status)
-        parts.append(f"Score {r.score:.3f} because {cause}.")
-    return " ".join(parts)
+        cause.append(f"Score {r.score:.3f} because {reason}.")
+    return " ".join([*cause, *parts])

@@ -34,11 +34,25 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
+import tempfile
 from pathlib import Path
 
-from ale_robotics.seeds import SECRET_BYTES, new_secret
+from ale_robotics.errors import InvalidArgumentError
 
-__all__ = ["DB_NAME", "StateDir", "create_private", "read_token", "write_private"]
+__all__ = [
+    "DB_NAME",
+    "StateDir",
+    "StateDirError",
+    "create_private",
+    "read_token",
+    "write_private",
+]
+
+
+class StateDirError(InvalidArgumentError):
+    """The state directory cannot be used: not a directory, not writable, or not made
+    private (0700). The operator's to fix (another ``--state-dir``), said in one line."""
 
 
 def _private_temp(path: Path, data: bytes) -> Path:
@@ -115,10 +129,23 @@ DB_NAME = "jobs.sqlite3"
 class StateDir:
     def __init__(self, root: Path) -> None:
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        os.chmod(root, 0o700)
-        self.snapshots = root / "snapshots"
-        self.snapshots.mkdir(exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            # chmod only where it changes the mode: on a read-only mount it always fails
+            if stat.S_IMODE(root.stat().st_mode) != 0o700:
+                os.chmod(root, 0o700)
+            self.snapshots = root / "snapshots"
+            self.snapshots.mkdir(exist_ok=True)
+            # One write now (an unnamed file, dropped): a directory that takes none fails
+            # here, in one line, not at the first secret, token or job written later.
+            with tempfile.TemporaryFile(dir=root):
+                pass
+        except OSError as exc:
+            where = " (its snapshots/)" if str(exc.filename) == str(root / "snapshots") else ""
+            raise StateDirError(
+                f"the evaluator's state dir {root} cannot be used: {exc.strerror or exc}{where}; "
+                "give a directory this user can write (--state-dir)"
+            ) from None
 
     @property
     def db_path(self) -> Path:
@@ -131,6 +158,8 @@ class StateDir:
     def secret(self) -> bytes:
         """The hidden-seed secret, created on first use (:func:`create_private`: every
         process sharing the directory gets the same bytes, the ones on disk)."""
+        from ale_robotics.seeds import SECRET_BYTES, new_secret  # seeds import cryptography
+
         path = self.root / "secret"
         if not path.exists():
             create_private(path, new_secret())
