@@ -18,6 +18,7 @@ is bad (a rejected submission, a trajectory that does not verify, a failed job),
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -55,18 +56,48 @@ def _no_flag_placeholders(params: list[Any]) -> list[Any]:
     return params
 
 
+def reflowed(text: str | None) -> str | None:
+    """Help text whose paragraphs the renderer wraps: the line breaks a docstring has
+    in its source are dropped inside each paragraph (Typer's rich help keeps them after
+    the first paragraph, so a line broke mid-sentence wherever the source did), while a
+    paragraph with an indented line (an example, a YAML block) is kept line for line."""
+    if not text:
+        return text
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(
+        p if p.startswith("\b") or any(line[:1].isspace() for line in p.splitlines())
+        else " ".join(line.strip() for line in p.splitlines())
+        for p in paragraphs
+    )  # fmt: skip
+
+
 class _Command(TyperCommand):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["help"], kwargs["epilog"] = (
+            reflowed(kwargs.get("help")),
+            reflowed(kwargs.get("epilog")),
+        )
+        super().__init__(*args, **kwargs)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _no_flag_placeholders(super().get_params(ctx))
 
 
 class _Group(TyperGroup):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["help"], kwargs["epilog"] = (
+            reflowed(kwargs.get("help")),
+            reflowed(kwargs.get("epilog")),
+        )
+        super().__init__(*args, **kwargs)
+
     def get_params(self, ctx: Any) -> list[Any]:
         return _no_flag_placeholders(super().get_params(ctx))
 
 
 class AleTyper(typer.Typer):
-    """A Typer app whose commands and groups show no value placeholder on flags.
+    """A Typer app whose commands and groups show no value placeholder on flags, and
+    whose help paragraphs the renderer wraps (:func:`reflowed`).
 
     Every app of the command line is one of these, so the fix reaches every
     command registered with ``@app.command()``, wherever it is defined.
