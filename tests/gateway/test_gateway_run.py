@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -216,3 +217,85 @@ def test_a_model_off_the_allow_list_is_refused(short_tmp: Path) -> None:
     assert "'gpt-forbidden' is not allowed in this run; allowed: scripted-model" in log
     record = json.loads((run_dir / "model_calls.jsonl").read_text())
     assert (record["status"], record["refused"]) == (403, "model")
+
+
+FLOOD = """
+import os, sys, time, openai
+client = openai.OpenAI(max_retries=0)
+for i in range(60):
+    try:
+        client.chat.completions.create(
+            model=os.environ["ALE_MODEL"],
+            messages=[{"role": "user", "content": "q" * 100_000}],
+        )
+    except openai.APIStatusError as exc:
+        print("refused", exc.status_code, exc.message, flush=True)
+        if exc.status_code == 507:
+            time.sleep(60)  # the harness stops it now
+print("never stopped", flush=True)
+"""
+
+
+@needs_bwrap
+def test_the_transcript_counts_against_the_disk_quota_and_stops_the_run(short_tmp: Path) -> None:
+    """Calls with 100 KB bodies under a 1 MiB quota: the transcript reaches it, the gateway
+    refuses the next call (507) and the harness stops the agent as for any quota breach."""
+    upstream = ScriptedUpstream([Turn(text="ok")] * 60).start()
+    try:
+        proc, run_dir = _run(
+            short_tmp,
+            upstream,
+            "--disk-quota-mib",
+            "1",
+            agent=shlex.join([sys.executable, "-c", FLOOD]),
+        )
+    finally:
+        upstream.stop()
+    log = (run_dir / "agent.log").read_text()
+    assert "refused 507" in log and "never stopped" not in log, log[-2000:]
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["agent_disk_quota_exceeded"] is True, proc.stdout[-2000:]
+    assert "model transcript" in proc.stdout + proc.stderr
+    assert (run_dir / "model_calls.jsonl").stat().st_size <= 1024**2
+    assert len(upstream.received) < 12
+    assert result["model_usage"]["refusals"].get("quota", 0) >= 1
+
+
+WEB = """
+import os, openai
+client = openai.OpenAI(max_retries=0)
+model = os.environ["ALE_MODEL"]
+client.responses.create(model=model, input="news?", tools=[{"type": "web_search"}])
+print("web_search passed", flush=True)
+try:
+    client.responses.create(model=model, input="x", tools=[{"type": "code_interpreter",
+                            "container": {"type": "auto"}}])
+except openai.BadRequestError as exc:
+    print("refused:", exc.message, flush=True)
+"""
+
+
+@needs_bwrap
+def test_a_tool_the_operator_allows_is_recorded_and_others_refused(short_tmp: Path) -> None:
+    upstream = ScriptedUpstream([Turn(text="ok")] * 3).start()
+    try:
+        proc, run_dir = _run(
+            short_tmp,
+            upstream,
+            "--model-allow-tool",
+            "web_search",
+            agent=shlex.join([sys.executable, "-c", WEB]),
+        )
+    finally:
+        upstream.stop()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = (run_dir / "agent.log").read_text()
+    assert "web_search passed" in log
+    assert "provider-side tool 'code_execution'" in log, log
+    assert len(upstream.received) == 1
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["model_usage"]["tools_allowed"] == ["web_search"]
+    assert result["model_usage"]["refusals"] == {"tool": 1}
+    events = [json.loads(ln) for ln in (run_dir / "trajectory.jsonl").read_text().splitlines()]
+    (started,) = [e["payload"] for e in events if e["kind"] == "model_gateway_started"]
+    assert started["tools_allowed"] == ["web_search"]
