@@ -3,12 +3,16 @@
 Apart from :mod:`.runs_cmd` (arguments, run lookup, ``--json`` documents and exit codes)
 so that each command there reads as its steps, and what a person sees of runs is in one
 place: tables that fit 80 columns and never cut a run id (what a user copies into the
-next command), unverified runs marked, times in UTC.
+next command), labels and task ids broken only between their words (after ``_``, ``-``,
+``.`` or ``+``) when they do not fit, one number format per column (:mod:`ale_robotics.
+runs.numbers`), messages wrapped at the terminal's width, unverified runs marked, times
+in UTC.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +24,8 @@ from rich.text import Text
 from ale_robotics.cli.app import console, out
 from ale_robotics.model.video import VIDEOS_DIR, VideoIndex
 from ale_robotics.runs import Comparison, LeaderRow, RunIndex, RunSummary, spread
-from ale_robotics.runs.compare import SCORE_DECIMALS, diff_text, fmt_fixed
+from ale_robotics.runs.compare import SCORE_DECIMALS, SIGNIFICANT, diff_text, fmt_fixed
+from ale_robotics.runs.numbers import column_decimals, fmt_significant
 from ale_robotics.runs.unfinished import UnfinishedRun
 from ale_robotics.scoring.report import fmt_number
 
@@ -53,6 +58,40 @@ def _table(
     )
 
 
+_GAP = 2
+"""Columns between two columns of these tables (no edge, padding collapsed)."""
+_BREAK_AFTER = re.compile(r".*?(?:[_.+\-]|$)")
+"""A label's or task id's pieces, each ending with the character it may break after."""
+
+
+def _say(text: str) -> None:
+    """A message on stderr, wrapped between words at the terminal's width."""
+    console.print(text, highlight=False, markup=False)
+
+
+def _broken(word: str, width: int) -> Text:
+    """``word`` (a label, a task id: no spaces) on lines of at most ``width``, broken
+    only after ``_ - . +``, so that no word of it is cut; a piece longer than a line is
+    folded, the one case left."""
+    lines: list[str] = []
+    line = ""
+    for piece in (p for p in _BREAK_AFTER.findall(word) if p):
+        if line and len(line) + len(piece) > width:
+            lines.append(line)
+            line = ""
+        while len(piece) > width:
+            lines.append(piece[:width])
+            piece = piece[width:]
+        line += piece
+    lines.append(line)
+    return Text("\n".join(lines))
+
+
+def _room(*fixed: int) -> int:
+    """The width left on stdout for one column beside columns of widths ``fixed``."""
+    return out.width - sum(fixed) - _GAP * len(fixed)
+
+
 def _when(t: dt.datetime, *, date_only: bool = False, year: bool = True) -> str:
     shown = ("%Y-%m-%d" if year else "%m-%d") + ("" if date_only else " %H:%M")
     return t.astimezone(dt.UTC).strftime(shown)
@@ -79,27 +118,19 @@ def _say_unverified(runs: list[RunSummary]) -> None:
     bad = [s for s in runs if s.kind == "unverified"]
     if bad:
         n = len(bad)
-        console.print(
+        _say(
             f"{n} run{'s are' if n != 1 else ' is'} UNVERIFIED: result.json disagrees with "
             "the evaluator's signed events, so its score is a claim and never ranks "
-            "('ale-robotics runs show RUN' says what disagrees)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            "('ale-robotics runs show RUN' says what disagrees)"
         )
 
 
 def print_warnings(index: RunIndex) -> None:
     """What the index could not read or skipped, on stderr, before the tables."""
     for line in index.warnings:
-        console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+        _say(f"warning: {line}")
     for problem in index.problems():
-        console.print(
-            f"warning: skipped {problem.path}: {problem.reason}",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        _say(f"warning: skipped {problem.path}: {problem.reason}")
 
 
 def _print_unfinished(unfinished: Sequence[UnfinishedRun]) -> None:
@@ -117,12 +148,9 @@ def _print_unfinished(unfinished: Sequence[UnfinishedRun]) -> None:
         table.add_row(Text(u.run_id), Text(u.task_id or "?"), started, state)
     out.print(table)
     if any(u.state == "lost" for u in unfinished):
-        console.print(
+        _say(
             "LOST: the harness died (kill -9, host lost) before it recorded the run; nothing "
-            "will finish it: run the task again (the directory keeps its trajectory)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+            "will finish it: run the task again (the directory keeps its trajectory)"
         )
 
 
@@ -146,39 +174,37 @@ def print_run_list(
     _print_unfinished(unfinished)
     if not runs:
         what = f" of {task}" if task else ""
-        console.print(
-            f"no runs{what} under {index.root} (ale-robotics run ... writes them to ./runs)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
-        )
+        _say(f"no runs{what} under {index.root} (ale-robotics run ... writes them to ./runs)")
         return
     widest = max(len(s.run_id) for s in runs)
     for task_id, group in _by_task(runs).items():
         n = len(group)
         table = _table(f"{task_id}: {n} run{'s' if n != 1 else ''}")
         header, year = _started_header([s.started_at for s in group])
+        started = [_when(s.started_at, year=year) for s in group]
+        scores = [_score(s) for s in group]
+        score_w = max(len("score"), *map(len, scores))
+        kind_w = max(len("kind"), *(len(s.kind) for s in group))
+        label_w = max(len("label"), *(len(s.label) for s in group))
+        when_w = max(len(header), *map(len, started))
+        room = _room(widest, score_w, kind_w, when_w)
+        if label_w > room:  # the time goes under the date before a label is broken
+            when_w = max(len(w) for w in (*header.split(), *" ".join(started).split()))
+            room = _room(widest, score_w, kind_w, when_w)
+        label_w = max(len("label"), min(label_w, room))
         table.add_column("run", no_wrap=True, min_width=widest)
-        table.add_column("label", overflow="fold")
-        table.add_column(header, no_wrap=True)
+        table.add_column("label", no_wrap=True, width=label_w)
+        table.add_column(header, width=when_w)
         table.add_column("score", justify="right", no_wrap=True)
         table.add_column("kind", no_wrap=True)
-        for s in group:
-            table.add_row(
-                Text(s.run_id),
-                Text(s.label),
-                _when(s.started_at, year=year),
-                _score(s),
-                _kind(s),
-            )
+        for s, when, score in zip(group, started, scores, strict=True):
+            table.add_row(Text(s.run_id), _broken(s.label, label_w), when, score, _kind(s))
         out.print(table)
     _say_unverified(runs)
-    console.print(
-        "times are UTC; only official completed runs rank ('ale-robotics leaderboard'); "
-        "'ale-robotics runs show RUN' for one run",
-        highlight=False,
-        markup=False,
-        soft_wrap=True,
+    _say(
+        "times are UTC; a run ranks only when the evaluator measured what it was given "
+        "under the task's full protocol (not smoke, no result, interrupted or failed): "
+        "'ale-robotics leaderboard' ranks them, 'ale-robotics runs show RUN' shows one run"
     )
 
 
@@ -191,6 +217,8 @@ def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None =
     ranked = "ranked" if s.ranked else f"not ranked: {s.not_ranked_because}"
     if s.kind == "unverified":
         ranked = "never ranked: see below"
+    elif s.kind == "no result":
+        ranked = "not ranked: the evaluator measured nothing"
     rows: list[tuple[str, str]] = [
         ("label", s.label),
         ("kind", f"{s.kind} ({ranked})"),
@@ -202,15 +230,15 @@ def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None =
     ]
     if s.episode_values:
         values = s.episode_values
-        sd = spread(values)
-        rows.append(
-            (
-                "episodes",
-                f"{len(values)} {s.primary_metric}: mean "
-                f"{fmt_number(sum(values) / len(values))}, std {fmt_number(sd or 0.0)}, "
-                f"min {fmt_number(min(values))}, max {fmt_number(max(values))}",
-            )
-        )
+        stats = {
+            "mean": sum(values) / len(values),
+            "std": spread(values) or 0.0,
+            "min": min(values),
+            "max": max(values),
+        }
+        decimals = column_decimals(stats.values())  # one format for the four
+        shown = ", ".join(f"{k} {fmt_fixed(v, decimals)}" for k, v in stats.items())
+        rows.append(("episodes", f"{len(values)} {s.primary_metric}: {shown}"))
     if s.submission_sha256:
         rows.append(("sha256", s.submission_sha256))
     if s.evaluator_version:
@@ -232,7 +260,7 @@ def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None =
         metrics.add_column("value", justify="right", no_wrap=True)
         for name, measured in s.metrics.items():
             mark = " (primary)" if name == s.primary_metric else ""
-            metrics.add_row(Text(name + mark), fmt_number(measured))
+            metrics.add_row(Text(name + mark), fmt_significant(measured))
         out.print(metrics)
 
 
@@ -268,12 +296,23 @@ def print_comparison(c: Comparison) -> None:
     """``runs compare``'s tables: a legend of the runs, then every metric side by side with
     each run's difference to the first, then the comparison's notes."""
     legend = _table()
+    number_w = len(f"#{len(c.runs)}")
+    run_w = max(len(r.run_id) for r in c.runs)
+    task_w = max(len("task"), *(len(r.task_id) for r in c.runs))
+    label_w = max(len("label"), *(len(r.label) for r in c.runs))
+    room = _room(number_w, run_w, task_w)
+    if label_w > room:  # the label and the task id share what is left
+        task_w = max(len("task"), min(task_w, _room(number_w, run_w) // 2))
+        room = _room(number_w, run_w, task_w)
+    label_w = max(len("label"), min(label_w, room))
     legend.add_column("#", no_wrap=True)
-    legend.add_column("run", no_wrap=True, min_width=max(len(r.run_id) for r in c.runs))
-    legend.add_column("label", overflow="fold")
-    legend.add_column("task", overflow="fold")
+    legend.add_column("run", no_wrap=True, min_width=run_w)
+    legend.add_column("label", no_wrap=True, width=label_w)
+    legend.add_column("task", no_wrap=True, width=task_w)
     for i, r in enumerate(c.runs, 1):
-        legend.add_row(f"#{i}", Text(r.run_id), Text(r.label), Text(r.task_id))
+        legend.add_row(
+            f"#{i}", Text(r.run_id), _broken(r.label, label_w), _broken(r.task_id, task_w)
+        )
     out.print(legend)
     table = _table(
         caption="Δ: difference to #1, at the precision shown ('same': smaller than it); "
@@ -293,16 +332,17 @@ def print_comparison(c: Comparison) -> None:
             cells.append(f"{text}\nΔ {extra}" if extra else text)
         name = f"{row.metric} (primary)" if row.primary else row.metric
         table.add_row(Text(name), *cells)
+    spread_decimals = column_decimals(c.spreads, SIGNIFICANT)  # one format for the row
     table.add_row(
         "episode std",
         *[
-            "-" if sd is None else f"{fmt_number(sd)} (n={len(r.episode_values)})"
+            "-" if sd is None else f"{fmt_fixed(sd, spread_decimals)} (n={len(r.episode_values)})"
             for sd, r in zip(c.spreads, c.runs, strict=True)
         ],
     )
     out.print(table)
     for note in c.notes:
-        console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
+        _say(f"note: {note}")
 
 
 def print_unverified(runs: list[RunSummary]) -> None:
@@ -313,12 +353,23 @@ def print_unverified(runs: list[RunSummary]) -> None:
         "UNVERIFIED, not ranked: result.json disagrees with the signed events",
         caption="'ale-robotics runs show RUN' says what disagrees",
     )
-    table.add_column("task", overflow="fold")
-    table.add_column("label", overflow="fold")
+    run_w = max(len(s.run_id) for s in runs)
+    claims_w = max(len("claims"), *(len(_score(s)) for s in runs))
+    task_w = max(len("task"), *(len(s.task_id) for s in runs))
+    label_w = max(len("label"), *(len(s.label) for s in runs))
+    room = _room(run_w, claims_w, task_w)
+    if label_w > room:
+        task_w = max(len("task"), min(task_w, _room(run_w, claims_w) // 2))
+        room = _room(run_w, claims_w, task_w)
+    label_w = max(len("label"), min(label_w, room))
+    table.add_column("task", no_wrap=True, width=task_w)
+    table.add_column("label", no_wrap=True, width=label_w)
     table.add_column("claims", justify="right", no_wrap=True)
-    table.add_column("run", no_wrap=True, min_width=max(len(s.run_id) for s in runs))
+    table.add_column("run", no_wrap=True, min_width=run_w)
     for s in runs:
-        table.add_row(Text(s.task_id), Text(s.label), _score(s), Text(s.run_id))
+        table.add_row(
+            _broken(s.task_id, task_w), _broken(s.label, label_w), _score(s), Text(s.run_id)
+        )
     out.print(table)
 
 
@@ -326,12 +377,10 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
     """``leaderboard``'s tables: one per task, best run of each label first, and how many
     runs were left out of the ranking."""
     if not rows:
-        console.print(
-            f"nothing to rank under {root}: only official completed runs with a score rank "
-            "(a full run of the task without --episodes)",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+        _say(
+            f"nothing to rank under {root}: a run ranks only when the evaluator measured "
+            "what it was given under the task's full protocol, and it has a score (a full "
+            "run, without --episodes, that submitted or played its eval session)"
         )
     groups: dict[str, list[LeaderRow]] = {}
     for r in rows:
@@ -339,28 +388,31 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
     widest = max((len(r.run_id) for r in rows), default=3)
     for task_id, group in groups.items():
         table = _table(task_id)
+        ranks = [str(r.rank) for r in group]
+        scores = [f"{r.score:.{SCORE_DECIMALS}f}" for r in group]
+        counts = [str(r.runs) for r in group]
+        dates = [_when(r.started_at, date_only=True) for r in group]
+        room = _room(
+            max(1, *map(len, ranks)),
+            max(len("score"), *map(len, scores)),
+            max(len("runs"), *map(len, counts)),
+            widest,
+            max(len("started"), *map(len, dates)),
+        )
+        label_w = max(len("label"), min(room, max(len(r.label) for r in group)))
         table.add_column("#", justify="right", no_wrap=True)
-        table.add_column("label", overflow="fold")
+        table.add_column("label", no_wrap=True, width=label_w)
         table.add_column("score", justify="right", no_wrap=True)
         table.add_column("runs", justify="right", no_wrap=True)
         table.add_column("best run", no_wrap=True, min_width=widest)
         table.add_column("started", no_wrap=True)
-        for r in group:
-            table.add_row(
-                str(r.rank),
-                Text(r.label),
-                f"{r.score:.{SCORE_DECIMALS}f}",
-                str(r.runs),
-                Text(r.run_id),
-                _when(r.started_at, date_only=True),
-            )
+        for r, rank, score, count, date in zip(group, ranks, scores, counts, dates, strict=True):
+            table.add_row(rank, _broken(r.label, label_w), score, count, Text(r.run_id), date)
         out.print(table)
     if left_out:
         n = len(left_out)
-        console.print(
-            f"{n} run{'s' if n != 1 else ''} not ranked (unverified, smoke, interrupted, "
-            "failed, unofficial or unscored): 'ale-robotics runs list' shows them",
-            highlight=False,
-            markup=False,
-            soft_wrap=True,
+        _say(
+            f"{n} run{'s' if n != 1 else ''} not ranked (unverified, smoke, no result, "
+            "interrupted, failed, unofficial or unscored): 'ale-robotics runs list' shows "
+            "them, 'leaderboard --json' says why"
         )

@@ -15,8 +15,8 @@ scores to 3 decimals, as everywhere; another metric to 4 significant digits of i
 row's largest value, and no finer than the primary metric's standard error over the
 episodes allows. A difference smaller than half the last shown digit is no difference
 at that precision and reads ``0.000 (same)`` (:func:`diff_text`), never ``5.298e-06``.
-The values and differences themselves are kept whole (``--json``).
-
+The row of per-episode spreads has one format too (:mod:`.numbers`). The values and
+differences themselves are kept whole (``--json``).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from scipy.stats import bootstrap
 
+from ale_robotics.runs.numbers import MAX_DECIMALS, column_decimals, fmt_fixed
 from ale_robotics.runs.summary import RunSummary
 
 __all__ = [
@@ -51,8 +52,8 @@ COMPARE_SCHEMA_VERSION: Literal[2] = 2
 SCORE_DECIMALS = 3
 """Scores are shown to 3 decimals everywhere (the run's own score line does so)."""
 SIGNIFICANT = 4
-"""Significant digits of a row's largest value shown for a metric other than the score."""
-MAX_DECIMALS = 6
+"""Significant digits of a row's largest value shown for a metric other than the score
+(fewer when the episodes' standard error says the last ones are noise)."""
 CONFIDENCE = 0.95
 RESAMPLES = 9999
 BOOTSTRAP_SEED = 0
@@ -130,23 +131,13 @@ def shown_decimals(
     above them; 0 to 6."""
     if metric == "score":
         return SCORE_DECIMALS
-    top = max((abs(v) for v in _finite(values)), default=0.0)
-    decimals = MAX_DECIMALS if top == 0 else SIGNIFICANT - 1 - math.floor(math.log10(top))
+    finite = _finite(values)
+    top = max((abs(v) for v in finite), default=0.0)
+    decimals = MAX_DECIMALS if top == 0 else column_decimals(finite, SIGNIFICANT)
     errors = [e for e in _finite(standard_errors) if e > 0]
     if errors:
         decimals = min(decimals, 1 - math.floor(math.log10(min(errors))))
     return max(0, min(MAX_DECIMALS, decimals))
-
-
-def fmt_fixed(value: float | None, decimals: int) -> str:
-    """``value`` at ``decimals`` digits after the point; '-' for None, 'nan' and 'inf' as
-    they are, never '-0.000'."""
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return str(value)
-    text = f"{value:.{decimals}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def is_same(diff: float, decimals: int) -> bool:
