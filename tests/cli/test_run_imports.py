@@ -24,8 +24,9 @@ _PROBE = (
     "__main__.__file__ = {main_file!r}  # what the console script's main module says\n"
     "sys.argv = {argv!r}\n"
     "import ale_robotics.cli.main as m\n"
+    "app = m.app  # what main() loads before it runs the command line\n"
     "print(json.dumps([sorted(sys.modules), sorted(c.name or c.callback.__name__ for c in "
-    "m.app.registered_commands)]))\n"
+    "app.registered_commands)]))\n"
 )
 
 
