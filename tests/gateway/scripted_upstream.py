@@ -92,6 +92,8 @@ class ScriptedUpstream:
     compress: str | None = None
     delay_s: float = 0.0
     redirect_to: str | None = None
+    lenient_auth: bool = False
+    """Take the key in either protocol's header on any path (as many proxies do)."""
     in_flight: int = 0
     most_in_flight: int = 0
     _next: int = 0
@@ -174,13 +176,16 @@ class ScriptedUpstream:
         )
         if self.redirect_to is not None:
             raise web.HTTPTemporaryRedirect(self.redirect_to + request.path)
-        if request.path.startswith("/v1/messages"):
+        bearer = request.headers.get("authorization") == f"Bearer {self.key}"
+        if self.lenient_auth and (bearer or request.headers.get("x-api-key") == self.key):
+            pass
+        elif request.path.startswith("/v1/messages"):
             if request.headers.get("x-api-key") != self.key:
                 return web.json_response(
                     {"type": "error", "error": {"type": "authentication_error", "message": "key"}},
                     status=401,
                 )
-        elif request.headers.get("authorization") != f"Bearer {self.key}":
+        elif not bearer:
             return web.json_response({"error": {"message": "bad key", "type": "auth"}}, status=401)
         if request.path == "/v1/messages/count_tokens":  # not billed: no turn, no usage
             return self._json({"input_tokens": len(json.dumps(body)) // 4})
