@@ -86,7 +86,7 @@ def test_stream_and_unary_give_the_same_episodes(sevaluator: RunningEvaluator) -
 
 
 def test_a_bad_action_ends_the_stream_not_the_session(sevaluator: RunningEvaluator) -> None:
-    stream = RemoteSession(_client(sevaluator), kind="practice", num_envs=N)
+    stream = RemoteSession(_client(sevaluator), kind="practice", num_envs=N, transport="stream")
     twin = RemoteSession(_client(sevaluator), kind="practice", num_envs=N, transport="unary")
     try:
         for s in (stream, twin):
@@ -109,7 +109,7 @@ def test_a_bad_action_ends_the_stream_not_the_session(sevaluator: RunningEvaluat
 
 def test_a_closed_session_on_an_open_stream_is_not_found(sevaluator: RunningEvaluator) -> None:
     with _client(sevaluator) as c:
-        s = RemoteSession(c, kind="practice", num_envs=N)
+        s = RemoteSession(c, kind="practice", num_envs=N, transport="stream")
         s.reset([1])
         s.step(_actions(2, 1)[0])
         c._call(c.stub.CloseSession, pb.CloseSessionRequest(session_id=s.session_id))
@@ -156,7 +156,7 @@ def test_the_stream_cap_refuses_and_the_client_falls_back(
     try:
         with _client(ev) as c:
             assert c.get_spec().raw.limits.max_step_streams == 1
-            first = RemoteSession(c, kind="practice", num_envs=N)
+            first = RemoteSession(c, kind="practice", num_envs=N, transport="stream")
             first.reset([1])
             first.step(_actions(5, 1)[0])  # holds the only stream slot
             assert first.transport == "stream"
@@ -165,7 +165,7 @@ def test_the_stream_cap_refuses_and_the_client_falls_back(
             assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             assert "max_step_streams" in (err.details() or "")
 
-            second = RemoteSession(c, kind="practice", num_envs=N)
+            second = RemoteSession(c, kind="practice", num_envs=N, transport="stream")
             second.reset([1])
             out = second.step(_actions(5, 1)[0])  # refused stream: the same request goes unary
             assert second.transport == "unary"
@@ -173,7 +173,7 @@ def test_the_stream_cap_refuses_and_the_client_falls_back(
             second.step(_actions(6, 1)[0])
 
             first.close()  # releases the slot
-            third = RemoteSession(c, kind="practice", num_envs=N)
+            third = RemoteSession(c, kind="practice", num_envs=N, transport="stream")
             third.reset([1])
             deadline = time.monotonic() + 10  # the slot is free once the server sees the end
             while True:

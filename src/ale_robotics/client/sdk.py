@@ -275,6 +275,11 @@ class AleClient:
         self._closed = True
         self._channel.close()
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (a session's data plane then stops too)."""
+        return self._closed
+
     def __enter__(self) -> AleClient:
         return self
 

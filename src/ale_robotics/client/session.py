@@ -261,6 +261,9 @@ class RemoteSession:
         shm = self._shm
         if shm is None or shm.closed or shm.pid != os.getpid():
             return None
+        if self.client.closed:  # as gRPC calls fail on a closed client, so does this path
+            self._drop_channel()
+            return None
         return shm
 
     def _drop_channel(self) -> None:
