@@ -62,14 +62,71 @@ def _empty(d: Path, task: TaskSpec) -> None:
     pass
 
 
+def _misnamed_file(d: Path, task: TaskSpec) -> None:
+    shutil.copyfile(CHECKPOINT, d / "policy.safetensor")
+    (d / "notes.txt").write_text("trained 3k steps")
+
+
+def _renamed_key(d: Path, task: TaskSpec) -> None:
+    w = random_weights(task)
+    w["fc1.weight"] = w.pop("l1.weight")
+    save_file(w, str(d / "policy.safetensors"))
+
+
+def _extra_key(d: Path, task: TaskSpec) -> None:
+    w = random_weights(task)
+    w["critic.weight"] = np.zeros((2, 2), dtype=np.float32)
+    save_file(w, str(d / "policy.safetensors"))
+
+
+_KEYS = "['l1.weight', 'l1.bias', 'l2.weight', 'l2.bias', 'l3.weight', 'l3.bias']"
+
+
 @pytest.mark.parametrize(
     ("setup", "rule", "reason"),
     [
-        (_missing_file, "required file", "policy.safetensors or policy.pt: missing"),
+        (
+            _missing_file,
+            "required file",
+            "policy.safetensors or policy.pt: missing; the contract requires one of "
+            "['policy.pt', 'policy.safetensors'] (policy); it holds ['notes.txt'] "
+            "(rule: required file)",
+        ),
         (_wrong_shape, "tensor shape", "key 'l1.weight' has shape [3, 3]; the contract requires"),
-        (_empty, "required file", "policy.safetensors or policy.pt: missing"),
+        (
+            _empty,
+            "required file",
+            "policy.safetensors or policy.pt: missing; the contract requires one of "
+            "['policy.pt', 'policy.safetensors'] (policy); the submission directory is empty",
+        ),
+        # Issue 48.9: what was found, not only what was expected.
+        (
+            _misnamed_file,
+            "required file",
+            "(policy); it holds ['notes.txt', 'policy.safetensor']; misnamed? "
+            "'policy.safetensor' for 'policy.safetensors' (rule: required file)",
+        ),
+        (
+            _renamed_key,
+            "required keys",
+            "policy.safetensors: missing key(s) ['l1.weight'] and unexpected key(s) "
+            f"['fc1.weight'] (renamed? 'fc1.weight' for 'l1.weight'); the contract's keys: {_KEYS}",
+        ),
+        (
+            _extra_key,
+            "no extra keys",
+            "policy.safetensors: unexpected key(s) ['critic.weight']; the contract's keys: "
+            f"{_KEYS}",
+        ),
     ],
-    ids=["missing-file", "wrong-tensor-shape", "empty-dir"],
+    ids=[
+        "missing-file",
+        "wrong-tensor-shape",
+        "empty-dir",
+        "misnamed-file",
+        "renamed-key",
+        "extra",
+    ],
 )
 def test_a_bad_artifact_gets_the_evaluators_reason(
     tmp_path: Path,

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.submission.mismatch import check_key_set
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.submission.rejected import first_line as _first_line
 from ale_robotics.submission.rejected import quote_key as _key
@@ -161,20 +162,7 @@ def validate_tensors(
 ) -> Weights:
     """Exact key set, shapes, dtypes, finiteness; returns the arrays in the rules' dtypes."""
     expected = {r.key: r for r in rules}
-    missing = [k for k in expected if k not in tensors]
-    if missing:
-        raise SubmissionRejected(
-            shown, "required keys", f"missing key(s) {missing}; required: {list(expected)}"
-        )
-    extra = sorted(k for k in tensors if k not in expected)
-    if extra:
-        listed = ", ".join(_key(k) for k in extra[:10])
-        more = f" and {len(extra) - 10} more" if len(extra) > 10 else ""
-        raise SubmissionRejected(
-            shown,
-            "no extra keys",
-            f"unexpected key(s) [{listed}]{more}; allowed: {list(expected)}",
-        )
+    check_key_set(tensors.keys(), list(expected), shown)  # missing and unexpected, together
     out: Weights = {}
     for key, rule in expected.items():
         arr = tensors[key]

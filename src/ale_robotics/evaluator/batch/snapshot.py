@@ -29,6 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ale_robotics.model.snapshot import SnapshotFile
+from ale_robotics.submission.mismatch import files_found
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.contract import SubmissionContract
 from ale_robotics.tasks.spec import TaskSpec
@@ -188,6 +189,25 @@ def _exists(dir_fd: int, name: str) -> bool:
     return True
 
 
+_LISTED_NAMES = 1000
+"""Most names read from a submission directory to say what it holds instead."""
+
+
+def _names_in(dir_fd: int) -> list[str]:
+    """The names in the submission directory (the first :data:`_LISTED_NAMES`), for a
+    rejection that says what was found where a required file is missing."""
+    names: list[str] = []
+    try:
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                if len(names) >= _LISTED_NAMES:
+                    break
+    except OSError:
+        pass
+    return names
+
+
 def snapshot_submission(
     volume: Path, rel_path: str, contract: SubmissionContract, dest: Path
 ) -> list[SnapshotFile]:
@@ -212,10 +232,12 @@ def snapshot_submission(
                 )
             if not present:
                 if cf.required:
+                    found = files_found(list(cf.names), _names_in(dir_fd))
                     raise SubmissionRejected(
                         " or ".join(cf.names),
                         "required file",
-                        f"missing; the contract requires one of {sorted(cf.names)} ({cf.role})",
+                        f"missing; the contract requires one of {sorted(cf.names)} ({cf.role}); "
+                        f"{found}",
                     )
                 continue
             name = present[0]

@@ -53,6 +53,7 @@ from ale_robotics.envs.make import make_env
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.snapshot import SnapshotFile
 from ale_robotics.seeds import HiddenSeed
+from ale_robotics.submission.mismatch import check_key_set
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.tasks.contract import FileFormat, TensorRule
 from ale_robotics.tasks.spec import TaskSpec
@@ -159,17 +160,7 @@ def _members(path: Path, shown: str, rules: dict[str, TensorRule], max_bytes: in
 
 
 def _check_key_set(keys: dict[str, Any], rules: dict[str, TensorRule], shown: str) -> None:
-    missing = [k for k in rules if k not in keys]
-    if missing:
-        raise SubmissionRejected(
-            shown, "required keys", f"missing key(s) {missing}; required: {list(rules)}"
-        )
-    extra = sorted(k for k in keys if k not in rules)
-    if extra:
-        listed = ", ".join(_shown(k) for k in extra)
-        raise SubmissionRejected(
-            shown, "no extra keys", f"unexpected key(s) [{listed}]; allowed: {list(rules)}"
-        )
+    check_key_set(keys.keys(), list(rules), shown)  # missing and unexpected, together
 
 
 def _check_header(fh: Any, key: str, rule: TensorRule, shown: str) -> None:
