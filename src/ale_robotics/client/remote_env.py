@@ -111,7 +111,7 @@ class RemoteEnv(SessionProps, gym.Env[Obs, Obs]):
         *,
         task_id: str | None = None,
         kind: SessionKindName = "practice",
-        transport: StepTransport = "auto",
+        transport: StepTransport = "any",
         render_mode: str | None = None,
         own_client: bool | None = None,
         env: Mapping[str, str] | None = None,
@@ -136,7 +136,7 @@ class RemoteEnv(SessionProps, gym.Env[Obs, Obs]):
         *,
         kind: SessionKindName = "practice",
         task_id: str | None = None,
-        transport: StepTransport = "auto",
+        transport: StepTransport = "any",
         render_mode: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> RemoteEnv:

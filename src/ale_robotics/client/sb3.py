@@ -69,7 +69,7 @@ class RemoteVecEnv(SessionProps, VecEnv):
         num_envs: int = 1,
         task_id: str | None = None,
         kind: SessionKindName = "practice",
-        transport: StepTransport = "auto",
+        transport: StepTransport = "any",
         render_mode: str | None = None,
         own_client: bool | None = None,
         env: Mapping[str, str] | None = None,
@@ -102,7 +102,7 @@ class RemoteVecEnv(SessionProps, VecEnv):
         num_envs: int = 1,
         kind: SessionKindName = "practice",
         task_id: str | None = None,
-        transport: StepTransport = "auto",
+        transport: StepTransport = "any",
         render_mode: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> RemoteVecEnv:

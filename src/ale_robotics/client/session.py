@@ -14,7 +14,7 @@ its process killed, by the evaluator once its watch stream breaks.
 it (the ``shm_data_plane`` capability: an agent listener on a Unix socket, so a
 client on the same host; :mod:`ale_robotics.dataplane`), else over one
 ``StepStream`` call (Reset as a unary call), else as unary calls. ``transport``
-"auto" (the default) picks the first the evaluator offers; ``ALE_TRANSPORT=grpc``
+"any" (the default) picks the first the evaluator offers; ``ALE_TRANSPORT=grpc``
 in the environment forces gRPC whatever the code asks, ``ALE_TRANSPORT=shm``
 requires shared memory (an error names why it cannot be had). The results are
 the same bit for bit whichever carries them: the evaluator runs the same Step.
@@ -57,11 +57,14 @@ __all__ = ["RemoteSession", "SessionStep", "StepTransport"]
 log = logging.getLogger(__name__)
 
 SessionKindName = Literal["practice", "eval"]
-StepTransport = Literal["auto", "shm", "stream", "unary"]
+StepTransport = Literal["any", "shm", "stream", "unary"]
 TRANSPORT_VAR = "ALE_TRANSPORT"
 """``grpc`` forces gRPC (a stream, or unary calls where asked); ``shm`` requires the data
-plane; ``auto`` or unset: the code's choice (see the module docstring)."""
-_TRANSPORT_VALUES = ("auto", "grpc", "shm")
+plane; ``any`` or unset: the code's choice (see the module docstring)."""
+_TRANSPORTS: tuple[StepTransport, ...] = ("any", "shm", "stream", "unary")
+_PICK = _TRANSPORTS[0]
+"""The default: shared memory where offered, else the stream."""
+_TRANSPORT_VALUES = ("any", "grpc", "shm")
 _KINDS = {"practice": pb.SESSION_KIND_PRACTICE, "eval": pb.SESSION_KIND_EVAL}
 
 T = TypeVar("T")
@@ -89,13 +92,13 @@ class SessionStep:
 
 
 def _forced_transport() -> str | None:
-    """``ALE_TRANSPORT``'s value ("grpc", "shm"), or None when unset or "auto"."""
+    """``ALE_TRANSPORT``'s value ("grpc", "shm"), or None when unset or "any"."""
     value = os.environ.get(TRANSPORT_VAR, "").strip().lower()
     if value not in ("", *_TRANSPORT_VALUES):
         raise InvalidArgumentError(
             f"{TRANSPORT_VAR}={value!r}: one of {', '.join(_TRANSPORT_VALUES)} (or unset)"
         )
-    return None if value in ("", "auto") else value
+    return None if value in ("", _PICK) else value
 
 
 def _array(t: pb.Tensor, what: str) -> npt.NDArray[Any]:
@@ -117,22 +120,22 @@ class RemoteSession:
         *,
         kind: SessionKindName,
         num_envs: int = 1,
-        transport: StepTransport = "auto",
+        transport: StepTransport = "any",
         own_client: bool = False,
         watch: bool = True,
         render_mode: str | None = None,
         autoreset_mode: str = "next_step",
     ) -> None:
-        """``transport``: "auto" steps through shared memory where the evaluator offers it
+        """``transport``: "any" steps through shared memory where the evaluator offers it
         (a client on its host), else like "stream"; "shm" requires shared memory;
         "stream" steps over one StepStream call where the server offers it (about half
         the per-Step cost of unary calls), falling back to unary Step calls otherwise;
         "unary" one Step call each. ``ALE_TRANSPORT`` overrides it (module docstring)."""
         if kind not in _KINDS:
             raise InvalidArgumentError(f"kind must be 'practice' or 'eval', not {kind!r}")
-        if transport not in ("auto", "shm", "stream", "unary"):
+        if transport not in _TRANSPORTS:
             raise InvalidArgumentError(
-                f"transport must be 'auto', 'shm', 'stream' or 'unary', not {transport!r}"
+                f"transport must be 'any', 'shm', 'stream' or 'unary', not {transport!r}"
             )
         forced = _forced_transport()
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer):
@@ -196,9 +199,7 @@ class RemoteSession:
         the server offers no free stream."""
         self._stream: StepStream | None = None
         self._shm: ClientChannel | None = None
-        wants = forced or (
-            "shm" if transport == "shm" else "auto" if transport == "auto" else "grpc"
-        )
+        wants = forced or ("shm" if transport == "shm" else _PICK if transport == _PICK else "grpc")
         if self.autoreset_mode != autoreset_mode:
             self.close()  # an evaluator that predates autoreset_mode opened a next_step one
             raise UnimplementedError(
