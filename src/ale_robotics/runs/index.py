@@ -44,8 +44,6 @@ the root is read-only the index lives in memory for the process and
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import sqlite3
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +54,7 @@ import pydantic
 
 from ale_robotics.errors import InvalidArgumentError, NotFoundError
 from ale_robotics.runs.index_key import IndexKey, IndexKeyError, ephemeral_key, load_index_key
+from ale_robotics.runs.index_scan import MAX_DEPTH, content_digest, scan
 from ale_robotics.runs.leaderboard import LeaderRow, leaderboard
 from ale_robotics.runs.summary import (
     COMPUTED_FIELDS,
@@ -80,12 +79,8 @@ __all__ = [
 INDEX_FILE = "index.sqlite3"
 INDEX_SCHEMA_VERSION = 3
 """The tables' layout; with :data:`SUMMARY_SCHEMA_VERSION` what the index was built for."""
-MAX_DEPTH = 6
-"""How deep under the root run directories are looked for (an eval set's
-``<set>/<task>/<label>/rep<k>/`` is 4)."""
 
 _VERSION = (INDEX_SCHEMA_VERSION * 1000 + SUMMARY_SCHEMA_VERSION) * 1000 + VERIFY_VERSION
-_SKIP_DIRS = frozenset({"scratch", "submission", "__pycache__"})
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS runs (
@@ -155,67 +150,6 @@ class _Row:
                 data = text.encode()
                 parts += [b"%d;" % len(data), data]
         return b"".join(parts)
-
-
-def _stamp(st: os.stat_result) -> str:
-    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-
-
-def _digest(run_dir: Path) -> str:
-    """SHA-256 of result.json and of trajectory.jsonl ('-' for one that cannot be read), as
-    the row is written: the content its verdict vouches for."""
-    parts = []
-    for name in ("result.json", "trajectory.jsonl"):
-        try:
-            with open(run_dir / name, "rb") as f:
-                parts.append(hashlib.file_digest(f, "sha256").hexdigest())
-        except OSError:
-            parts.append("-")
-    return " ".join(parts)
-
-
-def _scan(root: Path, unfinished: list[Path] | None = None) -> dict[str, str]:
-    """Run dir (relative to ``root``, POSIX) -> the stamp of its result.json and
-    trajectory.jsonl (size, mtime and ctime of each; '-' for a missing trajectory).
-
-    ``unfinished``: gets the run dirs with a trajectory but no result.json (running or lost).
-    Paths are plain strings here: every listing stats every run, and pathlib's objects
-    cost more than the stats.
-    """
-    found: dict[str, str] = {}
-    prefix = len(os.path.join(str(root), ""))
-
-    def walk(path: str, depth: int) -> None:
-        try:
-            entries = list(os.scandir(path))
-        except OSError:
-            return
-        for entry in entries:
-            if entry.name.startswith(".") or entry.name in _SKIP_DIRS:
-                continue
-            try:
-                if not entry.is_dir(follow_symlinks=False):
-                    continue
-            except OSError:
-                continue
-            sub = entry.path
-            try:
-                st = os.stat(os.path.join(sub, "result.json"))
-            except OSError:
-                if os.path.exists(os.path.join(sub, "trajectory.jsonl")):
-                    if unfinished is not None:
-                        unfinished.append(Path(sub))
-                elif depth < MAX_DEPTH:
-                    walk(sub, depth + 1)
-                continue
-            try:
-                traj = _stamp(os.stat(os.path.join(sub, "trajectory.jsonl")))
-            except OSError:
-                traj = "-"
-            found[sub[prefix:]] = f"{_stamp(st)} {traj}"
-
-    walk(str(root), 1)
-    return found
 
 
 class RunIndex:
@@ -324,7 +258,7 @@ class RunIndex:
     def refresh(self) -> Refresh:
         """Bring the index in line with the run directories; what changed."""
         self._unfinished = []
-        scanned = _scan(self.root, self._unfinished)
+        scanned = scan(self.root, self._unfinished)
         try:
             changes = self._apply(scanned)
         except sqlite3.OperationalError as exc:
@@ -396,7 +330,7 @@ class RunIndex:
 
     def _store(self, con: sqlite3.Connection, path: str, stamp: str) -> _Row:
         run_dir = self.root / path
-        digest = _digest(run_dir)
+        digest = content_digest(run_dir)
         summary: RunSummary | None = None
         problem: str | None = None
         try:

@@ -9,7 +9,7 @@ contradicts. An unverified run is still listed, marked so that nobody misses it,
 never ranks, is never called official and is left out of eval-set aggregates.
 
 The verdict depends on ``result.json`` and ``trajectory.jsonl`` only, so the run index
-keeps it beside the summary, keyed on both files' stat (:mod:`.index`), and an edit to
+keeps it beside the summary, keyed on both files' stat and signed (:mod:`.index`), and an edit to
 either verifies the run again. The evaluator keys a reader trusts (``--public-key``)
 are applied on top, by :func:`pin`: the kept verdict records the key the signatures
 verify with, and a run signed with any other key is unverified for that reader. That
