@@ -39,13 +39,21 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.option_flags import flag_args, from_command_line, parse_flags
 from ale_robotics.harness.options import RunOptions, RunSettings, check_label, flag_of
 from ale_robotics.submission.rejected import SubmissionRejected
-from ale_robotics.submission.yaml_strict import load_yaml_strict
+from ale_robotics.submission.yaml_strict import Position, YamlPath, load_yaml_positions
 
 __all__ = [
     "RESERVED_SET_DIRS",
@@ -161,26 +169,34 @@ class EvalSetSpec(RunSettings):
         _check_unique(value, "task")
         return value
 
+    @field_validator("agents")
+    @classmethod
+    def _unique_labels(cls, value: list[AgentEntry]) -> list[AgentEntry]:
+        _check_unique([a.label for a in value], "agent label")
+        return value
+
     @field_validator("run_args")
     @classmethod
-    def _run_args(cls, value: list[str]) -> list[str]:
+    def _run_args(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """Flags the set gives each run itself are refused, and so is an option given
+        both as a key (validated before ``run_args``: ``info.data``) and as a flag."""
+        fields = RunSettings.model_fields
+        keys = {n for n, f in fields.items() if n in info.data and info.data[n] != f.get_default()}
         for name in parse_flags(value):
             if name in _PER_RUN:
                 raise ValueError(
                     f"{flag_of(name).name} is set by the eval set for every run (agents, run "
                     "directories and labels come from the SPEC; eval-set has its own --strict)"
                 )
-        return value
-
-    @model_validator(mode="after")
-    def _run_settings(self) -> EvalSetSpec:
-        keys = self._keys()
-        for name in parse_flags(self.run_args):
             if name in keys:
                 raise ValueError(
                     f"{flag_of(name).name} is set by the eval set's key {name!r} already; "
                     "give it once"
                 )
+        return value
+
+    @model_validator(mode="after")
+    def _run_settings(self) -> EvalSetSpec:
         try:
             self.run_options("t", "a", "a", Path("."))
         except InvalidArgumentError as exc:
@@ -229,11 +245,6 @@ class EvalSetSpec(RunSettings):
         opts = self.run_options("t", "a", "a", Path("."))
         return RunSettings.model_validate(opts.model_dump(include=set(RunSettings.model_fields)))
 
-    @model_validator(mode="after")
-    def _unique_labels(self) -> EvalSetSpec:
-        _check_unique([a.label for a in self.agents], "agent label")
-        return self
-
     def set_name(self, spec_path: Path) -> str:
         """The set's name: ``name``, else the SPEC file's stem (checked like a name)."""
         if self.name is not None:
@@ -266,32 +277,61 @@ def _check_unique(values: list[str], what: str) -> None:
 
 def load_spec(path: Path) -> EvalSetSpec:
     """Read and validate a SPEC file, or raise :class:`InvalidArgumentError` saying what
-    to fix (the file, the key's path, and the rule), so the CLI exits 2 with one line."""
+    to fix: every problem, each as ``FILE:LINE:COLUMN: key.path: what is wrong`` (the
+    form editors and terminals jump to), in the order of the file; the CLI exits 2."""
     try:
-        data = load_yaml_strict(path, str(path), SPEC_MAX_BYTES)
+        data, where = load_yaml_positions(path, str(path), SPEC_MAX_BYTES)
     except SubmissionRejected as exc:
-        raise InvalidArgumentError(f"{path}: {exc.detail} (rule: {exc.rule})") from None
+        at = f"{path}:{exc.line}:{exc.column}" if exc.line is not None else str(path)
+        raise InvalidArgumentError(f"{at}: {exc.detail} (rule: {exc.rule})") from None
     if not isinstance(data, dict):
         raise InvalidArgumentError(
             f"{path}: a SPEC is a YAML mapping (schema_version, tasks, agents, repetitions, ...)"
         )
     if "schema_version" not in data:
         raise InvalidArgumentError(
-            f"{path}: schema_version is missing; add 'schema_version: 1' at the top"
+            f"{path}:1:1: schema_version is missing; add 'schema_version: 1' at the top"
         )
     try:
         return EvalSetSpec.model_validate(data)
     except ValidationError as exc:
-        raise InvalidArgumentError(f"{path}: {_first_problem(exc)}") from None
+        raise InvalidArgumentError(_problems(path, exc, where)) from None
 
 
-def _first_problem(exc: ValidationError) -> str:
-    """The first validation error as ``key.path: message`` (one line, no pydantic URL)."""
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    where = ".".join(str(p) for p in first["loc"])
-    msg = str(first["msg"]).removeprefix("Value error, ")
-    if first["type"] == "extra_forbidden":
-        msg = "unknown key (a SPEC has no such setting; check its spelling)"
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{where}: {msg}{more}" if where else f"{msg}{more}"
+def _problems(
+    path: Path, exc: ValidationError, where: dict[YamlPath, tuple[Position, Position]]
+) -> str:
+    """Every validation error as ``FILE:LINE:COLUMN: key.path: message`` (no pydantic
+    URL), sorted by place; more than one under a first line that counts them."""
+    found = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        line, column = _place(loc, error["type"], where) if loc else (0, 0)
+        key = ".".join(str(p) for p in loc)
+        msg = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "extra_forbidden":
+            msg = "unknown key (a SPEC has no such setting; check its spelling)"
+        elif error["type"] == "missing":
+            msg = "missing; add it (a SPEC needs schema_version, tasks, agents, repetitions)"
+        found.append((line, column, f"{key}: {msg}" if key else msg))
+    # A rule over the whole SPEC (loc ()) has no one place in it: the file's name alone.
+    lines = [
+        f"{path}:{line}:{column}: {text}" if line else f"{path}: {text}"
+        for line, column, text in sorted(found)
+    ]
+    if len(lines) == 1:
+        return lines[0]
+    return f"{path}: {len(lines)} problems\n" + "\n".join(lines)
+
+
+def _place(
+    loc: tuple[str | int, ...], kind: str, where: dict[YamlPath, tuple[Position, Position]]
+) -> Position:
+    """Where an error at ``loc`` points in the file: its value, or the key for an unknown
+    key; for a key that is not there (a missing one), the mapping that lacks it."""
+    for depth in range(len(loc), -1, -1):
+        at = where.get(loc[:depth])
+        if at is not None:
+            key, value = at
+            return key if kind == "extra_forbidden" and depth == len(loc) else value
+    return (1, 1)

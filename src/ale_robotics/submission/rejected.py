@@ -8,13 +8,29 @@ _DETAIL_CHARS = 300
 
 
 class SubmissionRejected(Exception):
-    """The submission breaks a rule; ends the job as REJECTED with this message."""
+    """The submission breaks a rule; ends the job as REJECTED with this message.
 
-    def __init__(self, file: str, rule: str, detail: str) -> None:
+    ``line`` and ``column`` (1-based) say where in the file, when the parser knows (a
+    YAML file's syntax error, duplicate key or limit): the message then starts with
+    them, and a reader that shows files its own way (an eval set's SPEC) has them apart.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        rule: str,
+        detail: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
         self.file = file
         self.rule = rule
         self.detail = detail
-        super().__init__(f"{file}: {detail} (rule: {rule})")
+        self.line = line
+        self.column = column
+        where = "" if line is None else f"line {line}, column {column}: "
+        super().__init__(f"{file}: {where}{detail} (rule: {rule})")
 
 
 def quote_key(key: object) -> str:

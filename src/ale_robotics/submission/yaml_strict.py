@@ -14,7 +14,15 @@ import yaml
 
 from ale_robotics.submission.rejected import SubmissionRejected, first_line, quote_key
 
-__all__ = ["YAML_MAX_ALIASES", "YAML_MAX_DEPTH", "YAML_MAX_NODES", "load_yaml_strict"]
+__all__ = [
+    "YAML_MAX_ALIASES",
+    "YAML_MAX_DEPTH",
+    "YAML_MAX_NODES",
+    "Position",
+    "YamlPath",
+    "load_yaml_positions",
+    "load_yaml_strict",
+]
 
 YAML_MAX_DEPTH = 32
 """Deepest nesting of collections a YAML submission may have."""
@@ -24,11 +32,20 @@ YAML_MAX_NODES = 100_000
 """Most nodes after expanding every alias (a billion-laughs document has ~10^9)."""
 
 
+Position = tuple[int, int]
+"""(line, column), both from 1, as editors count them."""
+
+
+def _position(mark: Any) -> Position | None:
+    return None if mark is None else (mark.line + 1, mark.column + 1)
+
+
 class _YamlLimit(Exception):
-    def __init__(self, rule: str, detail: str) -> None:
+    def __init__(self, rule: str, detail: str, mark: Any = None) -> None:
         super().__init__(detail)
         self.rule = rule
         self.detail = detail
+        self.at = _position(mark)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -46,20 +63,21 @@ class _StrictLoader(yaml.SafeLoader):
         self.nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
+        mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > YAML_MAX_ALIASES:
                 raise _YamlLimit(
-                    "yaml aliases", f"uses more than {YAML_MAX_ALIASES} aliases (*name)"
+                    "yaml aliases", f"uses more than {YAML_MAX_ALIASES} aliases (*name)", mark
                 )
             return super().compose_node(parent, index)
         self.nodes += 1
         if self.nodes > YAML_MAX_NODES:
-            raise _YamlLimit("yaml size", f"has more than {YAML_MAX_NODES} nodes")
+            raise _YamlLimit("yaml size", f"has more than {YAML_MAX_NODES} nodes", mark)
         self.depth += 1
         try:
             if self.depth > YAML_MAX_DEPTH:
-                raise _YamlLimit("yaml depth", f"nests deeper than {YAML_MAX_DEPTH} levels")
+                raise _YamlLimit("yaml depth", f"nests deeper than {YAML_MAX_DEPTH} levels", mark)
             return super().compose_node(parent, index)
         finally:
             self.depth -= 1
@@ -74,6 +92,7 @@ class _StrictLoader(yaml.SafeLoader):
                         raise _YamlLimit(
                             "yaml duplicate keys",
                             f"mapping key {quote_key(key_node.value)} appears twice",
+                            key_node.start_mark,
                         )
                     seen.add(ident)
         return super().construct_mapping(node, deep=deep)
@@ -128,8 +147,65 @@ def load_yaml_strict(path: Path, shown: str, max_bytes: int) -> object:
     (``yaml depth``), :data:`YAML_MAX_ALIASES` aliases and no self-referencing
     alias (``yaml aliases``), :data:`YAML_MAX_NODES` nodes once aliases are
     expanded (``yaml expansion``), no repeated mapping key (``yaml duplicate
-    keys``). Returns plain Python data for a strict schema to check next.
+    keys``). Returns plain Python data for a strict schema to check next. A rejection
+    says where in the file when the parser knows (``line``, ``column``).
     """
+    return _load(path, shown, max_bytes)[0]
+
+
+YamlPath = tuple[str | int, ...]
+"""A value's place in a document: mapping keys and sequence indexes from the root, as a
+schema's errors name it (pydantic's ``loc``)."""
+
+
+def load_yaml_positions(
+    path: Path, shown: str, max_bytes: int
+) -> tuple[object, dict[YamlPath, tuple[Position, Position]]]:
+    """:func:`load_yaml_strict`, and where each value is: path -> (where its key is,
+    where the value starts); a sequence item's two are the same, the root's path is
+    ``()``. For messages about the data that point into the file (an eval set's SPEC)."""
+    data, node = _load(path, shown, max_bytes)
+    return data, ({} if node is None else _positions(node))
+
+
+def _positions(root: yaml.Node) -> dict[YamlPath, tuple[Position, Position]]:
+    """Every path of the document (aliases followed once: the graph has no cycle, which
+    :func:`_expanded_size` checked, and its expansion is bounded)."""
+    start = (root.start_mark.line + 1, root.start_mark.column + 1)
+    out: dict[YamlPath, tuple[Position, Position]] = {(): (start, start)}
+    stack: list[tuple[YamlPath, yaml.Node]] = [((), root)]
+    while stack:
+        where, node = stack.pop()
+        items: list[tuple[str | int, yaml.Node, yaml.Node]] = []
+        if isinstance(node, yaml.MappingNode):
+            items = [(str(k.value), k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+        elif isinstance(node, yaml.SequenceNode):
+            items = [(i, v, v) for i, v in enumerate(node.value)]
+        for name, key, value in items:
+            at = (*where, name)
+            k, v = key.start_mark, value.start_mark
+            out[at] = ((k.line + 1, k.column + 1), (v.line + 1, v.column + 1))
+            stack.append((at, value))
+    return out
+
+
+def _marked(exc: yaml.YAMLError) -> tuple[str, Position | None]:
+    """A PyYAML error as one sentence and where it is: the problem at its mark, and what
+    the parser was reading with where that began (PyYAML prints them on four lines)."""
+    if not isinstance(exc, yaml.MarkedYAMLError) or exc.problem is None:
+        return first_line(exc), None
+    text = exc.problem
+    if exc.context:
+        begun = _position(exc.context_mark)
+        text += f" ({exc.context}" + (
+            f" started at line {begun[0]}, column {begun[1]})" if begun else ")"
+        )
+    return text, _position(exc.problem_mark)
+
+
+def _load(path: Path, shown: str, max_bytes: int) -> tuple[object, yaml.Node | None]:
+    """The document and its root node (None for an empty document); see
+    :func:`load_yaml_strict`."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(max_bytes + 1)
@@ -148,18 +224,21 @@ def load_yaml_strict(path: Path, shown: str, max_bytes: int) -> object:
         loader = _StrictLoader(text)  # the reader already refuses control characters
         node = loader.get_single_node()
         if node is None:
-            return None
+            return None, None
         expanded = _expanded_size(node)
         if expanded > YAML_MAX_NODES:
             raise _YamlLimit(
                 "yaml expansion",
                 f"expands to more than {YAML_MAX_NODES} nodes through its aliases",
             )
-        return loader.construct_document(node)
+        return loader.construct_document(node), node
     except _YamlLimit as exc:
-        raise SubmissionRejected(shown, exc.rule, exc.detail) from None
+        line, column = exc.at if exc.at is not None else (None, None)
+        raise SubmissionRejected(shown, exc.rule, exc.detail, line=line, column=column) from None
     except yaml.YAMLError as exc:
-        raise SubmissionRejected(shown, "yaml format", first_line(exc)) from None
+        detail, at = _marked(exc)
+        line, column = at if at is not None else (None, None)
+        raise SubmissionRejected(shown, "yaml format", detail, line=line, column=column) from None
     except RecursionError:
         raise SubmissionRejected(
             shown, "yaml depth", f"nests deeper than {YAML_MAX_DEPTH} levels"
