@@ -28,10 +28,12 @@ from ale_robotics.errors import FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.results.metrics import HOST_TIMED
 from ale_robotics.harness.agent_access import AgentAccess
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
+from ale_robotics.harness.agent_options import agent_env_pairs
 from ale_robotics.harness.hidden_modules import hidden_module_names
 from ale_robotics.harness.interrupt import StopRequest
 from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.sandboxes import AgentLaunch, Confinement, Sandbox
+from ale_robotics.sandboxes.base import AGENT_HOME
 from ale_robotics.sandboxes.cgroups import Limits, Usage
 from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.tasks.manifest import ManifestEntry
@@ -184,6 +186,8 @@ def run_agent(
     opts = ctx.opts
     scratch = ctx.run_dir / "scratch"
     scratch.mkdir()
+    home = scratch / AGENT_HOME  # its software's settings and caches: in its disk quota
+    home.mkdir(mode=0o700)
     launch = AgentLaunch(
         run_id=ctx.run_id,
         task_id=ctx.task.id,
@@ -198,9 +202,15 @@ def run_agent(
         hidden_modules=tuple(hidden_module_names(ctx.task)),  # e.g. metaworld.policies
         private_dirs=private_dirs(opts, ctx.run_dir),
         task_dir=task_dir,
-        extra_env={**run_env(opts), **(access.env if access is not None else {})},
+        extra_env={
+            **agent_env_pairs(opts),
+            **run_env(opts),
+            **(access.env if access is not None else {}),
+        },
         extra_rw=(access.socket_dir,) if access is not None else (),
         wrap=access.wrap if access is not None else None,
+        tools=opts.agent_tools,
+        home=home,
     )
     log_path = ctx.run_dir / "agent.log"
     with ctx.sandbox.prepare(launch) as box:

@@ -140,7 +140,10 @@ def _to_field(name: str, value: object, cwd: Path) -> object:
         return None
     flag = flag_of(name)
     if flag.repeat:
-        return tuple(str(v) for v in value) if isinstance(value, list | tuple) else (str(value),)
+        items = value if isinstance(value, list | tuple) else (value,)
+        if RunOptions.model_fields[name].annotation == tuple[Path, ...]:
+            return tuple(cwd / Path(str(v)) for v in items)
+        return tuple(str(v) for v in items)
     if flag.scale != 1:
         try:
             number = float(value)  # type: ignore[arg-type]

@@ -39,6 +39,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, field_validator
 
 from ale_robotics.errors import InvalidArgumentError
+from ale_robotics.harness.agent_options import AgentOptions
 from ale_robotics.harness.option_decl import Flag, OptionGroup
 from ale_robotics.harness.retry_options import RetryOptions
 from ale_robotics.harness.tls_options import TlsOptions
@@ -56,6 +57,7 @@ __all__ = [
     "GROUPS",
     "LABEL_MAX_LEN",
     "MIB",
+    "AgentOptions",
     "EndpointOptions",
     "ExecutorOptions",
     "Flag",
@@ -398,6 +400,7 @@ class OutputOptions(_Group):
 
 GROUPS: tuple[tuple[str, type[_Group]], ...] = (
     ("Sandbox", SandboxOptions),
+    ("Agent software", AgentOptions),
     ("Evaluation", ExecutorOptions),
     ("Limits", LimitOptions),
     ("Model", ModelOptions),
@@ -411,6 +414,7 @@ GROUPS: tuple[tuple[str, type[_Group]], ...] = (
 
 class RunSettings(
     SandboxOptions,
+    AgentOptions,
     ExecutorOptions,
     LimitOptions,
     ModelOptions,

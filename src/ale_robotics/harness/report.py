@@ -98,6 +98,14 @@ class RunReport(BaseModel):
     run_id: str = Field(description="Identifier the harness created for this run.")
     task_id: str = Field(description="Task evaluated.")
     agent_cmd: str = Field(description="Command line the agent was started with.")
+    agent_tools: list[str] = Field(
+        default_factory=list,
+        description="Directories of agent software shown read-only in its sandbox, on its "
+        "PATH (--agent-tools).",
+    )
+    agent_env: dict[str, str] = Field(
+        default_factory=dict, description="Variables given to the agent with --agent-env."
+    )
     agent_exit_code: int | None = Field(description="Agent exit status (None if killed).")
     agent_budget_exceeded: bool = Field(description="True if the harness stopped the agent.")
     agent_disk_quota_exceeded: bool = Field(

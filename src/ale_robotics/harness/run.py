@@ -32,6 +32,7 @@ from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 from ale_robotics.gateway import ModelUsage
 from ale_robotics.harness.agent_access import AgentAccess
+from ale_robotics.harness.agent_options import agent_env_pairs
 from ale_robotics.harness.agent_proc import AgentRun, Progress, run_agent
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 from ale_robotics.harness.model_gateway import ModelAccess, ModelSettings, model_gateway
@@ -162,6 +163,8 @@ def run_task(
             },
         )
         ctx = RunContext(
+                **({"agent_tools": [str(p) for p in opts.agent_tools]} if opts.agent_tools else {}),
+                **({"agent_env": agent_env_pairs(opts)} if opts.agent_env else {}),
             opts=opts,
             task=task,
             manifest_entry=manifest_entry,

@@ -24,6 +24,7 @@ from ale_robotics.client.sdk import AleClient, poll_interval
 from ale_robotics.errors import UnavailableError
 from ale_robotics.evaluator.batch.smoke import smoke_run
 from ale_robotics.gateway import ModelUsage
+from ale_robotics.harness.agent_options import agent_env_pairs
 from ale_robotics.harness.agent_proc import AgentRun, latest_job
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
 from ale_robotics.harness.report import RunReport, start_report
@@ -251,6 +252,8 @@ def _run_report(
         run_id=ctx.run_id,
         task_id=ctx.task.id,
         agent_cmd=ctx.opts.agent_cmd,
+        agent_tools=[str(p) for p in ctx.opts.agent_tools],
+        agent_env=agent_env_pairs(ctx.opts),
         agent_exit_code=agent.exit_code,
         agent_budget_exceeded=agent.timed_out,
         agent_disk_quota_exceeded=agent.quota_exceeded is not None,

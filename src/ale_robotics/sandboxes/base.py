@@ -41,7 +41,7 @@ from typing import ClassVar, Protocol
 
 from ale_robotics.sandboxes.cgroups import Limits, Usage
 
-__all__ = ["AgentCommand", "AgentLaunch", "AgentWrap", "Confinement", "Sandbox"]
+__all__ = ["AGENT_HOME", "AgentCommand", "AgentLaunch", "AgentWrap", "Confinement", "Sandbox"]
 
 
 class AgentWrap(Protocol):
@@ -77,6 +77,10 @@ class AgentCommand:
     """The program it starts, found on the host (host sandboxes only)."""
     script: str | None = None
     """The file its interpreter is asked to run (``python x.py``: ``x.py``), if any."""
+
+
+AGENT_HOME = "home"
+"""The agent's ``HOME``: a directory of this name in its scratch directory."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,12 @@ class AgentLaunch:
     socket directory)."""
     wrap: AgentWrap | None = None
     """Wraps the agent command inside the sandbox (the model gateway's relay)."""
+    tools: tuple[Path, ...] = ()
+    """Directories of agent software (``--agent-tools``), shown read-only at their own
+    path, each one's ``bin/`` (else itself) first on ``PATH``."""
+    home: Path | None = None
+    """The agent's ``HOME``: a writable directory of its own inside the scratch directory
+    (so what its software keeps there counts against the disk quota); None: ``/tmp``."""
 
 
 class Confinement(ABC):

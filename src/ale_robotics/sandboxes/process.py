@@ -47,8 +47,17 @@ def agent_env(launch: AgentLaunch) -> dict[str, str]:
     )
     if launch.task_dir is not None:
         env["ALE_TASK_DIR"] = str(launch.task_dir)
+    if launch.home is not None:
+        env["HOME"] = str(launch.home)
     env.update(launch.extra_env)
+    if launch.tools:
+        env["PATH"] = os.pathsep.join([*tool_bins(launch.tools), env.get("PATH", os.defpath)])
     return env
+
+
+def tool_bins(tools: Sequence[Path]) -> list[str]:
+    """What ``--agent-tools`` puts first on ``PATH``: each directory's ``bin/``, else itself."""
+    return [str(d / "bin") if (d / "bin").is_dir() else str(d) for d in tools]
 
 
 def wrapped(argv: list[str], launch: AgentLaunch) -> list[str]:

@@ -288,6 +288,7 @@ def bwrap_command(
     status_fd: int | None = None,
     tmp_size_bytes: int | None = 2 * 1024**3,
     bwrap: str | None = None,
+    home: Path | None = None,
 ) -> list[str]:
     """The argv that runs ``agent_argv`` inside the sandbox (see the module docstring).
 
@@ -309,7 +310,9 @@ def bwrap_command(
     replaced by it), so their files cannot be read either (see
     :mod:`ale_robotics.harness.hidden_modules`). ``tmp_size_bytes`` caps each of the
     RAM-backed ``/tmp`` and ``/dev/shm`` (None: no cap). Run it with the harness's curated
-    environment; the sandbox sets ``HOME`` and ``TMPDIR`` to its private ``/tmp``.
+    environment; the sandbox sets ``TMPDIR`` to its private ``/tmp``, and ``HOME`` to
+    ``home`` (a writable directory the mounts show, the agent's own in its scratch
+    directory) or else to ``/tmp``.
 
     Raises :class:`SandboxError` when bwrap is missing or a path is unusable.
     """
@@ -363,7 +366,7 @@ def bwrap_command(
     args += [
         "--setenv",
         "HOME",
-        "/tmp",
+        str(home) if home is not None else "/tmp",
         "--setenv",
         "TMPDIR",
         "/tmp",

@@ -95,10 +95,10 @@ class BwrapSandbox(Sandbox):
             )
         sock = Path(launch.endpoint.removeprefix("unix://"))
         workspace = launch.workspace
-        shown = shown_trees(workspace)
+        shown = shown_trees(workspace, extra_ro=launch.tools)  # what is hidden in them too
         # The task packet is bound read-only after the covers (it lies in the run's own,
         # hidden, directory): the innermost mount at its path.
-        extra_ro = [launch.task_dir] if launch.task_dir is not None else []
+        extra_ro = [*launch.tools, *([launch.task_dir] if launch.task_dir is not None else [])]
 
         def plan(hide: list[Path]) -> list[Mount]:
             return sandbox_mounts(
@@ -128,6 +128,7 @@ class BwrapSandbox(Sandbox):
                     hide=hide,
                     block_imports=install_paths(launch.hidden_modules),  # metaworld.policies
                     status_fd=status_w,
+                    home=launch.home,
                 )
                 box = _BwrapConfinement(
                     argv, agent_env(launch), launch, pass_fds=(status_w,), status_r=status_r

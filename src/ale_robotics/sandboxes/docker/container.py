@@ -73,7 +73,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ale_robotics.sandboxes.base import AgentWrap
+from ale_robotics.sandboxes.base import AGENT_HOME, AgentWrap
 from ale_robotics.sandboxes.cgroup_setup import parse_mounts
 from ale_robotics.sandboxes.cgroups import Limits, RunCgroup, Usage
 from ale_robotics.sandboxes.docker.cli import (
@@ -94,6 +94,7 @@ from ale_robotics.sandboxes.docker.images import (
 )
 from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.hidden import IMPORT_BLOCKER
+from ale_robotics.sandboxes.process import tool_bins
 
 __all__ = [
     "GATEWAY_MOUNT",
@@ -206,6 +207,7 @@ class AgentContainer:
         hidden_paths: Sequence[str] = (),
         task_dir: Path | None = None,
         gateway_dir: Path | None = None,
+        tools: Sequence[Path] = (),
     ) -> AgentContainer:
         """``docker create`` the agent's container (not started); see the module doc.
 
@@ -238,6 +240,7 @@ class AgentContainer:
             *_bind(agent_socket.parent, SOCKET_MOUNT, readonly=True),
             *(_bind(task_dir, TASK_MOUNT, readonly=True) if task_dir is not None else []),
             *(_bind(gateway_dir, GATEWAY_MOUNT, readonly=True) if gateway_dir else []),
+            *(arg for tool in tools for arg in _bind(tool, str(tool), readonly=True)),
             "--tmpfs", f"/tmp:rw,nosuid,nodev,size={tmp_size_bytes},mode=1777",
             "--shm-size", str(tmp_size_bytes),
             "--ulimit", f"fsize={max_file_bytes}:{max_file_bytes}",
@@ -377,6 +380,7 @@ def launch_agent_container(
     extra_env: Mapping[str, str] | None = None,
     gateway_dir: Path | None = None,
     wrap: AgentWrap | None = None,
+    tools: Sequence[Path] = (),
 ) -> AgentContainer:
     """The run's agent container, created and ready for :meth:`AgentContainer.start_argv`.
 
@@ -388,6 +392,9 @@ def launch_agent_container(
     ``extra_env``, ``gateway_dir`` and ``wrap``: the run's model gateway (its variables,
     its socket's directory, shown at :data:`GATEWAY_MOUNT`, and the relay around the
     command); the relay must be in the image (it is in ``ale-robotics/agent``).
+    ``tools`` (``--agent-tools``) are shown read-only at their own path, each one's
+    ``bin/`` (else itself) first on the image's ``PATH``; ``HOME`` is a directory of the
+    agent's own in its scratch directory.
     """
     if not agent_endpoint.startswith("unix://"):
         raise HarnessError(
@@ -406,13 +413,15 @@ def launch_agent_container(
         "ALE_SUBMISSION_DIR": SUBMISSION_MOUNT,
         "ALE_WORKSPACE": resolved.working_dir,
         "ALE_SCRATCH_DIR": SCRATCH_MOUNT,
-        "HOME": "/tmp",
+        "HOME": f"{SCRATCH_MOUNT}/{AGENT_HOME}",
         "TMPDIR": "/tmp",
         "PYTHONUNBUFFERED": "1",
     }
     if task_dir is not None:  # the run's task packet, read-only at TASK_MOUNT
         env["ALE_TASK_DIR"] = TASK_MOUNT
     env.update(extra_env or {})
+    if tools:
+        env["PATH"] = ":".join([*tool_bins(tools), info.path])
     argv = resolved.argv
     if wrap is not None:
         if gateway_dir is None:
@@ -437,6 +446,7 @@ def launch_agent_container(
         max_file_bytes=max_file_bytes,
         task_dir=task_dir,
         gateway_dir=gateway_dir,
+        tools=tools,
     )
 
 

@@ -9,6 +9,7 @@ as the agent's uid, on a read-only root; both are cached per image id.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -44,6 +45,8 @@ class ImageInfo:
     ref: str
     id: str
     working_dir: str
+    path: str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    """The image's ``PATH`` (Docker's default when it sets none)."""
 
 
 def require_image(image: str, role: str = "agent") -> ImageInfo:
@@ -57,7 +60,9 @@ def require_image(image: str, role: str = "agent") -> ImageInfo:
         )
     doc = json.loads(proc.stdout)[0]
     config = doc.get("Config") or {}
-    return ImageInfo(ref=image, id=str(doc["Id"]), working_dir=config.get("WorkingDir") or "/")
+    env = dict(e.partition("=")[::2] for e in config.get("Env") or [] if isinstance(e, str))
+    info = ImageInfo(ref=image, id=str(doc["Id"]), working_dir=config.get("WorkingDir") or "/")
+    return dataclasses.replace(info, path=env["PATH"]) if env.get("PATH") else info
 
 
 @dataclass(frozen=True)

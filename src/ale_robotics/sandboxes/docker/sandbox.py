@@ -30,6 +30,7 @@ from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.sandboxes.live import register
 from ale_robotics.sandboxes.mount_plan import plan_mounts
 from ale_robotics.sandboxes.process import agent_env, warn_cgroup
+from ale_robotics.sandboxes.run_dirs import hidden_paths
 
 __all__ = ["DockerSandbox"]
 
@@ -82,10 +83,18 @@ class DockerSandbox(Sandbox):
         if len(launch.extra_rw) > 1:
             raise HarnessError("the agent container shows one more directory at most")
         gateway_dir = launch.extra_rw[0] if launch.extra_rw else None
+        # A container shows its mounts whole (no covers inside them as bubblewrap lays).
+        inside = hidden_paths(launch.private_dirs, launch.tools)
+        if inside:
+            raise HarnessError(
+                f"--agent-tools: {inside[0]} is a directory of the harness (a run, a runs "
+                "root or its state) inside a tools directory, which a container would show; "
+                "give the tools' own directory"
+            )
         rw = [launch.scratch, launch.submission, *launch.extra_rw]
         if launch.endpoint.startswith("unix://"):
             rw.append(Path(launch.endpoint.removeprefix("unix://")).parent)
-        ro = [launch.task_dir] if launch.task_dir is not None else []
+        ro = [*launch.tools, *([launch.task_dir] if launch.task_dir is not None else [])]
         with register(launch.run_id, self.name, None, plan_mounts(ro, [], rw)):
             container = launch_agent_container(
                 run_id=launch.run_id,
@@ -103,6 +112,7 @@ class DockerSandbox(Sandbox):
                 extra_env=launch.extra_env,  # the model gateway's (no host path in them)
                 gateway_dir=gateway_dir,  # shown at GATEWAY_MOUNT
                 wrap=launch.wrap,
+                tools=launch.tools,
             )
             box = _ContainerConfinement(container, agent_env(launch))
             try:
