@@ -30,7 +30,15 @@ import numpy.typing as npt
 from ale_robotics.tensors import from_tensor, to_tensor
 from ale_robotics.v1 import ale_env_pb2 as pb
 
-__all__ = ["RawColumn", "WireInfos", "decode_infos", "encode_infos", "full_mask", "info_columns"]
+__all__ = [
+    "RawColumn",
+    "WireInfos",
+    "decode_infos",
+    "encode_infos",
+    "full_mask",
+    "info_columns",
+    "scalar_column",
+]
 
 _PYTHON_SCALARS: dict[type, np.dtype[Any]] = {
     bool: np.dtype(np.bool_),
@@ -67,6 +75,18 @@ def _scalar_dtype(kind: type) -> np.dtype[Any] | None:
             dtype = np.dtype(kind)
         _SCALAR_DTYPES[kind] = dtype
     return dtype
+
+
+def scalar_column(key: str, kind: type) -> tuple[np.dtype[Any], bool] | None:
+    """``(dtype, python_scalars)`` of the column of ``key`` when every env's value is a scalar
+    of type ``kind`` (what :func:`info_columns` decides for it, short of a Python int past
+    int64), or None when such values travel as JSON."""
+    if key in _NEVER_COLUMN:
+        return None
+    dtype = _scalar_dtype(kind)
+    if dtype is None or dtype not in _TENSOR_DTYPES:
+        return None
+    return dtype, kind in _PYTHON_SCALARS
 
 
 _SCALAR_DTYPES: dict[type, np.dtype[Any] | None] = {}

@@ -182,7 +182,7 @@ class RemoteEnv(SessionProps, gym.Env[Obs, Obs]):
         return obs[0], infos[0]
 
     def step(self, action: Obs) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
-        out = self._session.step(np.expand_dims(np.asarray(action), 0))
+        out = self._session.step(np.asarray(action)[None])
         return (
             out.obs[0],
             float(out.rewards[0]),

@@ -130,6 +130,8 @@ class ClientChannel:
         self._action_dtype = np.dtype(lay.action_dtype)
         req, resp = self._req.map, self._resp.map
         self._f64 = np.frombuffer(req, np.float64, lay.action_count, lay.action_offset)
+        self._act = np.frombuffer(req, self._action_dtype, lay.action_count, lay.action_offset)
+        self._act = self._act.reshape(self._action_shape)
         self._seeds = np.frombuffer(req, np.int64, n, lay.seeds_offset)
         self._mask = np.frombuffer(req, np.uint8, n, lay.mask_offset)
         obs_shape = (n, *lay.obs_shape)
@@ -156,18 +158,14 @@ class ClientChannel:
 
     def step(self, action: npt.NDArray[Any]) -> Reply:
         """One Step (``action`` must :meth:`fit <fits_action>`); raises the evaluator's error."""
-        flags = 0
         if action.dtype == self._action_dtype:
-            dst = np.frombuffer(
-                self._req.map, self._action_dtype, action.size, self.layout.action_offset
-            )
+            self._act[:] = action
+            REQUEST_HEAD.pack_into(self._req.view, 8, OP_STEP, 0, 0, 0)
         else:
-            dst, flags = self._f64, FLAG_FLOAT64
-        dst[:] = action.reshape(-1)
-        REQUEST_HEAD.pack_into(self._req.view, 8, OP_STEP, flags, 0, 0)
+            self._f64[:] = action.reshape(-1)
+            REQUEST_HEAD.pack_into(self._req.view, 8, OP_STEP, FLAG_FLOAT64, 0, 0)
         self._send()
-        reply = self._receive(OP_STEP)
-        return reply
+        return self._receive(OP_STEP)
 
     def reset(self, seeds: list[int], mask: list[bool] | None) -> Reply:
         """One Reset (its arguments must :meth:`fit <fits_reset>`)."""
@@ -253,7 +251,7 @@ class ClientChannel:
         self._release()
 
     def _release(self) -> None:
-        for attr in ("_f64", "_seeds", "_mask", "_obs", "_reward", "_term", "_trunc"):
+        for attr in ("_f64", "_act", "_seeds", "_mask", "_obs", "_reward", "_term", "_trunc"):
             self.__dict__.pop(attr, None)
         for name in ("_req_seq", "_resp_seq", "_info"):
             view = self.__dict__.pop(name, None)

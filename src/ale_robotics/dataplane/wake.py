@@ -2,13 +2,23 @@
 
 A writer stores the message, then its sequence number, then writes 1 to the eventfd
 of that direction (always: a writer cannot know cheaply whether its reader sleeps,
-and a write nobody waits for costs one syscall, well under a microsecond). A reader
-first spins for ``spin_s`` re-reading the sequence word: an answer that comes within
-that time is seen without sleeping, which saves the 10-50 µs a wake-up through the
-scheduler takes. Past ``spin_s`` it blocks in ``poll`` on the eventfd (and on the
-data socket, whose end means the peer is gone, and on an optional stop eventfd),
-and re-reads the word after every wake-up: a wake-up left by an answer already seen
-while spinning is drained and slept through again.
+and a write nobody waits for costs one syscall). A reader first spins re-reading the
+sequence word: an answer that comes within the spin is seen without sleeping, which
+saves the 10-50 µs a wake-up through the scheduler takes on a quiet host. Then it
+blocks in ``poll`` on the eventfd (and on the data socket, whose end means the peer
+is gone, and on an optional stop eventfd), and re-reads the word after every
+wake-up: a wake-up left by an answer already seen while spinning is drained and
+slept through again.
+
+**The spin adapts to the waits.** A spin pays only when the answer comes within it;
+past that it burns a core the other side (or another job of a loaded host) needs. So
+each waiter keeps a moving average of how long its waits took, and spins for twice
+that, at most ``spin_s``, and not at all while the average is past ``spin_s``: an
+agent that steps in a tight loop gets its answers spinning, one that thinks for
+milliseconds between steps (a learning update) costs the evaluator no spinning, and
+on a host so loaded that the other side rarely runs in time both sides sleep. The
+average keeps being measured while no spin is done, so spinning comes back when waits
+get short again.
 
 Spinning is only done on x86-64, where stores become visible to other cores in the
 order they were made (so a new sequence number implies the message before it).
@@ -36,6 +46,9 @@ CAN_SPIN = platform.machine().lower() in ("x86_64", "amd64")
 DEFAULT_SPIN_S = float(os.environ.get("ALE_SHM_SPIN_US", "200")) / 1e6
 """How long a reader spins before it blocks (``ALE_SHM_SPIN_US``; 0: never spin). Longer
 than a light one-env Step, shorter than anything a sleep would cost a loaded machine."""
+
+_AVG_WEIGHT = 0.125
+"""Weight of the latest wait in the moving average (about the last eight count)."""
 
 _CLOCK_EVERY = 16
 """Reads of the word between two looks at the clock."""
@@ -83,9 +96,14 @@ class Waiter:
         if stop_fd is not None:
             self._poll.register(stop_fd, select.POLLIN)
         self._max_spurious = max_spurious
+        self._avg_s = 0.0  # moving average of the waits that ended READY
         self.spurious = 0
         """Wake-ups since the last READY that found the word unchanged (a peer that writes
         the eventfd without a message runs this up)."""
+
+    def _ready(self, start: float) -> None:
+        self.spurious = 0
+        self._avg_s += _AVG_WEIGHT * (time.perf_counter() - start - self._avg_s)
 
     def wait(self, old: int, timeout_s: float | None) -> Wake:
         """Until the word differs from ``old`` (READY), or the socket or the stop fd is
@@ -94,22 +112,24 @@ class Waiter:
         if word[0] != old:
             self.spurious = 0
             return Wake.READY
-        if self.spin_s > 0:
-            end = time.perf_counter() + self.spin_s
+        start = time.perf_counter()
+        spin = 2 * self._avg_s if self._avg_s < self.spin_s else 0.0
+        if spin > 0:
+            end = start + min(spin, self.spin_s)
             n = 0
             while word[0] == old:
                 n += 1
                 if n % _CLOCK_EVERY == 0 and time.perf_counter() > end:
                     break
             else:
-                self.spurious = 0
+                self._ready(start)
                 return Wake.READY
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             left_ms = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1e3))
             events = self._poll.poll(left_ms)
             if word[0] != old:
-                self.spurious = 0
+                self._ready(start)
                 return Wake.READY
             if not events:
                 if deadline is not None and time.monotonic() >= deadline:
@@ -125,7 +145,7 @@ class Waiter:
             except BlockingIOError:
                 pass
             if word[0] != old:
-                self.spurious = 0
+                self._ready(start)
                 return Wake.READY
             self.spurious += 1
             if self._max_spurious is not None and self.spurious > self._max_spurious:

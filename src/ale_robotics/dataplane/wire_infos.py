@@ -12,12 +12,19 @@ the bytes around them differ::
 
 The description is the same step after step for a given env (same keys, same
 types), so the evaluator keeps the bytes of the last few and the client the parsed
-form of the last few: a step costs a lookup, not a JSON round trip.
+form of the last few: a step costs a lookup, not a JSON round trip. The usual infos
+of a simulator (every env the same keys, each a Python or numpy scalar of one type:
+MuJoCo's reward terms and positions) take a shorter way on the evaluator: one
+``struct`` packing of every value, by a plan kept per (envs, keys, types), with the
+same columns :func:`~ale_robotics.infos.info_columns` would make (the plan is made
+by its rule, :func:`~ale_robotics.infos.scalar_column`); anything else (arrays, a
+key only some envs have, strings, an int past int64) goes the general way.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ale_robotics.infos import RawColumn, WireInfos, full_mask, info_columns
+from ale_robotics.infos import RawColumn, WireInfos, full_mask, info_columns, scalar_column
 
 __all__ = ["InfoOverflow", "read_infos", "write_infos"]
 
@@ -35,7 +42,6 @@ _CACHE = 64
 
 Signature = tuple[tuple[str, str, tuple[int, ...], bool, bool], ...]
 _descs: dict[Signature, bytes] = {}
-_parsed: dict[bytes, list[tuple[str, np.dtype[Any], tuple[int, ...], bool, bool]]] = {}
 
 
 class InfoOverflow(Exception):
@@ -65,10 +71,85 @@ def _desc(columns: list[RawColumn]) -> bytes:
     return desc
 
 
+_CODES = {
+    np.dtype("<f8"): "d",
+    np.dtype("<f4"): "f",
+    np.dtype("<f2"): "e",
+    np.dtype("<i8"): "q",
+    np.dtype("<i4"): "i",
+    np.dtype("u1"): "B",
+    np.dtype("?"): "?",
+}
+
+
+class _Plan:
+    """How to write infos of one shape (envs, keys, value types) in one packing."""
+
+    def __init__(self, ncols: int, desc: bytes, packer: struct.Struct) -> None:
+        self.desc = desc
+        self.start = _pad(_HEAD.size + len(desc))
+        self.packer = packer
+        self.head = _HEAD.pack(ncols, len(desc), packer.size, 0)
+
+
+_plans: dict[tuple[int, tuple[str, ...], tuple[type, ...]], _Plan | None] = {}
+
+
+def _plan(n: int, keys: tuple[str, ...], kinds: tuple[type, ...]) -> _Plan | None:
+    columns: list[tuple[str, str, tuple[int, ...], bool, bool]] = []
+    fmt: list[str] = []
+    for key, kind in zip(keys, kinds, strict=True):
+        decided = scalar_column(key, kind)
+        if decided is None or decided[0] not in _CODES:
+            return None
+        dtype, python = decided
+        columns.append((key, dtype.str, (), True, python))
+        size = n * dtype.itemsize
+        fmt.append(f"{n}{_CODES[dtype]}" + (f"{_pad(size) - size}x" if _pad(size) > size else ""))
+    desc = json.dumps([[k, d, list(s), f, p] for k, d, s, f, p in columns]).encode()
+    return _Plan(len(columns), desc, struct.Struct("<" + " ".join(fmt)))
+
+
+def _write_fast(area: memoryview, infos: Sequence[Mapping[str, Any]]) -> int | None:
+    """The usual infos in one packing (module doc); None when they are not that kind."""
+    first = infos[0]
+    keys = tuple(first)
+    kinds = tuple(map(type, first.values()))
+    for info in infos[1:]:
+        if tuple(info) != keys or tuple(map(type, info.values())) != kinds:
+            return None
+    sig = (len(infos), keys, kinds)
+    plan = _plans.get(sig, _NO_PLAN)
+    if plan is _NO_PLAN:
+        if len(_plans) >= _CACHE:
+            _plans.clear()
+        plan = _plans[sig] = _plan(*sig)
+    if plan is None:
+        return None
+    end = plan.start + plan.packer.size
+    if end > len(area):
+        return None  # the general way says by how much
+    values = list(first.values()) if len(infos) == 1 else [i[k] for k in keys for i in infos]
+    try:
+        plan.packer.pack_into(area, plan.start, *values)
+    except (struct.error, OverflowError):  # an int past int64: JSON, the general way
+        return None
+    area[: _HEAD.size] = plan.head
+    area[_HEAD.size : _HEAD.size + len(plan.desc)] = plan.desc
+    return end
+
+
+_NO_PLAN = _Plan(0, b"", struct.Struct(""))
+
+
 def write_infos(area: memoryview, infos: Sequence[Mapping[str, Any]]) -> int:
     """Write ``infos`` (one per env) at the start of ``area``; the bytes used.
 
     InfoOverflow when they do not fit (nothing else is written then)."""
+    if infos and infos[0]:
+        used = _write_fast(area, infos)
+        if used is not None:
+            return used
     columns, rest = info_columns(infos)
     desc = _desc(columns)
     chunks: list[bytes] = []
@@ -93,16 +174,29 @@ def write_infos(area: memoryview, infos: Sequence[Mapping[str, Any]]) -> int:
     return end
 
 
-def _parse(desc: bytes) -> list[tuple[str, np.dtype[Any], tuple[int, ...], bool, bool]]:
-    parsed = _parsed.get(desc)
+# per column: key, dtype, (num_envs, *shape), count, mask offset (-1: full), values offset,
+# python_scalars
+_Read = tuple[str, np.dtype[Any], tuple[int, ...], int, int, int, bool]
+_parsed: dict[tuple[bytes, int], list[_Read]] = {}
+
+
+def _parse(desc: bytes, num_envs: int) -> list[_Read]:
+    """Where each column lies in the data section (kept per description and env count)."""
+    parsed = _parsed.get((desc, num_envs))
     if parsed is None:
-        parsed = [
-            (str(k), np.dtype(d), tuple(int(x) for x in s), bool(f), bool(p))
-            for k, d, s, f, p in json.loads(desc)
-        ]
+        parsed = []
+        offset = 0
+        for k, d, s, f, p in json.loads(desc):
+            dtype, shape = np.dtype(d), tuple(int(x) for x in s)
+            mask_at = -1
+            if not f:
+                mask_at, offset = offset, offset + _pad(num_envs)
+            count = num_envs * math.prod(shape)
+            parsed.append((str(k), dtype, (num_envs, *shape), count, mask_at, offset, bool(p)))
+            offset += _pad(count * dtype.itemsize)
         if len(_parsed) >= _CACHE:
             _parsed.clear()
-        _parsed[desc] = parsed
+        _parsed[(desc, num_envs)] = parsed
     return parsed
 
 
@@ -114,16 +208,10 @@ def read_infos(area: memoryview, num_envs: int) -> WireInfos:
     start = _pad(_HEAD.size + desc_len)
     data = bytes(area[start : start + data_len])
     columns: list[tuple[str, npt.NDArray[Any], npt.NDArray[np.bool_], bool]] = []
-    offset = 0
-    for key, dtype, shape, full, python in _parse(desc):
-        if full:
-            mask = full_mask(num_envs)
-        else:
-            mask = np.frombuffer(data, np.bool_, num_envs, offset)
-            offset += _pad(num_envs)
-        count = num_envs * int(np.prod(shape, dtype=np.int64))
-        values = np.frombuffer(data, dtype, count, offset).reshape(num_envs, *shape)
-        offset += _pad(values.nbytes)
+    full = full_mask(num_envs)
+    for key, dtype, shape, count, mask_at, offset, python in _parse(desc, num_envs):
+        mask = full if mask_at < 0 else np.frombuffer(data, np.bool_, num_envs, mask_at)
+        values = np.frombuffer(data, dtype, count, offset).reshape(shape)
         columns.append((key, values, mask, python))
     if len(columns) != ncols:
         raise ValueError(f"info area: {ncols} columns announced, {len(columns)} described")

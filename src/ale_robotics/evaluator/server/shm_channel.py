@@ -133,6 +133,7 @@ class ServerChannel:
         self._info = self._resp.view[lay.info_offset :]
         self._action_shape = session.action_shape
         self._action_dtype = session.action_dtype
+        self._request_used = lay.mask_offset + lay.num_envs
         self._last = 0
         self._thread = threading.Thread(
             target=self._run, name=f"ale-shm-{session.id[5:13]}", daemon=True
@@ -211,7 +212,7 @@ class ServerChannel:
 
     def _take(self) -> tuple[int, bytes]:
         """Copy the request out of shared memory, once; the copy's seq and the copy."""
-        raw = self._req.map[: self.layout.request_bytes]  # the one read of the request
+        raw = self._req.map[: self._request_used]  # the one read of the request
         return int.from_bytes(raw[:8], "little"), raw
 
     def _serve_one(self) -> None:

@@ -243,16 +243,18 @@ class Session:
         obs_k: Sequence[Any] = ()
         info_k: Sequence[dict[str, Any]] = ()
         if moving:
+            # every env moving (the usual Step): whole-array writes, no index arrays
+            rows: slice | list[int] = slice(None) if len(moving) == n else moving
             acts = action if len(moving) == n else action[moving]
             obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, acts)
             if self._tape is not None:
                 self._tape.record(self._episode, moving, acts)
-            self._obs[moving] = obs_k
-            rewards[moving] = r_k
-            terminated[moving] = term_k
-            truncated[moving] = trunc_k
-            self._ret[moving] += rewards[moving]
-            self._len[moving] += 1
+            self._obs[rows] = obs_k
+            rewards[rows] = r_k
+            terminated[rows] = term_k
+            truncated[rows] = trunc_k
+            self._ret[rows] += rewards[rows]
+            self._len[rows] += 1
             self.env_steps += len(moving)
         j = 0  # row of env i in the stepper's results, when it moved (moving is in env order)
         restart: list[int] = []  # envs whose next episode begins now, in env order
