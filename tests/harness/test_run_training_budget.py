@@ -76,7 +76,11 @@ def _sync_budget(tmp: Path) -> None:
     )
     assert r.returncode == 0, r.stderr
     shown = subprocess.run(
-        [*CLI, "tasks", "show", TASK], env=_env(tmp), capture_output=True, text=True, timeout=60
+        [*CLI, "tasks", "show", TASK, "--json"],
+        env=_env(tmp),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     doc = json.loads(shown.stdout)
     assert doc["manifest"]["compute_budget"]["training_steps"] == BUDGET

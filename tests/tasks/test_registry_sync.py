@@ -42,7 +42,7 @@ def test_sync_then_list_uses_it(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "state" / "ale-robotics" / "manifest.json").exists()
     shown = subprocess.run(
-        [*CLI, "tasks", "show", "td3-inverted-pendulum-v1"],
+        [*CLI, "tasks", "show", "td3-inverted-pendulum-v1", "--json"],
         env=_env(tmp_path),
         capture_output=True,
         text=True,

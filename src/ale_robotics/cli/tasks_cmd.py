@@ -116,18 +116,20 @@ def _print_task_table(rows: list[dict[str, Any]], origin: str) -> None:
 @friendly
 def tasks_show(
     task_id: Annotated[str, typer.Argument(metavar="TASK_ID", help="Task id.")],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Accepted for symmetry: the output is always JSON.")
-    ] = False,
+    as_json: JsonOpt = False,
     state_dir: StateDirOpt = None,
 ) -> None:
-    """The full task config and its manifest entry (target, statistic, source, what is
-    not comparable), and the papers an operator attached, as one JSON document.
+    """One task as a page: what it is (mode, env, paper), its target with the statistic,
+    source and what is not comparable, the budgets, what to submit (the contract's files,
+    and each tensor's key, shape, dtype and bounds) or what is measured, the metrics, the
+    brief's first lines, and the papers an operator attached.
 
-    Keys: task (the config), manifest (the entry, or null), config_sha256,
-    target_statistic (null or {"name", "description"}), paper_library (the folder
-    'tasks attach-paper' copies into), papers ([{"name", "original_name", "bytes",
-    "sha256", "media_type", "attached_at"}]).
+    With --json, one document: {"task": the config, "manifest": its entry (target,
+    budgets) or null, "config_sha256", "target_statistic": null or {"name",
+    "description"}, "paper_library": the folder 'tasks attach-paper' copies into,
+    "papers": [{"name", "original_name", "bytes", "sha256", "media_type",
+    "attached_at"}]}.
+
     Exit codes: 0 ok, 2 a usage error (an unknown task id).
     """
     from dataclasses import asdict
@@ -135,24 +137,38 @@ def tasks_show(
     from ale_robotics.tasks import default_registry
     from ale_robotics.tasks.papers import default_state_dir, list_papers, paper_dir
 
-    del as_json  # the output is JSON either way
     reg = default_registry()
     spec = reg.get(task_id)
     entry = reg.manifest_entry(task_id)
     target = entry.target if entry else None
     root = (state_dir or default_state_dir()).absolute()
-    emit_json(
-        {
-            "task": spec.model_dump(mode="json"),
-            "manifest": entry.model_dump(mode="json") if entry else None,
-            "config_sha256": reg.entry(task_id).sha256,
-            "target_statistic": None
-            if target is None
-            else {"name": target.statistic.value, "description": target.statistic.description},
-            "paper_library": str(paper_dir(root, spec.id)),
-            "papers": [asdict(p) for p in list_papers(root, spec.id)],
-        },
-        indent=2,
+    papers = list_papers(root, spec.id)
+    if as_json:
+        emit_json(
+            {
+                "task": spec.model_dump(mode="json"),
+                "manifest": entry.model_dump(mode="json") if entry else None,
+                "config_sha256": reg.entry(task_id).sha256,
+                "target_statistic": None
+                if target is None
+                else {"name": target.statistic.value, "description": target.statistic.description},
+                "paper_library": str(paper_dir(root, spec.id)),
+                "papers": [asdict(p) for p in papers],
+            },
+            indent=2,
+        )
+        return
+    from ale_robotics.cli.task_page import print_task_page
+    from ale_robotics.tasks.brief import render_brief
+
+    print_task_page(
+        spec,
+        entry,
+        statistic=None if target is None else target.statistic.description,
+        brief=render_brief(spec, entry),
+        config_sha256=reg.entry(task_id).sha256,
+        papers=papers,
+        paper_library=str(paper_dir(root, spec.id)),
     )
 
 

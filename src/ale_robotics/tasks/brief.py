@@ -157,9 +157,9 @@ def _contract(spec: TaskSpec) -> str:
             "which the evaluator simulates itself. `contract.json` is `null`."
         )
     lines = [
-        f"Write into the submission directory, `$ALE_SUBMISSION_DIR` (the contract's "
-        f"nominal path is `{contract.submission_path}`). At most "
-        f"{contract.max_total_bytes:,} bytes in all.",
+        "Write into the submission directory, `$ALE_SUBMISSION_DIR` (the path is your "
+        f"sandbox's own: read it from the variable). At most {contract.max_total_bytes:,} "
+        "bytes in all.",
         "",
         "| role | file name(s) and format | required | max bytes |",
         "|---|---|---|---|",

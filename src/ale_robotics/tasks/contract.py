@@ -8,7 +8,7 @@ it is the part of a task an agent's artifact is checked against, on its own.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -101,14 +101,16 @@ class PolicyArchitecture(_Strict):
 
 
 class SubmissionContract(_Strict):
-    """What a batch task requires the agent to write, exactly; served by GetSpec."""
+    """What a batch task requires the agent to write, exactly; served by GetSpec.
+
+    It says what to write, not where: the submission directory is wherever the run's
+    sandbox puts it, which only the run knows (``$ALE_SUBMISSION_DIR``, the SDK's
+    ``AleClient.submission_dir``). The task configs still carry the key a path was once
+    given in (``submission_path``, their bytes are what the release manifest pins); it
+    is dropped when read, so no spec an agent is served names a path that is not its
+    own."""
 
     schema_version: Literal[1] = 1
-    submission_path: str = Field(
-        default="/submission",
-        description="Where the volume is mounted for the agent; the agent gets the real "
-        "path in ALE_SUBMISSION_DIR.",
-    )
     files: list[ContractFile]
     tensors: list[TensorRule] = Field(
         default_factory=list,
@@ -116,6 +118,14 @@ class SubmissionContract(_Strict):
     )
     max_total_bytes: int = Field(gt=0)
     notes: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_legacy_path(cls, data: Any) -> Any:
+        """The configs' ``submission_path`` (see the class docstring), read and dropped."""
+        if isinstance(data, dict) and "submission_path" in data:
+            data = {k: v for k, v in data.items() if k != "submission_path"}
+        return data
 
     def file_for_role(self, role: str) -> ContractFile:
         for f in self.files:
