@@ -5,12 +5,20 @@ rounds (medians reported; the ratio is the median of the per-round ratios):
 
 * ``raw``: one Gymnasium env in this process (``gym.make`` with the task's step limit);
 * ``raw_vector``: ``gymnasium.vector.SyncVectorEnv`` with ``--num-envs`` envs in this process;
-* ``unary``: ``RemoteEnv`` (one env): one Step RPC per env step;
+* ``unary``: ``RemoteEnv`` (one env): one Step RPC per env step; ``stream``: over one
+  ``StepStream``; ``shm``: through the shared-memory data plane (the SDK's default where the
+  evaluator offers it: ``ale_robotics.dataplane``), co-located as under the harness;
 * ``batched``: ``RemoteVectorEnv`` with ``--num-envs`` envs: one Step for all of them (over
-  ``StepStream``; ``batched_unary``: one unary Step RPC each).
+  ``StepStream``; ``batched_unary``: one unary Step RPC each; ``batched_shm``: shared memory).
 
-``raw_vector`` and ``batched`` alternate every ``--slice`` seconds within a round, so their
-ratio compares them under the same machine conditions.
+Two pairs alternate every ``--slice`` seconds within a round, so that each pair's ratio
+compares them under the same machine conditions: ``raw_vector`` with ``batched`` and
+``batched_shm``, and ``raw`` (Gymnasium's own step in this process) with ``shm``, the
+co-located one-env row (issue 47's target: within 1.5x of ``raw``).
+
+``--memory N`` measures instead what N open one-env sessions cost: the resident memory
+(``VmRSS``) of the evaluator's process and of this one, before and after opening N
+sessions through shared memory, then N through gRPC (each set stepped once, then closed).
 
 The evaluator runs as its own process (``ale-robotics evaluator serve``, Unix sockets), as it
 does under the harness, so client and server do not share a GIL; ``--in-process`` starts it in
@@ -22,6 +30,7 @@ Usage::
 
     python benchmarks/interactive.py [--task ID|all] [--num-envs 64] [--rounds 5]
                                      [--seconds 1.5] [--slice 0.25] [--json]
+    python benchmarks/interactive.py --memory 100 [--task ID] [--json]
 
 ``--task`` may be given more than once; ``all`` is every interactive task of Gymnasium's
 MuJoCo envs (``simulator.package`` "mujoco"), each measured with its own evaluator.
@@ -165,6 +174,7 @@ def bench_raw_vector(task: TaskSpec, n: int) -> Bench:
 
 def bench_single(client: AleClient, transport: StepTransport) -> Bench:
     env = RemoteEnv(client, transport=transport)
+    assert env.transport == transport, f"asked for {transport}, got {env.transport}"
     acts = _actions(env.action_space, 4096)
     env.reset(seed=0)
 
@@ -179,6 +189,7 @@ def bench_single(client: AleClient, transport: StepTransport) -> Bench:
 
 def bench_batched(client: AleClient, n: int, transport: StepTransport) -> Bench:
     env = RemoteVectorEnv(client, num_envs=n, transport=transport)
+    assert env.transport == transport, f"asked for {transport}, got {env.transport}"
     acts = _actions(env.single_action_space, 256 * n).reshape(256, n, -1)
     env.reset(seed=0)
 
@@ -189,60 +200,63 @@ def bench_batched(client: AleClient, n: int, transport: StepTransport) -> Bench:
     return step, env.close
 
 
-def _timed_pair(
-    a: Callable[[int], int], b: Callable[[int], int], seconds: float, slice_s: float
-) -> tuple[float, float]:
-    """Steps/s of ``a`` and ``b``, alternating every ``slice_s`` until each ran ``seconds``.
+def _timed_group(fns: list[Callable[[int], int]], seconds: float, slice_s: float) -> list[float]:
+    """Steps/s of each of ``fns``, alternating every ``slice_s`` until each ran ``seconds``.
 
-    Alternating every fraction of a second (AB, then BA, ...) puts both under the same
+    Alternating every fraction of a second (AB, then BA, ...) puts them under the same
     machine conditions, where a block of seconds each would not (see :func:`measure`).
     """
-    steps, walls = [0, 0], [0.0, 0.0]
+    steps, walls = [0] * len(fns), [0.0] * len(fns)
     k = 0
     while min(walls) < seconds:
-        for j in (0, 1) if k % 2 == 0 else (1, 0):
-            done, wall = _run_for((a, b)[j], slice_s, k * 1000, 5)
+        order = range(len(fns)) if k % 2 == 0 else reversed(range(len(fns)))
+        for j in order:
+            done, wall = _run_for(fns[j], slice_s, k * 1000, 5)
             steps[j] += done
             walls[j] += wall
         k += 1
-    return steps[0] / walls[0], steps[1] / walls[1]
+    return [s / w for s, w in zip(steps, walls, strict=True)]
 
 
 def measure(
     benches: dict[str, Bench],
     rounds: int,
     seconds: float,
-    pair: tuple[str, str],
+    groups: list[tuple[str, ...]],
     slice_s: float,
 ) -> dict[str, list[float]]:
     """Steps/s of every bench in each of ``rounds`` rounds.
 
     On a shared 2-core machine the speed of everything drifts by 20% or more within
-    a minute. So the two benches of ``pair`` (whose ratio is the target) run in
-    alternating slices of ``slice_s`` (a fraction of a second) in every round, and
+    a minute. So the benches of each of ``groups`` (whose ratios are the targets) run
+    in alternating slices of ``slice_s`` (a fraction of a second) in every round, and
     the report takes the median of the per-round ratios; the others run one block
-    of ``seconds`` each per round, for the medians only.
+    of ``seconds`` each per round, for the medians only. Every bench also runs one
+    block per round for its CPU per step (client and evaluator, from ``/proc``).
     """
     out: dict[str, list[float]] = {name: [] for name in benches}
+    grouped = {name for group in groups for name in group}
     for _ in range(rounds):
         for name in benches:
-            if name not in pair:
-                rate, client_us, evaluator_us = _timed(benches[name][0], seconds)
+            rate, client_us, evaluator_us = _timed(benches[name][0], seconds / 2)
+            if name not in grouped:
                 out[name].append(rate)
-                out.setdefault(f"{name}_client_cpu_us", []).append(client_us)
-                out.setdefault(f"{name}_evaluator_cpu_us", []).append(evaluator_us)
-        for fn in (benches[pair[0]][0], benches[pair[1]][0]):
-            for i in range(20):  # warm up after the other benches ran
-                fn(i)
-        rate_a, rate_b = _timed_pair(benches[pair[0]][0], benches[pair[1]][0], seconds, slice_s)
-        out[pair[0]].append(rate_a)
-        out[pair[1]].append(rate_b)
+            out.setdefault(f"{name}_client_cpu_us", []).append(client_us)
+            out.setdefault(f"{name}_evaluator_cpu_us", []).append(evaluator_us)
+        for group in groups:
+            for name in group:
+                for i in range(20):  # warm up after the other benches ran
+                    benches[name][0](i)
+            rates = _timed_group([benches[n][0] for n in group], seconds, slice_s)
+            for name, rate in zip(group, rates, strict=True):
+                out[name].append(rate)
     return out
 
 
 @contextlib.contextmanager
-def evaluator(task_id: str, in_process: bool) -> Iterator[AleClient]:
-    """An evaluator serving the task on a Unix socket, and an agent client for it."""
+def evaluator(task_id: str, in_process: bool, max_sessions: int = 0) -> Iterator[AleClient]:
+    """An evaluator serving the task on a Unix socket, and an agent client for it
+    (``max_sessions``: the evaluator's --max-sessions and --max-sessions-total, if set)."""
     with tempfile.TemporaryDirectory(prefix="ale-bench-") as d:
         state, addr = Path(d) / "state", f"unix://{d}/agent.sock"
         if in_process:
@@ -262,6 +276,8 @@ def evaluator(task_id: str, in_process: bool) -> Iterator[AleClient]:
         cmd += [str(state), "--agent-listen", addr, "--harness-listen", f"unix://{d}/h.sock"]
         # Practice outside any run: the operator's practice token (issue 26), not agent.token.
         cmd += ["--task", task_id, "--allow-practice-without-run"]
+        if max_sessions:
+            cmd += ["--max-sessions", str(max_sessions), "--max-sessions-total", str(max_sessions)]
         proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL)
         try:
             yield _connect(state / "practice.token", addr, task_id, proc)
@@ -286,6 +302,66 @@ def _connect(token: Path, addr: str, task_id: str, proc: subprocess.Popen[bytes]
     raise SystemExit("the evaluator did not come up within 120 s")
 
 
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise SystemExit(f"no VmRSS for process {pid}")
+
+
+def _child_pid() -> int:
+    kids = [int(c) for t in Path(f"/proc/{os.getpid()}/task").iterdir() for c in _children(t)]
+    if len(kids) != 1:
+        raise SystemExit(f"expected one evaluator process, found {kids}")
+    return kids[0]
+
+
+def measure_memory(task: TaskSpec, n: int) -> dict[str, Any]:
+    """Resident memory of ``n`` open one-env sessions, shared memory against gRPC: each set
+    on a fresh evaluator (so no set reuses memory another freed), warmed by one session
+    opened and closed; ``VmRSS`` of the evaluator and of this process before and after
+    opening the ``n`` (each stepped once, so every buffer is touched); in the order shm,
+    gRPC, gRPC, shm."""
+    import gc
+
+    out: dict[str, list[dict[str, Any]]] = {"shm": [], "stream": []}
+    for transport in ("shm", "stream", "stream", "shm"):
+        with evaluator(task.id, in_process=False, max_sessions=n + 2) as client:
+            pid = _child_pid()
+            warm = RemoteEnv(client, transport=transport)
+            warm.reset(seed=0)
+            warm.step(warm.action_space.sample())
+            warm.close()
+            gc.collect()
+            time.sleep(1.0)
+            ev0, me0 = _rss_kib(pid), _rss_kib(os.getpid())
+            envs = [RemoteEnv(client, transport=transport) for _ in range(n)]
+            for env in envs:
+                env.reset(seed=0)
+                env.step(env.action_space.sample())
+            used = sorted({env.transport for env in envs})
+            time.sleep(1.0)
+            ev1, me1 = _rss_kib(pid), _rss_kib(os.getpid())
+            for env in envs:
+                env.close()
+            del envs
+            gc.collect()
+            client.close()
+        out[transport].append(
+            {
+                "evaluator_kib_per_session": (ev1 - ev0) / n,
+                "client_kib_per_session": (me1 - me0) / n,
+                "evaluator_kib": [ev0, ev1],
+                "transports": used,
+            }
+        )
+        print(
+            f"  {n} sessions over {transport:<6} ({'/'.join(used)}): evaluator "
+            f"+{(ev1 - ev0) / n:,.0f} KiB, client +{(me1 - me0) / n:,.0f} KiB a session"
+        )
+    return {"task_id": task.id, "sessions": n, "rss": out}
+
+
 def mujoco_interactive_tasks() -> list[TaskSpec]:
     """Every interactive task of a Gymnasium MuJoCo env (not Meta-World's or dm_control's)."""
     reg = default_registry()
@@ -303,29 +379,40 @@ def measure_task(task: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
     with evaluator(task.id, args.in_process) as client:
         benches["unary"] = bench_single(client, "unary")
         benches["stream"] = bench_single(client, "stream")
+        benches["shm"] = bench_single(client, "shm")
         benches["batched_unary"] = bench_batched(client, n, "unary")
         benches["batched"] = bench_batched(client, n, "stream")
+        benches["batched_shm"] = bench_batched(client, n, "shm")
+        groups = [("raw_vector", "batched", "batched_shm"), ("raw", "shm")]
         try:
-            runs = measure(
-                benches, args.rounds, args.seconds, ("raw_vector", "batched"), args.slice
-            )
+            runs = measure(benches, args.rounds, args.seconds, groups, args.slice)
         finally:
             for _, close in benches.values():
                 close()
             client.close()
     med = {name: statistics.median(v) for name, v in runs.items()}
-    ratios = [b / v for b, v in zip(runs["batched"], runs["raw_vector"], strict=True)]
+
+    def per_round(a: str, b: str) -> list[float]:
+        return [x / y for x, y in zip(runs[a], runs[b], strict=True)]
+
+    ratios = per_round("batched", "raw_vector")
     ratio = statistics.median(ratios)
-    unary_ratio = statistics.median(
-        b / v for b, v in zip(runs["batched_unary"], runs["raw_vector"], strict=True)
-    )
+    shm_ratios = per_round("batched_shm", "raw_vector")
+    one_ratios = per_round("raw", "shm")  # how many times Gymnasium's own step it takes
+    unary_ratio = statistics.median(per_round("batched_unary", "raw_vector"))
     rows = [
         ("raw env (in-process, 1 env)", med["raw"], ""),
         (f"raw vector env (SyncVectorEnv, {n} envs)", med["raw_vector"], ""),
         ("unary Step over gRPC (1 env)", med["unary"], f"{med['unary'] / med['raw']:.2f} x raw"),
         ("StepStream over gRPC (1 env)", med["stream"], f"{med['stream'] / med['raw']:.2f} x raw"),
+        ("shared memory (1 env)", med["shm"], f"{statistics.median(one_ratios):.2f} x raw time"),
         (f"batched unary Step ({n} envs)", med["batched_unary"], f"{unary_ratio:.2f} x raw vector"),
         (f"batched StepStream ({n} envs)", med["batched"], f"{ratio:.2f} x raw vector"),
+        (
+            f"batched shared memory ({n} envs)",
+            med["batched_shm"],
+            f"{statistics.median(shm_ratios):.2f} x raw vector",
+        ),
     ]
     where = "this process" if args.in_process else "its own process"
     print(
@@ -335,14 +422,16 @@ def measure_task(task: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
     )
     for name, value, note in rows:
         print(f"  {name:<42} {value:>10,.0f} steps/s  {note}")
-    for name in ("unary", "stream"):  # each line < 80 columns
+    for name in ("raw", "unary", "stream", "shm"):  # each line < 80 columns
         evaluator_us, client_us = med[f"{name}_evaluator_cpu_us"], med[f"{name}_client_cpu_us"]
         print(
-            f"  one env, {name}: {1e3 / med[name]:.2f} ms/step, CPU/step: evaluator "
+            f"  one env, {name}: {1e3 / med[name]:.3f} ms/step, CPU/step: evaluator "
             f"{evaluator_us:,.0f} µs, client {client_us:,.0f} µs"
         )
     print("  (the gRPC floor under those: python benchmarks/grpc_floor.py)")
     print(f"  batched StepStream / raw vector per round: {' '.join(f'{r:.2f}' for r in ratios)}")
+    print(f"  batched shm / raw vector per round: {' '.join(f'{r:.2f}' for r in shm_ratios)}")
+    print(f"  one env, shm time / raw time per round: {' '.join(f'{r:.2f}' for r in one_ratios)}")
     print(
         f"  target: batched >= {TARGET:.2f} x raw vector -> {ratio:.2f} (median of the rounds; "
         f"min {min(ratios):.2f}, max {max(ratios):.2f})"
@@ -367,13 +456,19 @@ def measure_task(task: TaskSpec, args: argparse.Namespace) -> dict[str, Any]:
                 "evaluator": med[f"{name}_evaluator_cpu_us"],
             }
             for name in benches
-            if name not in ("raw_vector", "batched")
         },
         "batched_vs_raw_vector": ratio,
         "batched_vs_raw_vector_min": min(ratios),
         "batched_vs_raw_vector_max": max(ratios),
         "batched_unary_vs_raw_vector": unary_ratio,
         "batched_vs_raw_vector_per_round": ratios,
+        "shm_steps_per_s": med["shm"],
+        "shm_ms_per_step": 1e3 / med["shm"],
+        "shm_time_vs_raw": statistics.median(one_ratios),
+        "shm_time_vs_raw_per_round": one_ratios,
+        "batched64_shm_steps_per_s": med["batched_shm"],
+        "batched_shm_vs_raw_vector": statistics.median(shm_ratios),
+        "batched_shm_vs_raw_vector_per_round": shm_ratios,
         "per_round_steps_per_s": {k: v for k, v in runs.items() if k in benches},
     }
 
@@ -395,8 +490,16 @@ def main() -> None:
         help="The vector env and the batched session alternate every this many seconds.",
     )
     p.add_argument("--in-process", action="store_true", help="Evaluator in this process.")
+    p.add_argument("--memory", type=int, default=0, metavar="N", help="RSS of N open sessions.")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    if args.memory:
+        task = default_registry().get((args.task or [DEFAULT_TASK])[0])
+        print(f"task {task.id}: resident memory of {args.memory} open one-env sessions")
+        doc = measure_memory(task, args.memory)
+        if args.json:
+            print(json.dumps(doc))
+        return
     tasks: list[TaskSpec] = []
     for name in args.task or [DEFAULT_TASK]:
         for task in mujoco_interactive_tasks() if name == "all" else [default_registry().get(name)]:

@@ -19,8 +19,10 @@ as an .npz and its actions checked equal to ours on random observations):
   shards of episodes / workers, as batch_eval.py drives it, warm); EnvPool: async mode,
   ``num_envs`` 64, ``batch_size`` 32, 2 threads, recv -> policy -> send.
 * ``interactive`` rows, Hopper and InvertedDoublePendulum with pre-drawn random actions:
-  ours is a batched 64-env ``RemoteVectorEnv`` (StepStream) on a practice session of an
-  evaluator in its own process (a child of this one, as the harness runs it); EnvPool sync
+  ours is a batched 64-env ``RemoteVectorEnv`` on a practice session of an evaluator in its
+  own process (a child of this one, as the harness runs it), twice: over gRPC
+  (``StepStream``) and through the shared-memory data plane (``ale_robotics.dataplane``, the
+  SDK's default when the agent shares the evaluator's host: the "shm" columns); EnvPool sync
   (64 envs, 2 threads); Gymnasium's ``SyncVectorEnv`` (64 envs) as a third column. Every
   side counts 64 transitions per step call. A fourth side, alternated with them, bounds
   ours from above (``FloorSide``, the "ceiling"): a bare gRPC stream echo between two
@@ -145,6 +147,17 @@ def summarize(
         # with the agent in another process can have
         row["ceiling_overhead_us_per_step"] = cpu[3] - floor.work_us / floor.n
         row["ceiling_bytes"] = {"request": floor.request_bytes, "response": floor.response_bytes}
+    if len(sides) > 4:  # the same session through the shared-memory data plane
+        shm = [a / b for a, b in zip(rate[4], rate[1], strict=True)]
+        row["ours_shm"] = _med(rate[4])
+        row["ratio_shm"] = _med(shm)
+        row["ratio_shm_min"] = min(shm)
+        row["ratio_shm_max"] = max(shm)
+        row["ratio_shm_per_round"] = shm
+        row["shm_vs_grpc"] = _med([a / b for a, b in zip(rate[4], rate[0], strict=True)])
+        row["cpu_us_per_step_shm"] = cpu[4]
+        mine = costs["physics"]["ours"] + costs["policy"]["ours"]
+        row["overhead_us_per_step_shm"] = cpu[4] - mine
     two = ("ours", "envpool")
     row["cpu_us_per_step"] = dict(zip(two, cpu[:2], strict=True))
     # per episode: the mean length of the recorded episodes (the same policy on the same env
@@ -188,6 +201,7 @@ def measure(name: str, peer: PeerSide, args: argparse.Namespace, tmp: Path) -> d
         if mode == "interactive":
             work = costs["physics"]["ours"] * args.num_envs / args.threads
             sides.append(FloorSide(ours.task, args.num_envs, work))
+            sides.append(OurInteractiveSide(task_id, args.num_envs, transport="shm"))
         runs = alternate(sides, args.rounds, args.slice)
     finally:
         for side in sides:
@@ -270,6 +284,24 @@ def print_tables(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 f"{r['ceiling_overhead_us_per_step']:>8.1f}"
             )
         print("(ovh: the echo's CPU per env step above its spin: gRPC's own overhead)")
+    shm_rows = [r for r in rows if "ours_shm" in r]
+    if shm_rows:
+        print()
+        note = (
+            "Interactive rows through the shared-memory data plane (the same session, "
+            "the SDK's default on the evaluator's host), alternated with the others:"
+        )
+        print(textwrap.fill(note, 80))
+        print(
+            f"{'workload':<17}{'shm/s':>10}{'/ envpool':>10}  {'min-max':<11}"
+            f"{'/ gRPC':>7}{'CPU µs':>8}{'ovh µs':>8}"
+        )
+        for r in shm_rows:
+            print(
+                f"{r['workload']:<17}{r['ours_shm']:10,.0f}{r['ratio_shm']:10.2f}  "
+                f"{r['ratio_shm_min']:.2f}-{r['ratio_shm_max']:<6.2f}{r['shm_vs_grpc']:7.2f}"
+                f"{r['cpu_us_per_step_shm']:8.1f}{r['overhead_us_per_step_shm']:8.1f}"
+            )
     print("\nCPU µs per env step, ours / EnvPool (overhead = CPU - physics - policy)")
     print(
         f"{'workload':<17}{'CPU':>12}{'physics':>12}{'policy':>11}{'overhead':>12}"

@@ -239,15 +239,17 @@ class _VectorSide:
 
 
 class OurInteractiveSide(_VectorSide):
-    """A batched ``RemoteVectorEnv`` (StepStream) on a practice session of an evaluator in its
-    own process, as the harness runs it (``interactive.py``'s; a child of this process, so
-    its CPU counts on our side)."""
+    """A batched ``RemoteVectorEnv`` on a practice session of an evaluator in its own
+    process, as the harness runs it (``interactive.py``'s; a child of this process, so its
+    CPU counts on our side): over gRPC (``StepStream``), or through the shared-memory data
+    plane (``transport="shm"``, the SDK's default on the evaluator's host)."""
 
-    def __init__(self, task_id: str, n: int) -> None:
+    def __init__(self, task_id: str, n: int, transport: str = "stream") -> None:
         task = default_registry().get(task_id)
         self._stack = contextlib.ExitStack()
         self.client = self._stack.enter_context(evaluator(task_id, in_process=False))
-        self.env = RemoteVectorEnv(self.client, num_envs=n, transport="stream")
+        self.env = RemoteVectorEnv(self.client, num_envs=n, transport=transport)  # type: ignore[arg-type]
+        assert self.env.transport == transport, self.env.transport
         self.env.reset(seed=0)
         self._init(task, n, self.env.single_action_space)
         self.slice(0.2)  # warm-up
