@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 from cli_helpers import STOPPED_RUN_ID, RealRun, cli, copy_run, write_stopped_run
@@ -71,10 +72,50 @@ def test_audit_of_an_interrupted_run_says_nothing_was_scored(tmp_path: Path) -> 
     assert "its trajectory: 5 events, FAILS: FAIL at event 3: the file ends after 3" in cut.stdout
 
 
-def test_audit_of_a_completed_run_needs_the_secret(real_run: RealRun) -> None:
-    r = cli("audit", str(real_run.run_dir))
-    assert r.returncode == 2
-    assert r.stderr.startswith("error: pass --secret FILE") and len(r.stderr.splitlines()) == 1
+def _default_state(home: Path) -> Path:
+    """The embedded evaluator's state dir under XDG_STATE_HOME ``home`` (no --state-dir)."""
+    state = home / "ale-robotics" / "evaluator"
+    state.mkdir(parents=True)
+    return state
+
+
+def test_audit_finds_the_embedded_evaluators_own_secret(real_run: RealRun, tmp_path: Path) -> None:
+    """Issue 48.4: ``audit runs/<id>``, as the tour writes it, failed with "pass --secret
+    FILE" on the machine that ran the run, whose default state dir holds the secret."""
+    home = tmp_path / "xdg"
+    shutil.copyfile(real_run.secret, _default_state(home) / "secret")
+    r = cli("audit", str(real_run.run_dir), env={"XDG_STATE_HOME": str(home)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("audit OK")
+    shown = home / "ale-robotics" / "evaluator" / "secret"
+    assert r.stderr.strip() == f"secret: {shown} (the embedded evaluator's)"
+
+
+def test_audit_without_the_secret_says_where_it_looked(real_run: RealRun, tmp_path: Path) -> None:
+    home = tmp_path / "xdg"
+    looked = home / "ale-robotics" / "evaluator" / "secret"
+    r = cli("audit", str(real_run.run_dir), env={"XDG_STATE_HOME": str(home)})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (
+        "error: no --secret given, and the embedded evaluator's default state dir has none "
+        f"(looked for {looked}): pass --secret FILE: the secret of the evaluator that ran it, "
+        "STATE_DIR/secret (the --state-dir it ran with; a shared evaluator's operator reveals "
+        "it)"
+    )
+
+
+def test_audit_never_takes_another_evaluators_secret(real_run: RealRun, tmp_path: Path) -> None:
+    """The default state dir holds a secret, but another evaluator ran the run (it ran
+    with --state-dir): refused, not an audit that fails every seed check."""
+    home = tmp_path / "xdg"
+    other = _default_state(home) / "secret"
+    other.write_bytes(bytes(range(32)))
+    r = cli("audit", str(real_run.run_dir), env={"XDG_STATE_HOME": str(home)})
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(
+        f"error: no --secret given, and the default one, {other}, is not this run's"
+    )
+    assert len(r.stderr.splitlines()) == 1
 
 
 def test_audit_of_a_batch_run_without_its_submission_says_where_it_is(

@@ -32,8 +32,10 @@ def audit(
         Path | None,
         typer.Option(
             metavar="FILE",
-            help="The revealed evaluator secret file (32 bytes, or 64 hex digits); needed "
-            "for a completed run.",
+            help="The revealed evaluator secret file (32 bytes, or 64 hex digits) of a "
+            "completed run. Default: the embedded evaluator's, "
+            "$XDG_STATE_HOME/ale-robotics/evaluator/secret, when it is the run's (a run "
+            "started without --state-dir on this machine).",
         ),
     ] = None,
     submission: Annotated[
@@ -79,6 +81,7 @@ def audit(
     from rich.text import Text
 
     from ale_robotics.audit import audit_run, load_report, read_secret, stopped_summary
+    from ale_robotics.audit.secret import find_run_secret
     from ale_robotics.harness.report import StoppedRunReport
     from ale_robotics.trajectory import load_public_key
 
@@ -100,10 +103,12 @@ def audit(
     if isinstance(doc, StoppedRunReport):
         report = audit_run(run_dir, b"", public_key=key)  # no score: the secret is not used
     else:
-        if secret is None:
-            raise InvalidArgumentError(
-                "pass --secret FILE: the evaluator's secret, revealed after the run "
-                "(STATE_DIR/secret of the evaluator that ran it)"
+        if secret is None:  # the embedded evaluator's own, when it is this run's
+            result = None if isinstance(doc, str) else doc.eval_result
+            published = result.secret_sha256 if result is not None else None
+            secret = find_run_secret(run_dir, published)
+            console.print(
+                f"secret: {secret} (the embedded evaluator's)", markup=False, soft_wrap=True
             )
         try:
             revealed = read_secret(secret)
