@@ -56,12 +56,35 @@ def test_interactive_prints_the_rates_and_a_json_last_line() -> None:
     for row in ("raw env", "unary Step over gRPC", "batched StepStream (4 envs)", "target:"):
         assert row in out
     cpu = data["cpu_us_per_step"]
-    assert set(cpu) == {"raw", "unary", "stream", "batched_unary"}
+    assert set(cpu) == {
+        "raw", "raw_vector", "unary", "stream", "shm", "batched_unary", "batched", "batched_shm"
+    }  # fmt: skip
     assert cpu["raw"]["client"] > 0  # in-process: the client's CPU (the evaluator idles)
-    for name in ("unary", "stream"):  # a remote step costs the evaluator's process CPU too
+    for name in ("unary", "stream", "shm"):  # a remote step costs the evaluator's process CPU
         assert cpu[name]["evaluator"] > cpu["raw"]["evaluator"] and cpu[name]["client"] > 0
         assert data[f"{name}_ms_per_step"] == pytest.approx(1e3 / data[f"{name}_steps_per_s"])
         assert f"one env, {name}: " in out
+    # the co-located one-env row, alternated with Gymnasium's own step in the same rounds
+    one = data["shm_time_vs_raw_per_round"]
+    assert one == pytest.approx([r / s for r, s in zip(rates["raw"], rates["shm"], strict=True)])
+    assert data["shm_time_vs_raw"] == pytest.approx(statistics.median(one))
+    shm = data["batched_shm_vs_raw_vector_per_round"]
+    assert shm == pytest.approx(
+        [b / v for b, v in zip(rates["batched_shm"], rates["raw_vector"], strict=True)]
+    )
+    assert "batched shared memory (4 envs)" in out and "shared memory (1 env)" in out
+
+
+def test_interactive_memory_compares_open_sessions_of_both_transports() -> None:
+    out, data = _run("interactive.py", "--memory", "3")
+    assert data["sessions"] == 3 and set(data["rss"]) == {"shm", "stream"}
+    for transport, sets in data["rss"].items():
+        assert len(sets) == 2, transport
+        for one in sets:
+            assert one["transports"] == ([transport] if transport == "shm" else ["stream"])
+            low, high = one["evaluator_kib"]
+            assert one["evaluator_kib_per_session"] == pytest.approx((high - low) / 3)
+    assert "3 sessions over shm" in out and "3 sessions over stream" in out
 
 
 def test_step_breakdown_names_every_piece() -> None:

@@ -73,6 +73,20 @@ def test_vs_envpool_quick_json_has_every_column_and_both_sides_stepped() -> None
     assert hopper["ceiling_bytes"]["response"] > 64 * 11 * 8  # 64 float64 observations
     assert 0 < hopper["ceiling_bytes"]["request"] < hopper["ceiling_bytes"]["response"]
     assert hopper["ceiling_overhead_us_per_step"] > 0
-    for line in ("workload", "ovh/episode", "MuJoCo 3.3", "Ceiling of the interactive rows"):
+    # the same session through the shared-memory data plane, alternated in the same rounds
+    assert "ours_shm" not in rows["pendulum-random"]
+    assert hopper["ours_shm"] > 0
+    assert hopper["ratio_shm"] == pytest.approx(hopper["ours_shm"] / hopper["envpool"])
+    assert hopper["shm_vs_grpc"] == pytest.approx(hopper["ours_shm"] / hopper["ours"])
+    assert hopper["overhead_us_per_step_shm"] == pytest.approx(
+        hopper["cpu_us_per_step_shm"] - hopper["physics_us_per_step"]["ours"]
+    )
+    for line in (
+        "workload",
+        "ovh/episode",
+        "MuJoCo 3.3",
+        "Ceiling of the interactive rows",
+        "through the shared-memory data plane",
+    ):
         assert line in proc.stdout
     assert all(len(line) <= 80 for line in proc.stdout.splitlines()[:-1])  # not the JSON
