@@ -32,7 +32,7 @@ from ale_robotics.harness.plots.episodes import (
 )
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.outcomes import episode_outcomes
-from ale_robotics.model.result import EpisodeRecord, EvalResult, SmokeRun
+from ale_robotics.model.result import EpisodeRecord, EvalResult, Floor, SmokeRun
 from ale_robotics.tasks import Direction, MetricSpec, default_registry
 
 DATA = Path(__file__).parent / "data" / "plot_results.json"
@@ -149,6 +149,31 @@ def test_return_task_draws_returns_and_the_paper_target() -> None:
     assert fig.axes[0].get_ylabel() == "return per episode\nmean_return: ↑ higher is better"
     assert hlines(fig)["paper mean_return 982.02"] == 982.02
     assert plot.strip == () and len(fig.axes) == 1  # batch rollouts: nothing to mark
+
+
+def test_the_floor_is_a_line_in_the_metrics_own_unit() -> None:
+    """Issue 48.10: what doing nothing measured on the same hidden seeds (the result's
+    floor) is drawn beside the measurement and the paper, and said in the legend."""
+    result, target = load("return")
+    assert result.floor is None and episode_plot(result, target).floor is None
+    floored = result.model_copy(
+        update={"floor": Floor(policy="zero_output", metrics={"mean_return": 23.2})}
+    )
+    plot = episode_plot(floored, target)
+    assert (plot.floor, plot.floor_policy) == (23.2, "zero_output")
+    fig = episodes_figure(plot)
+    assert hlines(fig)["floor 23.2 (doing nothing: zero weights)"] == 23.2
+    low, high = fig.axes[0].get_ylim()
+    assert low <= 23.2 <= high
+    assert "floor 23.2 (doing nothing: zero weights)" in [
+        t.get_text() for t in fig.legends[0].get_texts()
+    ]
+    # a cost task: the floor's cost, on the cost axis (not the return's)
+    cost, cost_target = load("cost_abandoned")
+    floor = Floor(policy="null_action", metrics={"mean_cost": 4.5, "mean_return": -4.5})
+    plot = episode_plot(cost.model_copy(update={"floor": floor}), cost_target)
+    assert plot.metric == "mean_cost" and plot.floor == 4.5
+    assert hlines(episodes_figure(plot))["floor 4.5 (doing nothing: null action)"] == 4.5
 
 
 def test_cost_task_draws_minus_the_return_lower_is_better() -> None:

@@ -117,6 +117,11 @@ class EpisodePlot:
     """'smoke run: N of M episodes, not official' for a smoke run (drawn in the title)."""
     secondary: Series | None = None
     """Planning tasks whose primary metric is not the time: planning time per problem."""
+    floor: float | None = None
+    """What doing nothing measured of :attr:`metric` on the same hidden seeds (the
+    result's floor, the null action or the policy with zero weights); None without one."""
+    floor_policy: str | None = None
+    """How the floor did nothing: 'null_action' or 'zero_output'."""
 
 
 def _outcomes(result: EvalResult) -> list[EpisodeOutcome]:
@@ -236,6 +241,9 @@ def episode_plot(
             values=tuple(float(t) for t in times if t is not None),
             measured=result.metrics.get("planning_time"),
         )
+    floor = result.floor.metrics.get(metric) if result.floor is not None else None
+    if floor is not None and not math.isfinite(floor):
+        floor = None
     if isinstance(result.outcomes, ReplayOutcomes):
         xlabel = "replayed instance (position in the task's published instances)"
     elif isinstance(result.outcomes, PlanningOutcomes):
@@ -260,6 +268,8 @@ def episode_plot(
         target=target if on_target else None,
         smoke=smoke,
         secondary=secondary,
+        floor=floor,
+        floor_policy=result.floor.policy if floor is not None and result.floor else None,
     )
 
 
@@ -317,6 +327,11 @@ def episodes_figure(plot: EpisodePlot) -> Figure:
         if plot.target is not None:
             label = f"paper {plot.metric} {plot.target:g}"
             handles.append(ax.axhline(plot.target, color="#1f7a1f", lw=2, ls="--", label=label))
+        if plot.floor is not None:
+            how = "zero weights" if plot.floor_policy == "zero_output" else "null action"
+            label = f"floor {plot.floor:.4g} (doing nothing: {how})"
+            floor_line = ax.axhline(plot.floor, color="#222222", lw=1.8, ls=":", label=label)
+            handles.append(floor_line)
         if plot.binary:
             ax.set_ylim(-0.04, 1.08)
             ax.set_yticks([0, 0.5, 1])
