@@ -440,7 +440,7 @@ def test_a_request_rewritten_during_its_copy_is_taken_as_copied(
     """A thread scribbles over the action and header while requests flow: every answer is
     a step (counted) or an error (nothing counted), never a crash or a step counted twice."""
     _, sid, raw = hostile
-    session = _session(sevaluator, sid)
+    _session(sevaluator, sid)  # open: the evaluator knows it
     _reset_request(raw)
     assert raw.answer()[1] == 0
     stop = threading.Event()
@@ -556,3 +556,60 @@ def test_tickets_are_single_use_and_bad_ones_are_refused(sevaluator: RunningEval
     finally:
         s.close()
         client.close()
+
+
+# -------------------------------------------------------------- inside a sandbox --
+
+
+def test_an_agent_in_a_bwrap_sandbox_steps_through_shared_memory(
+    sevaluator: RunningEvaluator, tmp_path: Path
+) -> None:
+    """bwrap binds only the agent socket's directory (with the data socket beside it) and
+    gives the agent its own /dev/shm and namespaces: the memfds still arrive, and the
+    sandboxed agent's steps equal a gRPC twin's outside."""
+    from ale_robotics.sandboxes.bwrap.command import bwrap_command, sandbox_available
+
+    if not sandbox_available():
+        pytest.skip("bubblewrap cannot start here")
+    sock = Path(sevaluator.agent_address[len("unix://") :])
+    ws, scratch, sub = tmp_path / "ws", tmp_path / "scratch", tmp_path / "sub"
+    for d in (ws, scratch, sub):
+        d.mkdir()
+    script = textwrap.dedent(
+        """
+        import json, numpy as np
+        from ale_robotics.client import AleClient, RemoteVectorEnv
+        env = RemoteVectorEnv(AleClient.from_env(), num_envs=2)
+        obs, _ = env.reset(seed=5)
+        out = [obs.tolist()]
+        for a in np.linspace(-1, 1, 20, dtype=np.float32):
+            obs, r, te, tr, info = env.step(np.full((2, 1), a, np.float32))
+            out.append([obs.tolist(), r.tolist(), te.tolist(), tr.tolist()])
+        print("RESULT " + json.dumps([env.transport, out]), flush=True)
+        env.close()
+        """
+    )
+    argv = bwrap_command(
+        [sys.executable, "-c", script],
+        workspace=ws,
+        scratch_dir=scratch,
+        submission_dir=sub,
+        agent_socket=sock,
+        tmp_size_bytes=16 * 1024**2,
+    )
+    proc = subprocess.run(
+        argv, env=_env(sevaluator), capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    transport, inside = json.loads(proc.stdout.split("RESULT ", 1)[1])
+    assert transport == "shm"
+    twin = RemoteVectorEnv(_agent(sevaluator), num_envs=2, transport="stream", own_client=True)
+    try:
+        obs, _ = twin.reset(seed=5)
+        outside = [obs.tolist()]
+        for a in np.linspace(-1, 1, 20, dtype=np.float32):
+            obs, r, te, tr, _ = twin.step(np.full((2, 1), a, np.float32))
+            outside.append([obs.tolist(), r.tolist(), te.tolist(), tr.tolist()])
+    finally:
+        twin.close()
+    assert inside == outside
