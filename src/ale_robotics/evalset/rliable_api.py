@@ -25,7 +25,6 @@ Not thread-safe, for the same reason: estimates are computed one at a time.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -165,6 +164,13 @@ def _pyplot() -> Any:
     return plt
 
 
+PANEL_COLUMNS = 2
+"""Panels per row of an interval-estimate figure: two panels of rliable's width make a
+figure about 750 px wide, which a report shows at half a page (about 560 px) with its
+text still readable; rliable's own row of four was 1,450 px, its text shrunk to a
+third."""
+
+
 def plot_interval_estimates(
     points: Mapping[str, FloatArray],
     intervals: Mapping[str, FloatArray],
@@ -173,58 +179,76 @@ def plot_interval_estimates(
     *,
     xlabel: str,
     title: str | None = None,
+    columns: int = PANEL_COLUMNS,
 ) -> Path:
-    """rliable's interval-estimate plot (a panel per metric, a bar per agent: the
-    interval, with a tick at the point estimate), saved as a PNG at ``path``."""
+    """rliable's interval-estimate plot, saved as a PNG at ``path``: a panel per metric, a
+    bar per agent spanning its interval with a tick at the point estimate, in rliable's
+    colours and style; the panels in rows of at most ``columns`` (rliable's own function
+    puts them all in one row, unreadable at half a page's width)."""
+    import math
+
     plt = _pyplot()
     plot_utils = _plot_utils()
 
     from matplotlib.ticker import FuncFormatter, MultipleLocator
 
     algorithms = list(points)
-    # rliable's default palette, named here so the slivers below match the bars
+    # rliable's default palette
     palette = plot_utils.sns.color_palette("colorblind", n_colors=len(algorithms))
     colors = dict(zip(algorithms, palette, strict=True))
-    row_height = 0.6
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # tight layout on tiny panels
-        fig, axes = plot_utils.plot_interval_estimates(
-            dict(points),
-            dict(intervals),
-            metric_names=list(metric_names),
-            algorithms=algorithms,
-            colors=colors,
-            xlabel=xlabel,
-            subfigure_width=3.4,
-            row_height=row_height,
-            xlabel_y_coordinate=-0.45 / (row_height * len(algorithms)) - 0.05,
-            wspace=0.25,
-        )
-        # Normalized scores: every panel spans at least 0 to 1 (the paper), so panels
-        # and figures compare at a glance (rliable fits each panel to its own bars).
-        finite = [iv for iv in intervals.values() if np.isfinite(iv).any()]
-        lo = min([0.0, *(float(np.nanmin(iv[0])) for iv in finite)])
-        hi = max([1.0, *(float(np.nanmax(iv[1])) for iv in finite)])
-        pad = 0.03 * (hi - lo)
-        panels = list(np.atleast_1d(axes))
-        for j, ax in enumerate(panels):
-            ax.set_xlim(lo - pad, hi + pad)
-            ax.xaxis.set_major_locator(MultipleLocator(0.5 if hi - lo <= 2.5 else 1.0))
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-            # an interval of width ~0 (every resample alike: identical scores) would be
-            # an invisible bar; draw it as a sliver in the agent's color instead
-            for k, alg in enumerate(algorithms):
-                low, high = intervals[alg][:, j]
-                if np.isfinite(low) and high - low < 0.01 * (hi - lo):
-                    ax.barh(y=k, width=0.01 * (hi - lo), height=0.6, color=colors[alg],
-                            left=(low + high) / 2 - 0.005 * (hi - lo), alpha=0.75)  # fmt: skip
-        if title:
-            height = row_height * len(algorithms)
-            fig.suptitle(title, y=1.0 + 0.6 / height, fontsize="x-large")
-        try:
-            fig.savefig(path, dpi=110, bbox_inches="tight")
-        finally:
-            plt.close(fig)
+    n = len(metric_names)
+    cols = max(1, min(columns, n))
+    rows = math.ceil(n / cols)
+    bar = 0.6  # rliable's interval height
+    panel_h = 0.5 * len(algorithms) + 1.1
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.6 * cols, panel_h * rows), squeeze=False, layout="constrained"
+    )
+    # Normalized scores: every panel spans at least 0 to 1 (the paper), so panels and
+    # figures compare at a glance (rliable fits each panel to its own bars).
+    finite = [iv for iv in intervals.values() if np.isfinite(iv).any()]
+    lo = min([0.0, *(float(np.nanmin(iv[0])) for iv in finite)])
+    hi = max([1.0, *(float(np.nanmax(iv[1])) for iv in finite)])
+    pad = 0.03 * (hi - lo)
+    for j, name in enumerate(metric_names):
+        ax = axes[j // cols][j % cols]
+        for k, alg in enumerate(algorithms):
+            low, high = intervals[alg][:, j]
+            if np.isfinite(low) and np.isfinite(high):
+                # an interval of width ~0 (identical scores) is drawn as a sliver
+                width = max(float(high - low), 0.01 * (hi - lo))
+                left = (low + high) / 2 - width / 2
+                ax.barh(y=k, width=width, height=bar, left=left, color=colors[alg], alpha=0.75)
+            ax.vlines(
+                x=points[alg][j],
+                ymin=k - 7.5 * bar / 16,
+                ymax=k + 6 * bar / 16,
+                color="k",
+                alpha=0.5,
+            )
+        ax.set_yticks(range(len(algorithms)))
+        ax.set_yticklabels(algorithms if j % cols == 0 else [], fontsize="large")
+        ax.set_ylim(-0.6, len(algorithms) - 0.4)
+        ax.set_title(name, fontsize="x-large")
+        ax.set_xlim(lo - pad, hi + pad)
+        ax.xaxis.set_major_locator(MultipleLocator(0.5 if hi - lo <= 2.5 else 1.0))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.tick_params(axis="x", labelsize="large", length=0.1, width=0.1)
+        ax.tick_params(axis="y", length=0)
+        for side in ("right", "top", "left"):
+            ax.spines[side].set_visible(False)
+        ax.spines["bottom"].set_linewidth(2)
+        ax.spines["bottom"].set_position(("outward", 5))
+        ax.grid(True, axis="x", alpha=0.25)
+    for j in range(n, rows * cols):  # an odd count leaves a cell empty
+        axes[j // cols][j % cols].set_visible(False)
+    fig.supxlabel(xlabel, fontsize="x-large")
+    if title:
+        fig.suptitle(title, fontsize="large")
+    try:
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return path
 
 
