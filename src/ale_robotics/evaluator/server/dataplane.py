@@ -123,10 +123,12 @@ class DataPlaneServer:
                 conn.close()
                 continue
             threading.Thread(
-                target=self._handshake, args=(conn,), name="ale-shm-hello", daemon=True
+                target=self._handshake, args=(conn,), name="ale-shm-channel", daemon=True
             ).start()
 
     def _handshake(self, conn: socket.socket) -> None:
+        """Take a ticket; on a good one, this thread goes on to serve the channel."""
+        channel: ServerChannel | None = None
         try:
             conn.settimeout(HANDSHAKE_S)
             ticket = self._redeem(conn.recv(64))
@@ -153,13 +155,16 @@ class DataPlaneServer:
             if stopped:
                 channel.stop()
             conn.settimeout(None)
-            channel.start()
+            channel.hand_over()
             log.info("session %s: data plane open", channel.session_id)
         except OSError as exc:
             log.info("a data-plane handshake failed: %s", exc)
             conn.close()
+            return
         finally:
             self._handshakes.release()
+        if channel is not None:
+            channel.serve()
 
     def _forget(self, channel: ServerChannel) -> None:
         with self._lock:

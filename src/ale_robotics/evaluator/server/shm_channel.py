@@ -135,12 +135,10 @@ class ServerChannel:
         self._action_dtype = session.action_dtype
         self._request_used = lay.mask_offset + lay.num_envs
         self._last = 0
-        self._thread = threading.Thread(
-            target=self._run, name=f"ale-shm-{session.id[5:13]}", daemon=True
-        )
+        self._done = threading.Event()
 
-    def start(self) -> None:
-        """Hand the regions and eventfds to the client, then serve on a thread of its own."""
+    def hand_over(self) -> None:
+        """Send the regions and eventfds to the client (then :meth:`serve` answers it)."""
         hello = json.dumps({"layout": json.loads(self.layout.to_json())}).encode()
         fds = [self._req.fd, self._resp.fd, self._req_efd, self._resp_efd]
         try:
@@ -148,15 +146,19 @@ class ServerChannel:
         except OSError:
             self._end("the client left during the handshake")
             raise
-        self._thread.start()
+
+    def serve(self) -> None:
+        """Serve requests in the calling thread (the one that took the handshake: a channel
+        costs one thread, not two) until the channel ends."""
+        threading.current_thread().name = f"ale-shm-{self.session_id[5:13]}"
+        self._run()
 
     def stop(self) -> None:
         """End the channel from outside (the evaluator stops, or a newer channel replaces it)."""
         notify(self._stop_fd)
 
     def join(self, timeout: float) -> None:
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        self._done.wait(timeout)
 
     # ---------------------------------------------------------------- serve --
 
@@ -320,6 +322,7 @@ class ServerChannel:
             self._conn.close()
         self._release()
         self._on_end(self)
+        self._done.set()
 
     def _release(self) -> None:
         for attr in ("_obs", "_reward", "_term", "_trunc"):
