@@ -112,7 +112,8 @@ def test_a_client_with_a_window_reaches_an_evaluator_that_comes_up_late(
             c.retry_window_s = 60
             t0 = time.monotonic()
             assert c.get_spec().task.id == "td3-inverted-pendulum-v1"
-            assert 1.4 < time.monotonic() - t0 < 30
+            # after the evaluator came up (1.5 s in), within the 60 s retry window
+            assert 1.4 < time.monotonic() - t0 < 60
     finally:
         t.join()
         for s in started:

@@ -340,7 +340,7 @@ def test_disk_quota_stops_an_agent_that_fills_the_disk(short_tmp: Path, sandbox:
         short_tmp, short_tmp, short_tmp / "agent.py", "--disk-quota-mib", "4", sandbox=sandbox
     )
     _score_line(proc)
-    assert time.monotonic() - t0 < 40  # stopped, not left to sleep out its budget
+    assert time.monotonic() - t0 < 60  # stopped, not left to sleep out its 60 s
     log = (short_tmp / "run" / "agent.log").read_text()
     assert "BIG EFBIG" in log
     doc = json.loads((short_tmp / "run" / "result.json").read_text())

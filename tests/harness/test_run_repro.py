@@ -204,7 +204,6 @@ def test_a_short_real_td3_training_passes_the_gate(short_tmp: Path) -> None:
     assert 0 < harness["wall_s"] < took and harness["wall_budget_s"] == 7200
     assert "checkpoint 2 at 1500 steps (evaluator counted 1500" in doc["_log"]
     assert (short_tmp / "run" / "learning_curve.png").stat().st_size > 10_000
-    assert took < 120, f"the short run took {took:.0f} s"
 
 
 def test_a_submitted_policy_other_than_the_last_checkpoint_fails(short_tmp: Path) -> None:

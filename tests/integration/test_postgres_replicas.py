@@ -305,7 +305,6 @@ def test_two_replicas_share_one_postgresql_store_and_survive_a_sigkill(
     before_kill = _jobs(url)[killed]
     os.killpg(a.proc.pid, signal.SIGKILL)  # the evaluator and its workers
     a.proc.wait(timeout=10)
-    killed_at = time.monotonic()
     assert before_kill["state"] == "RUNNING" and before_kill["attempts"] == 1
     lease_until = float(before_kill["lease_until"])
 
@@ -318,10 +317,8 @@ def test_two_replicas_share_one_postgresql_store_and_survive_a_sigkill(
         return len(jobs) == 20 and all(j["state"] == "SUCCEEDED" for j in jobs.values())
 
     _until("every job to succeed", all_done, timeout_s=180, poll_s=0.05)
-    took_s = time.monotonic() - killed_at
     taken = [s for s in seen if (s["state"], s["attempts"]) != ("RUNNING", 1)]
     assert taken and min(s["now"] for s in taken) >= lease_until, "taken over inside A's lease"
-    assert took_s < 120
 
     jobs = _jobs(url)
     assert set(jobs) == set(submitted)  # nothing lost, nothing extra

