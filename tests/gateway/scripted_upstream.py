@@ -18,7 +18,14 @@ Run it in a thread of the test (:meth:`ScriptedUpstream.start`), or as a process
     python tests/gateway/scripted_upstream.py SCRIPT.json PORT_FILE
 
 (``SCRIPT.json``: a list of turns as :meth:`Turn.from_json` reads them; the port is written
-to ``PORT_FILE`` once it listens).
+to ``PORT_FILE`` once it listens). As a process it takes the key from ``$ALE_MODEL_API_KEY``
+when that is set, the variable ``ale-robotics run`` reads the operator's key from, so one
+``export`` serves both::
+
+    export ALE_MODEL_API_KEY=sk-test-$RANDOM$RANDOM
+    python tests/gateway/scripted_upstream.py SCRIPT.json /tmp/port &
+    ale-robotics run td3-inverted-pendulum-v2 --agent "..." \
+        --model-upstream http://127.0.0.1:$(cat /tmp/port)/v1 --model scripted-model
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
 import secrets
 import socket
 import sys
@@ -45,8 +53,13 @@ UPSTREAM_KEY = "sk-upstream-" + secrets.token_hex(20)
 
 @dataclass(frozen=True)
 class ToolCall:
+    """A tool call of a scripted turn. ``kind="custom"`` makes it a Responses API custom
+    (freeform) tool call, as Codex's ``apply_patch`` is: its ``input`` is
+    ``arguments["input"]``, a string; the other protocols have only functions."""
+
     name: str
     arguments: dict[str, Any]
+    kind: str = "function"
 
 
 @dataclass(frozen=True)
@@ -61,7 +74,10 @@ class Turn:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Turn:
-        calls = tuple(ToolCall(c["name"], c["arguments"]) for c in doc.get("tool_calls", []))
+        calls = tuple(
+            ToolCall(c["name"], c["arguments"], c.get("kind", "function"))
+            for c in doc.get("tool_calls", [])
+        )
         return cls(
             text=doc.get("text"),
             tool_calls=calls,
@@ -410,6 +426,18 @@ def _response(turn: Turn, model: str, n: int) -> dict[str, Any]:
             }
         )
     for i, c in enumerate(turn.tool_calls):
+        if c.kind == "custom":
+            output.append(
+                {
+                    "type": "custom_tool_call",
+                    "id": f"ctc_{n}_{i}",
+                    "call_id": f"call_{n}_{i}",
+                    "name": c.name,
+                    "input": str(c.arguments.get("input", "")),
+                    "status": "completed",
+                }
+            )
+            continue
         output.append(
             {
                 "type": "function_call",
@@ -443,12 +471,66 @@ def _response(turn: Turn, model: str, n: int) -> dict[str, Any]:
 
 
 def _response_events(turn: Turn, model: str, n: int) -> list[dict[str, Any]]:
+    """The stream of the Responses API as OpenAI sends it: ``response.created``, each
+    output item added, its parts streamed (text deltas, function-call argument deltas) and
+    done, then ``response.completed``. Clients that build the turn from the items (Codex
+    reads only ``response.output_item.done`` and ``response.completed``, the Agents SDK
+    the items or the final response) see the same output as a non-streamed call."""
     final = _response(turn, model, n)
     created = {**final, "status": "in_progress", "output": []}
     created.pop("usage", None)
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": created},
+        {"type": "response.in_progress", "response": created},
+    ]
+    for index, item in enumerate(final["output"]):
+        events += _item_events(item, index)
+    events.append({"type": "response.completed", "response": final})
+    return [{**event, "sequence_number": i} for i, event in enumerate(events)]
+
+
+def _item_events(item: dict[str, Any], index: int) -> list[dict[str, Any]]:
+    """One output item of a streamed response: added (empty), its parts, done (whole)."""
+    at = {"output_index": index, "item_id": item["id"]}
+    kind = item["type"]
+    if kind == "message":
+        text = item["content"][0]["text"]
+        part = {"type": "output_text", "text": "", "annotations": []}
+        half = len(text) // 2
+        parts: list[dict[str, Any]] = [
+            {"type": "response.content_part.added", **at, "content_index": 0, "part": part},
+            *(
+                {"type": "response.output_text.delta", **at, "content_index": 0, "delta": d}
+                for d in (text[:half], text[half:])
+                if d
+            ),
+            {"type": "response.output_text.done", **at, "content_index": 0, "text": text},
+            {
+                "type": "response.content_part.done",
+                **at,
+                "content_index": 0,
+                "part": {**part, "text": text},
+            },
+        ]
+        empty = {**item, "status": "in_progress", "content": []}
+    elif kind == "function_call":
+        args = item["arguments"]
+        parts = [
+            {"type": "response.function_call_arguments.delta", **at, "delta": args[:5]},
+            {"type": "response.function_call_arguments.delta", **at, "delta": args[5:]},
+            {"type": "response.function_call_arguments.done", **at, "arguments": args},
+        ]
+        empty = {**item, "status": "in_progress", "arguments": ""}
+    else:  # custom_tool_call
+        parts = [
+            {"type": "response.custom_tool_call_input.delta", **at, "delta": item["input"]},
+            {"type": "response.custom_tool_call_input.done", **at, "input": item["input"]},
+        ]
+        empty = {**item, "status": "in_progress", "input": ""}
     return [
-        {"type": "response.created", "sequence_number": 0, "response": created},
-        {"type": "response.completed", "sequence_number": 1, "response": final},
+        {"type": "response.output_item.added", "output_index": index, "item": empty},
+        *parts,
+        {"type": "response.output_item.done", "output_index": index, "item": item},
     ]
 
 
@@ -531,7 +613,7 @@ def _message_events(turn: Turn, model: str, n: int) -> list[dict[str, Any]]:
 def main(argv: list[str]) -> int:
     script, port_file = Path(argv[0]), Path(argv[1])
     turns = [Turn.from_json(t) for t in json.loads(script.read_text())]
-    upstream = ScriptedUpstream(turns)
+    upstream = ScriptedUpstream(turns, key=os.environ.get("ALE_MODEL_API_KEY") or UPSTREAM_KEY)
 
     async def run() -> None:
         await upstream._start()
