@@ -411,7 +411,6 @@ def _agent_phase(
 def _agent_access(
     ctx: RunContext,
 ) -> Iterator[tuple[AgentAccess | None, ModelAccess | None]]:
-        allowed_tools=tuple(opts.model_allow_tools),
     """What the agent reaches through its sandbox besides the evaluator, for the agent's
     run: the run's model gateway, given an upstream (its account is read once the block
     ended), else the caller's service (an Inspect sample's toolbox channel), if any."""
@@ -420,10 +419,10 @@ def _agent_access(
         yield ctx.agent_access, None
         return
     settings = ModelSettings(
-        quota_bytes=opts.disk_quota_bytes,
         upstream=opts.model_upstream,
         models=tuple(opts.models),
         budget_tokens=opts.model_budget_tokens,
+        allowed_tools=tuple(opts.model_allow_tools),
     )
     budget = ctx.manifest_entry.compute_budget if ctx.manifest_entry is not None else None
     with model_gateway(
@@ -432,6 +431,7 @@ def _agent_access(
         trajectory=ctx.traj,
         task_budget=budget.model_tokens if budget is not None else None,
         isolated_network=ctx.sandbox.isolates,
+        quota_bytes=opts.disk_quota_bytes,
     ) as access:
         yield access, access
 
