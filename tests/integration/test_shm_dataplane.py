@@ -613,3 +613,39 @@ def test_an_agent_in_a_bwrap_sandbox_steps_through_shared_memory(
     finally:
         twin.close()
     assert inside == outside
+
+
+def test_an_idle_channel_parks_without_a_thread_and_resumes(sevaluator: RunningEvaluator) -> None:
+    """Past PARK_AFTER_S without a request a channel gives its thread back; the next request
+    is served all the same, and a session closed while parked ends its channel."""
+    from ale_robotics.evaluator.server.shm_channel import PARK_AFTER_S
+
+    idle = {"ale-shm-accept", "ale-shm-parking"}
+
+    def serving() -> int:
+        """Channel threads of the evaluator (this process: it runs in-process here)."""
+        return sum(
+            t.name.startswith("ale-shm-") and t.name not in idle for t in threading.enumerate()
+        )
+
+    sessions = [
+        RemoteSession(_agent(sevaluator), kind="practice", num_envs=N, own_client=True)
+        for _ in range(3)
+    ]
+    other = _agent(sevaluator)
+    try:
+        for s in sessions:
+            s.reset([1])
+        assert _channels(sevaluator) >= 3
+        _wait_for(lambda: serving() == 0, PARK_AFTER_S + 10)  # all parked: no thread each
+        assert sessions[0].step(np.zeros((N, 1), np.float32)).obs.shape == (N, 9)
+        assert sessions[0].transport == "shm"
+        other.stub.CloseSession(
+            pb.CloseSessionRequest(session_id=sessions[1].session_id), metadata=other.metadata
+        )
+        _wait_for(lambda: _channels(sevaluator) == 2, 15)  # the parked one saw the close
+        assert sessions[2].step(np.zeros((N, 1), np.float32)).obs.shape == (N, 9)
+    finally:
+        other.close()
+        for s in sessions:
+            s.close()

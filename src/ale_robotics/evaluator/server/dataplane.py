@@ -13,6 +13,13 @@ session (the servicer checks the token and the run), single use, valid
 :data:`TICKET_TTL_S`, one per session. A connection presents it first thing; a
 wrong, expired or reused ticket gets a one-line refusal and the socket closed. A
 session has one channel at a time: a new one ends the old.
+
+A channel serves on a thread of its own while it is used; after
+:data:`~.shm_channel.PARK_AFTER_S` without a request it parks on the data plane's one
+poller (:class:`_Parking`: an epoll over every parked channel's eventfds and socket) and
+its thread ends, so open, idle sessions cost no thread each (a thread is what made a
+shared-memory session cost its evaluator more memory than a gRPC one). A request, the
+client's end, a stop or the session's close starts a thread that serves it again.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import json
 import logging
 import os
 import secrets
+import select
 import socket
 import threading
 import time
@@ -55,6 +63,54 @@ class _Ticket:
     expires: float
 
 
+class _Parking:
+    """Idle channels, waiting on one epoll instead of a thread each (module doc)."""
+
+    def __init__(self) -> None:
+        self._epoll = select.epoll()
+        self._lock = threading.Lock()
+        self._by_fd: dict[int, ServerChannel] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="ale-shm-parking", daemon=True)
+        self._thread.start()
+
+    def park(self, channel: ServerChannel) -> None:
+        with self._lock:
+            for fd in channel.wake_fds:
+                self._by_fd[fd] = channel
+                self._epoll.register(fd, select.EPOLLIN)
+
+    def _unpark(self, channel: ServerChannel) -> bool:
+        """Take ``channel`` off the poller; False when it was not on it (resumed already)."""
+        with self._lock:
+            fds = [fd for fd, c in self._by_fd.items() if c is channel]
+            for fd in fds:
+                del self._by_fd[fd]
+                with contextlib.suppress(OSError):
+                    self._epoll.unregister(fd)
+        return bool(fds)
+
+    def _loop(self) -> None:
+        scanned = time.monotonic()
+        while not self._stop.is_set():
+            for fd, _ in self._epoll.poll(1.0):
+                channel = self._by_fd.get(fd)
+                if channel is not None and self._unpark(channel):
+                    channel.resume()
+            if time.monotonic() - scanned >= 1.0:  # sessions closed meanwhile: end them
+                scanned = time.monotonic()
+                with self._lock:
+                    parked = set(self._by_fd.values())
+                for channel in parked:
+                    if channel.session_closed and self._unpark(channel):
+                        channel.resume()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._epoll.close()
+
+
 class DataPlaneServer:
     """The data socket beside ``agent_socket``, and every channel opened through it."""
 
@@ -70,6 +126,7 @@ class DataPlaneServer:
         self._channels: dict[str, ServerChannel] = {}
         self._handshakes = threading.BoundedSemaphore(MAX_HANDSHAKES)
         self._stopped = False
+        self._parking = _Parking()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             if self.path.is_socket():
@@ -81,6 +138,7 @@ class DataPlaneServer:
             self._sock.listen(64)
         except BaseException:
             self._sock.close()
+            self._parking.close()
             raise
         self._thread = threading.Thread(
             target=self._accept_loop, name="ale-shm-accept", daemon=True
@@ -145,6 +203,7 @@ class DataPlaneServer:
                 conn,
                 self._max_response_bytes,
                 self._forget,
+                self._parking.park,
             )
             with self._lock:
                 old = self._channels.get(channel.session_id)
@@ -183,6 +242,7 @@ class DataPlaneServer:
             channel.stop()
         for channel in channels:
             channel.join(timeout)
+        self._parking.close()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 

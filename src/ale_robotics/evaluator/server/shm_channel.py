@@ -16,7 +16,7 @@ The channel ends when:
 * the data socket closes without one: the client process is gone, so the session is
   orphaned (:meth:`SessionManager.orphan`: closed after the same grace as a broken
   WatchSessions stream, unless the client comes back);
-* the session was closed (CloseSession, a reap, CloseRun), seen within a second;
+* the session was closed (CloseSession, a reap, CloseRun), seen within about a second;
 * the evaluator stops (:meth:`ServerChannel.stop`);
 * the request breaks the channel's protocol (a sequence number out of order, an
   unknown operation or flag, counts past the session's size, the eventfd written
@@ -65,8 +65,9 @@ __all__ = ["ServerChannel"]
 
 log = logging.getLogger(__name__)
 
-IDLE_CHECK_S = 1.0
-"""How often an idle channel looks whether its session is still open."""
+PARK_AFTER_S = 0.5
+"""A channel with no request for this long gives its thread back and waits, parked, on the
+data plane's one poller (``.dataplane``): an open, idle session holds no thread of its own."""
 
 MAX_SPURIOUS = 1000
 """Wake-ups in a row without a request after which the client is breaking the protocol."""
@@ -90,8 +91,10 @@ class ServerChannel:
         conn: socket.socket,
         max_response_bytes: int,
         on_end: Callable[[ServerChannel], None],
+        park: Callable[[ServerChannel], None],
     ) -> None:
         self.session_id = session.id
+        self._park = park
         self._sessions = sessions
         self._session = session
         self._scope = scope
@@ -136,6 +139,13 @@ class ServerChannel:
         self._request_used = lay.mask_offset + lay.num_envs
         self._last = 0
         self._done = threading.Event()
+        self._waiter = Waiter(
+            self._req_seq,
+            self._req_efd,
+            self._conn.fileno(),
+            self._stop_fd,
+            max_spurious=MAX_SPURIOUS,
+        )
 
     def hand_over(self) -> None:
         """Send the regions and eventfds to the client (then :meth:`serve` answers it)."""
@@ -148,10 +158,25 @@ class ServerChannel:
             raise
 
     def serve(self) -> None:
-        """Serve requests in the calling thread (the one that took the handshake: a channel
-        costs one thread, not two) until the channel ends."""
+        """Serve requests in the calling thread (the one that took the handshake) until the
+        channel ends or parks."""
         threading.current_thread().name = f"ale-shm-{self.session_id[5:13]}"
         self._run()
+
+    @property
+    def wake_fds(self) -> tuple[int, int, int]:
+        """What wakes a parked channel: a request, the client's end, a stop."""
+        return self._req_efd, self._conn.fileno(), self._stop_fd
+
+    @property
+    def session_closed(self) -> bool:
+        return self._session.closed
+
+    def resume(self) -> None:
+        """Serve again on a thread of its own (called by the poller it was parked on)."""
+        threading.Thread(
+            target=self._run, name=f"ale-shm-{self.session_id[5:13]}", daemon=True
+        ).start()
 
     def stop(self) -> None:
         """End the channel from outside (the evaluator stops, or a newer channel replaces it)."""
@@ -163,23 +188,19 @@ class ServerChannel:
     # ---------------------------------------------------------------- serve --
 
     def _run(self) -> None:
-        waiter = Waiter(
-            self._req_seq,
-            self._req_efd,
-            self._conn.fileno(),
-            self._stop_fd,
-            max_spurious=MAX_SPURIOUS,
-        )
         why = ""
+        parked = False
         try:
             while True:
-                got = waiter.wait(self._last, IDLE_CHECK_S)
+                if self._session.closed:
+                    why = "the session was closed"
+                    break
+                got = self._waiter.wait(self._last, PARK_AFTER_S)
                 if got is Wake.READY:
                     self._serve_one()
                 elif got is Wake.TIMEOUT:
-                    if self._session.closed:
-                        why = "the session was closed"
-                        break
+                    parked = True  # idle: give the thread back
+                    break
                 elif got is Wake.STOP:
                     why = "the evaluator ended the data plane"
                     break
@@ -191,11 +212,16 @@ class ServerChannel:
                     why = self._peer()
                     break
         except ProtocolViolation as exc:
+            parked = False
             self._violation(str(exc))
         except Exception:  # a bug here must not take the evaluator down: logged, channel over
+            parked = False
             log.exception("session %s: the data plane failed", self.session_id)
         finally:
-            self._end(why)
+            if parked:
+                self._park(self)
+            else:
+                self._end(why)
 
     def _peer(self) -> str:
         """The data socket is readable: a goodbye, or the client's death (or garbage)."""
