@@ -175,8 +175,13 @@ class DataPlaneServer:
         while True:
             try:
                 conn, _ = self._sock.accept()
-            except OSError:
-                return  # closed by stop()
+            except OSError as exc:
+                if self._stopped:
+                    return  # closed by stop()
+                # ECONNABORTED, EMFILE...: this connection is lost, not the data plane
+                log.warning("the data socket's accept failed (%s); accepting again", exc)
+                time.sleep(0.05)
+                continue
             if not self._handshakes.acquire(blocking=False):
                 conn.close()
                 continue
