@@ -97,6 +97,7 @@ def run_task(
     agent_access: AgentAccess | None = None,
     inspect: InspectRecord | None = None,
     checked: Sandbox | None = None,
+    model_usage: Callable[[], ModelUsage | None] | None = None,
 ) -> RunOutcome:
     """Run ``opts.agent_cmd`` on ``opts.task_id`` to a verdict.
 
@@ -111,6 +112,8 @@ def run_task(
     agent, recorded in ``result.json``. ``checked``: the sandbox
     :func:`.preflight.check_run` returned for these options, when the caller ran it
     (the command line does, before it imports this module); else it runs here.
+    ``model_usage``: the caller's account of the agent's model use (an Inspect sample's),
+    read once the agent phase ended, for ``result.json``.
 
     Raises :class:`~ale_robotics.errors.InvalidArgumentError` for options that cannot
     work (checked before anything is created), :class:`HarnessError` when the
@@ -183,6 +186,7 @@ def run_task(
             executor=executor,
             agent_access=agent_access,
             inspect=inspect,
+            model_usage=model_usage,
         )
         if on_start is not None:
             on_start(run_id, run_dir)
@@ -402,7 +406,9 @@ def _agent_phase(
                 task_dir=task_dir,
                 access=access,
             )
-        return agent, gateway.usage if gateway is not None else None
+        if gateway is not None:
+            return agent, gateway.usage
+        return agent, ctx.model_usage() if ctx.model_usage is not None else None
     finally:
         remove_task_packet(task_dir)
 

@@ -19,6 +19,7 @@ from ale_robotics.tasks.registry import Registry, default_registry
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.execution.local import LocalExecutor
+    from ale_robotics.gateway.usage import ModelUsage
     from ale_robotics.harness.report import InspectRecord, PlotsDrawing
 
 __all__ = ["RunContext", "RunPhase"]
@@ -64,3 +65,6 @@ class RunContext(AgentRunContext):
     sample's toolbox channel); None: none."""
     inspect: InspectRecord | None = None
     """The Inspect sample that drives the agent, for result.json; None: not Inspect."""
+    model_usage: Callable[[], ModelUsage | None] | None = None
+    """The caller's account of the agent's model use (an Inspect sample's, whose model calls
+    are the caller's), read once the agent phase ended, for result.json; None: none."""
