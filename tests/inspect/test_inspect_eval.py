@@ -150,6 +150,22 @@ def test_each_model_and_tool_call_is_a_trajectory_event_with_digests(
     assert kinds.index("inspect_model_call") < kinds.index("agent_exited") < kinds.index("score")
 
 
+def test_the_runs_model_usage_is_inspects_account_of_the_sample(
+    pendulum: tuple[Path, EvalLog],
+) -> None:
+    """result.json's model_usage for an Inspect run: the sample's calls and tokens per
+    model as Inspect counted them (its log's sample model_usage), beside the score."""
+    _, log = pendulum
+    usage = _result(log)["model_usage"]
+    assert log.samples is not None
+    inspect_usage = log.samples[0].model_usage["mockllm/model"]
+    assert (inspect_usage.input_tokens, inspect_usage.output_tokens) == (200, 20)
+    assert usage["per_model"] == {"mockllm/model": {"calls": 2, "tokens_in": 200, "tokens_out": 20}}
+    assert (usage["calls"], usage["tokens_in"], usage["tokens_out"]) == (2, 200, 20)
+    assert usage["transcript"] == log.location and usage["budget_tokens"] is None
+    assert "[model: 2 calls, 220 tokens]" in (_score(log).metadata or {})["score_line"]
+
+
 @pytest.fixture
 def loopback_server() -> Iterator[int]:
     server = socket.create_server(("127.0.0.1", 0))
@@ -311,15 +327,15 @@ def test_the_task_by_its_registered_name_with_the_default_agents_text_editor(
     assert _result(log)["inspect"]["task"] == PENDULUM
 
 
-def test_a_sample_that_fails_before_scoring_stops_its_run(tmp_path: Path) -> None:
-    """A solver error: the sample errors, and its run is stopped in the sandbox's cleanup
-    (agent killed, jobs cancelled), its result.json saying interrupted, and why."""
+def test_a_sample_that_errors_has_its_run_scored_as_it_stands(tmp_path: Path) -> None:
+    """A solver error after the agent acted: the sample errors, and its run ends in the
+    sandbox's cleanup as an agent that exits does: evaluated, scored, recorded."""
 
     @solver
     def breaks() -> Solver:
         async def solve(state: TaskState, generate: Generate) -> TaskState:
-            result = await sandbox().exec(["bash", "-c", "echo $ALE_RUN_ID"])
-            state.metadata["run_id"] = result.stdout.strip()
+            result = await sandbox().exec(["bash", "-c", SUBMIT_CHECKPOINT])
+            assert result.success, result.stderr
             raise RuntimeError("the solver broke")
 
         return solve
@@ -327,11 +343,36 @@ def test_a_sample_that_fails_before_scoring_stops_its_run(tmp_path: Path) -> Non
     task = _task(tmp_path, solver=breaks())
     log = _eval(task, [], tmp_path / "logs")
     assert log.status == "error" and "the solver broke" in str(log.error)
-    [run_dir] = (tmp_path / "runs").iterdir()
-    report = json.loads((run_dir / "result.json").read_text())
-    assert report["state"] == "interrupted" and report["phase"] == "agent"
-    assert "Inspect" in report["reason"] and report["inspect"]["model"] == "mockllm/model"
-    assert verify_file(run_dir / "trajectory.jsonl", expected_head=report["trajectory_head"]).ok
+    [report_path] = (tmp_path / "runs").glob("*/result.json")
+    report = json.loads(report_path.read_text())
+    assert report["state"] == "completed" and round(report["score"]["score"], 3) == 1.018
+    assert report["inspect"]["model"] == "mockllm/model" and report["agent_exit_code"] == 0
+    assert report["model_usage"]["calls"] == 0  # the solver asked no model
+    assert verify_file(
+        report_path.parent / "trajectory.jsonl", expected_head=report["trajectory_head"]
+    ).ok
+
+
+def test_a_tool_call_the_agent_makes_fail_is_the_models_tool_error(tmp_path: Path) -> None:
+    """Calls whose arguments fail (a NUL byte in a command, a missing file) come back to the
+    model as tool errors: the sample goes on, submits, and is scored (every other failure:
+    test_tool_errors.py)."""
+    log = _eval(
+        _task(tmp_path),
+        _outputs(
+            _bash("echo before\x00after"),
+            ("text_editor", {"command": "view", "path": "/no/such/file.txt"}),
+            _bash(SUBMIT_CHECKPOINT),
+        ),
+        tmp_path / "logs",
+    )
+    assert log.status == "success", log.error
+    assert log.samples is not None
+    tools = [m for m in log.samples[0].messages if m.role == "tool"]
+    assert tools[0].error is not None and "null byte" in tools[0].error.message
+    assert tools[1].error is not None and "/no/such/file.txt" in tools[1].error.message
+    score = _score(log)
+    assert isinstance(score.value, float) and round(score.value, 3) == 1.018
 
 
 def test_inspects_own_time_limit_ends_a_long_command_and_the_run_is_still_scored(

@@ -160,15 +160,19 @@ class ToolChannel:
             self._pending.pop(req_id, None)
 
     def _read(self, lines: Any) -> None:
+        # The toolbox runs as the agent, which can write to its socket too: a line that is
+        # not an answer ends the channel as the toolbox's end does (the agent phase is over).
         try:
             for raw in lines:
                 answer = json.loads(raw)
+                if not isinstance(answer, dict) or not isinstance(answer.get("id"), int):
+                    break
                 with self._pending_lock:
-                    pending = self._pending.pop(answer.pop("id", None), None)
+                    pending = self._pending.pop(answer.pop("id"), None)
                 if pending is not None:
                     pending.answer = answer
                     pending.done.set()
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             pass
         self._gone = "the toolbox is gone: the run's agent phase has ended"
         with self._pending_lock:

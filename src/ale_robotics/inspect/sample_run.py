@@ -8,8 +8,11 @@ packet, the sandbox and its limits, the wall-clock budget, hidden seeds, the tra
 the evaluation, the score and ``result.json``. The sample's sandbox calls go through the
 channel (:meth:`SampleRun.call`); the scorer ends the agent phase
 (:meth:`SampleRun.finish`: the toolbox exits 0, as an agent that is done) and gets the
-run's verdict; a sample that ends without scoring stops the run (:meth:`SampleRun.abort`:
-``result.json`` says ``interrupted``).
+run's verdict, and so does the sandbox's cleanup for a sample that errored; a sample that
+is cancelled stops the run (:meth:`SampleRun.abort`: ``result.json`` says
+``interrupted``). What the sample used of its model is Inspect's account, which the
+sample's side keeps in :attr:`SampleRun.model_usage` and the run reads once its agent
+phase ended (``result.json``'s ``model_usage``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ale_robotics.gateway.usage import ModelUsage
 from ale_robotics.harness.interrupt import StopRequest
 from ale_robotics.harness.options import LABEL_MAX_LEN, RunOptions
 from ale_robotics.harness.report import InspectRecord
@@ -61,6 +65,8 @@ class SampleRun:
         self.trajectory: TrajectoryWriter | None = None
         self.outcome: RunOutcome | None = None
         self.error: BaseException | None = None
+        self.model_usage: ModelUsage | None = None
+        """Inspect's account of the sample's model use so far (set on the sample's side)."""
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="ale-inspect-run", daemon=True)
 
@@ -137,6 +143,7 @@ class SampleRun:
                 stop=self.stop,
                 agent_access=self.channel.access,
                 inspect=self.inspect_record,
+                model_usage=lambda: self.model_usage,
             )
         except BaseException as exc:  # handed to whoever waits (start, finish)
             self.error = exc

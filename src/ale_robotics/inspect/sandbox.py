@@ -8,21 +8,33 @@ the run's sandbox with the agent's variables (``ALE_ENDPOINT``, ``ALE_TOKEN``,
 ``ALE_SUBMISSION_DIR``, ``ALE_TASK_DIR``): what an agent of ``ale-robotics run`` cannot
 see or reach, a tool call cannot either. Relative paths are the agent's scratch directory.
 
-When the harness ends the agent phase (the wall-clock budget, the disk quota), the next
-call raises Inspect's :class:`~inspect_ai.util.LimitExceededError`, so that the sample
-goes on to its scorer, which reads the run's verdict (:mod:`.scorer`). A sample that ends
-without being scored (an error, a cancellation) has its run stopped in ``sample_cleanup``.
+Whatever a tool call's arguments make fail (a NUL byte, a missing or unreadable file, any
+``OSError``, text that is not UTF-8) comes back to the model as a tool error, never as the
+sample's error (:func:`toolbox_error` maps every failure to an exception Inspect reports
+to the model). When the harness ends the agent phase (the wall-clock budget, the disk
+quota), the next call raises Inspect's :class:`~inspect_ai.util.LimitExceededError`, so
+that the sample goes on to its scorer, which reads the run's verdict (:mod:`.scorer`).
+
+A sample that errors is ended in ``sample_cleanup`` as an agent that exits is: its run is
+evaluated as it stands and scored; a cancelled one (Ctrl-C, the eval cancelled) has its
+run stopped (``interrupted``). Either way the sample's run is its only one: Inspect's
+retries find it (:mod:`.retry`) and report its verdict, or refuse, instead of drawing new
+hidden seeds.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
+import logging
 import os
 from pathlib import Path
 from typing import Any, Literal, overload
 
 import anyio
+from inspect_ai.log import transcript
 from inspect_ai.log._samples import sample_active
+from inspect_ai.tool import ToolError
 from inspect_ai.util import (
     ExecResult,
     LimitExceededError,
@@ -34,13 +46,19 @@ from inspect_ai.util import (
 from inspect_ai.util._sandbox.environment import SandboxUserUnsupportedError
 from pydantic import BaseModel, ConfigDict, Field
 
+from ale_robotics.errors import AleError
 from ale_robotics.harness.options import RunOptions, RunSettings, check_label
 from ale_robotics.harness.report import InspectRecord
+from ale_robotics.harness.verdict import RunOutcome
+from ale_robotics.inspect.accounting import UsageTally, record_transcript
 from ale_robotics.inspect.channel import ToolboxGone, decode, toolbox_command
+from ale_robotics.inspect.retry import Claims, RetryRefused, SampleKey, earlier_outcome
 from ale_robotics.inspect.sample_run import SampleRun, inspect_label
 from ale_robotics.sandboxes.registry import resolve_sandbox
 
-__all__ = ["TASK_ID_KEY", "AleSandboxConfig", "AleSandboxEnvironment"]
+__all__ = ["TASK_ID_KEY", "AleSandboxConfig", "AleSandboxEnvironment", "toolbox_error"]
+
+logger = logging.getLogger(__name__)
 
 TASK_ID_KEY = "ale_task_id"
 """The sample metadata key naming the ALE task (set by :func:`.task.ale_task`)."""
@@ -51,12 +69,50 @@ AGENT_PHASE_OVER = (
 )
 """The sample's limit message when its toolbox is gone."""
 
-_ERRORS: dict[str, type[Exception]] = {
+RUN_ALREADY_ENDED = (
+    "This sample's ALE run has already ended: Inspect ran the sample again (a retry), and "
+    "a retry starts no new run. The sample's score is that run's."
+)
+"""The limit message of a retried sample whose run was scored (its every tool call)."""
+
+_OS_ERRORS: dict[str, type[OSError]] = {
     "FileNotFoundError": FileNotFoundError,
     "PermissionError": PermissionError,
     "IsADirectoryError": IsADirectoryError,
-    "NotADirectoryError": NotADirectoryError,
 }
+"""The toolbox's failures that Inspect reports to the model by their own type."""
+
+
+def toolbox_error(error: dict[str, Any]) -> Exception:
+    """The exception for a toolbox's error answer: one Inspect turns into a tool error.
+
+    Inspect reports a tool's ``FileNotFoundError``, ``PermissionError``,
+    ``IsADirectoryError``, ``OutputLimitExceededError``, ``TimeoutError``,
+    ``UnicodeDecodeError``, a ``ValueError`` for an embedded null byte and any
+    :class:`~inspect_ai.tool.ToolError` to the model, and fails the sample on anything
+    else. So those keep their type, and every other failure, whatever its type, is a
+    ``ToolError`` with its type and message: nothing a tool call's arguments can do in the
+    sandbox errors the sample.
+    """
+    kind, message = str(error.get("type")), str(error.get("message"))
+    if kind == "OutputLimitExceeded":
+        return OutputLimitExceededError("100 MiB", None)
+    os_error = _OS_ERRORS.get(kind)
+    if os_error is not None:
+        errno, strerror, filename = error.get("errno"), error.get("strerror"), error.get("filename")
+        if isinstance(errno, int) and isinstance(strerror, str):
+            return os_error(errno, strerror, *([filename] if isinstance(filename, str) else []))
+        return os_error(message)
+    if kind == "ValueError" and "embedded null byte" in message:
+        return ValueError("embedded null byte")  # Inspect's own tool error for a NUL
+    return ToolError(f"{kind}: {message}")
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: not text any program can get
+        raise ToolError(f"the {what} is not valid UTF-8 text ({exc.reason})") from None
 
 
 class AleSandboxConfig(BaseModel):
@@ -99,11 +155,24 @@ class AleSandboxConfig(BaseModel):
 
 @sandboxenv(name="ale")
 class AleSandboxEnvironment(SandboxEnvironment):
-    """One sample's ALE run as Inspect's sandbox (module docstring)."""
+    """One sample's ALE run as Inspect's sandbox (module docstring).
 
-    def __init__(self, run: SampleRun) -> None:
+    ``run``: the sample's run and ``usage`` Inspect's account of its model use, or, for a
+    sample Inspect ran again after its run was scored, ``earlier``: that run's verdict
+    (every call then ends the sample, whose scorer reports it).
+    """
+
+    def __init__(
+        self,
+        run: SampleRun | None,
+        usage: UsageTally | None = None,
+        *,
+        earlier: RunOutcome | None = None,
+    ) -> None:
         super().__init__()
         self.run = run
+        self.usage = usage
+        self.earlier = earlier
 
     @classmethod
     def config_deserialize(cls, config: dict[str, Any]) -> BaseModel:
@@ -141,9 +210,23 @@ class AleSandboxEnvironment(SandboxEnvironment):
         opts = cfg.run_options(task_id)
         if opts.label is None:
             opts = opts.model_copy(update={"label": inspect_label(model)})
+        key = SampleKey.of(active) if active is not None else None
+        claims = Claims(opts.runs_root or Path("runs"))
+        claimed = claims.find(key) if key is not None else None
+        if key is not None and claimed is not None:  # Inspect runs this sample again
+            outcome = await anyio.to_thread.run_sync(earlier_outcome, key, claimed)
+            return {"default": cls(None, earlier=outcome)}
+        usage = UsageTally(
+            budget_tokens=active.token_limit if active is not None else None, log=record.log
+        )
         run = SampleRun(opts, record)
+        run.model_usage = usage.update()
         await anyio.to_thread.run_sync(run.start, abandon_on_cancel=False)
-        return {"default": cls(run)}
+        assert run.run_id is not None and run.run_dir is not None  # set before its agent
+        if key is not None and claims.claim(key, run.run_id, run.run_dir) is None:
+            await anyio.to_thread.run_sync(run.abort)  # another process runs this sample
+            raise RetryRefused(f"{key.describe()} has an ALE run already (another attempt)")
+        return {"default": cls(run, usage)}
 
     @classmethod
     async def sample_cleanup(
@@ -154,8 +237,24 @@ class AleSandboxEnvironment(SandboxEnvironment):
         interrupted: bool,
     ) -> None:
         for env in environments.values():
-            if isinstance(env, AleSandboxEnvironment):
+            if not isinstance(env, AleSandboxEnvironment) or env.run is None:
+                continue
+            if interrupted or env.run.done:  # cancelled: stopped; done: its channel closed
                 await anyio.to_thread.run_sync(env.run.abort)
+                continue
+            # The sample errored (or was not scored): its run ends as an agent that exits.
+            try:
+                await env.end_run()
+            except AleError as exc:  # the run failed: result.json says so, and why
+                logger.warning("the sample's ALE run %s failed: %s", env.run.run_id, exc)
+
+    async def end_run(self) -> RunOutcome:
+        """End the run's agent phase as an agent that is done and wait for its verdict,
+        the sample's calls and model use recorded first (the scorer, the cleanup)."""
+        assert self.run is not None and self.usage is not None
+        record_transcript(self.run, transcript().events)
+        self.run.model_usage = self.usage.update()
+        return await anyio.to_thread.run_sync(self.run.finish)
 
     async def exec(
         self,
@@ -170,7 +269,7 @@ class AleSandboxEnvironment(SandboxEnvironment):
     ) -> ExecResult[str]:
         if user is not None:
             raise SandboxUserUnsupportedError("the 'ale' sandbox runs every command as its agent")
-        data = input.encode() if isinstance(input, str) else input
+        data = _utf8(input, "input") if isinstance(input, str) else input
         answer = await self._call(
             {
                 "op": "exec",
@@ -184,16 +283,22 @@ class AleSandboxEnvironment(SandboxEnvironment):
         )
         if answer.get("timed_out"):
             raise TimeoutError(f"the command did not end in {timeout} s")
-        code = int(answer["returncode"])
+        try:
+            code = int(answer["returncode"])
+            out, err = decode(answer.get("stdout")), decode(answer.get("stderr"))
+        except (KeyError, TypeError, ValueError, binascii.Error):
+            raise ToolError(
+                f"the sandbox's toolbox gave no command result: {answer!r:.200}"
+            ) from None
         return ExecResult(
             success=code == 0,
             returncode=code,
-            stdout=decode(answer.get("stdout")).decode("utf-8", errors="replace"),
-            stderr=decode(answer.get("stderr")).decode("utf-8", errors="replace"),
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=err.decode("utf-8", errors="replace"),
         )
 
     async def write_file(self, file: str, contents: str | bytes) -> None:
-        data = contents.encode() if isinstance(contents, str) else contents
+        data = _utf8(contents, "file's text") if isinstance(contents, str) else contents
         await self._call({"op": "write", "path": file, "data": base64.b64encode(data).decode()})
 
     @overload
@@ -204,11 +309,18 @@ class AleSandboxEnvironment(SandboxEnvironment):
 
     async def read_file(self, file: str, text: bool = True) -> str | bytes:
         answer = await self._call({"op": "read", "path": file})
-        data = decode(answer.get("data"))
+        try:
+            data = decode(answer.get("data"))
+        except (TypeError, ValueError, binascii.Error):
+            raise ToolError(f"the sandbox's toolbox gave no file: {answer!r:.200}") from None
         return data.decode("utf-8") if text else data
 
     async def _call(self, request: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """The toolbox's answer; its error as the exception Inspect expects."""
+        """The toolbox's answer; its error as an exception Inspect reports to the model."""
+        if self.run is None:  # a retried sample whose run is over: the scorer reports it
+            raise self._limit(RUN_ALREADY_ENDED)
+        if self.usage is not None:  # what the run reads if the harness ends it first
+            self.run.model_usage = self.usage.update()
         try:
             # Abandoned when the sample is cancelled (an Inspect time limit): the command
             # itself ends with the run (sample_cleanup stops it), not the cancellation.
@@ -216,17 +328,18 @@ class AleSandboxEnvironment(SandboxEnvironment):
                 self.run.call, request, timeout, abandon_on_cancel=True
             )
         except ToolboxGone:
-            # Ends the sample as one of Inspect's own limits does (its working limit):
-            # the sample's work is cancelled and its scorer runs.
-            limit = LimitExceededError("custom", value=1, limit=1, message=AGENT_PHASE_OVER)
-            active = sample_active()
-            if active is not None:
-                active.limit_exceeded(limit)
-            raise limit from None
+            raise self._limit(AGENT_PHASE_OVER) from None
         error = answer.get("error")
         if error is None:
             return answer
-        kind, message = str(error.get("type")), str(error.get("message"))
-        if kind == "OutputLimitExceeded":
-            raise OutputLimitExceededError("100 MiB", None)
-        raise _ERRORS.get(kind, RuntimeError)(message)
+        raise toolbox_error(error if isinstance(error, dict) else {"message": error})
+
+    @staticmethod
+    def _limit(message: str) -> LimitExceededError:
+        """Ends the sample as one of Inspect's own limits does (its working limit): the
+        sample's work is cancelled and its scorer runs."""
+        limit = LimitExceededError("custom", value=1, limit=1, message=message)
+        active = sample_active()
+        if active is not None:
+            active.limit_exceeded(limit)
+        return limit

@@ -11,39 +11,29 @@ target reports its metrics with no value (Inspect's ``NOANSWER``).
 
 Before the run ends, each model and tool call of the sample (Inspect's transcript) is
 appended to the run's trajectory as a ``harness`` event with the SHA-256 of its input
-and output (:func:`record_transcript`), as the model gateway records an agent's calls.
+and output, and Inspect's account of its model use becomes ``result.json``'s
+``model_usage`` (:mod:`.accounting`). A sample Inspect ran again after its run was scored
+(a retry) has no run of its own: its score is that run's (:mod:`.retry`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Iterable
 from typing import Any
 
-import anyio
-from inspect_ai.event import Event, ModelEvent, ToolEvent
-from inspect_ai.log import transcript
 from inspect_ai.scorer import NOANSWER, Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 from inspect_ai.util import sandbox
 
 from ale_robotics.harness.verdict import RunOutcome
-from ale_robotics.inspect.sample_run import SampleRun
 from ale_robotics.inspect.sandbox import AleSandboxEnvironment
 
-__all__ = [
-    "INSPECT_MODEL_CALL",
-    "INSPECT_TOOL_CALL",
-    "ale_scorer",
-    "record_transcript",
-    "score_of",
-]
+__all__ = ["REPORTED_AGAIN", "ale_scorer", "score_of"]
 
-INSPECT_MODEL_CALL = "inspect_model_call"
-"""Trajectory event kind of one model call of an Inspect sample."""
-INSPECT_TOOL_CALL = "inspect_tool_call"
-"""Trajectory event kind of one tool call of an Inspect sample."""
+REPORTED_AGAIN = (
+    "Inspect ran this sample again (a retry) after its ALE run was scored; a retry starts "
+    "no new run, so this is that run's score."
+)
+"""The explanation's first sentence for a retried sample."""
 
 
 @scorer(metrics=[mean(), stderr()])
@@ -53,15 +43,15 @@ def ale_scorer() -> Scorer:
     async def score(state: TaskState, target: Target) -> Score:
         del state, target  # the evaluator measures; nothing the agent said is scored
         env = sandbox().as_type(AleSandboxEnvironment)
-        record_transcript(env.run, transcript().events)
-        outcome = await anyio.to_thread.run_sync(env.run.finish)
-        return score_of(outcome)
+        if env.earlier is not None:
+            return score_of(env.earlier, reported_again=True)
+        return score_of(await env.end_run())
 
     return score
 
 
-def score_of(outcome: RunOutcome) -> Score:
-    """The Inspect score of a run's verdict."""
+def score_of(outcome: RunOutcome, *, reported_again: bool = False) -> Score:
+    """The Inspect score of a run's verdict (``reported_again``: for a retried sample)."""
     report = outcome.report
     verdict = report.score
     result = report.eval_result
@@ -82,58 +72,17 @@ def score_of(outcome: RunOutcome) -> Score:
         "gate": verdict.gate.model_dump(mode="json") if verdict.gate is not None else None,
         "abandoned_episodes": verdict.abandoned_episodes,
         "agent_budget_exceeded": report.agent_budget_exceeded,
+        "model_usage": (
+            report.model_usage.model_dump(mode="json") if report.model_usage is not None else None
+        ),
+        "reported_again": reported_again,
     }
+    explanation = verdict.explanation
+    if reported_again:
+        explanation = f"{REPORTED_AGAIN} {explanation}"
     return Score(
         value=verdict.score if verdict.score is not None else NOANSWER,
         answer=None,
-        explanation=verdict.explanation,
+        explanation=explanation,
         metadata=metadata,
     )
-
-
-def record_transcript(run: SampleRun, events: Iterable[Event]) -> int:
-    """Append each model and tool call of ``events`` to the run's trajectory; how many."""
-    model_calls = tool_calls = 0
-    for event in events:
-        if isinstance(event, ModelEvent):
-            run.record(
-                INSPECT_MODEL_CALL,
-                {
-                    "call": model_calls,
-                    "model": event.model,
-                    "time": event.timestamp.isoformat(),
-                    "input_sha256": _digest([m.model_dump(mode="json") for m in event.input]),
-                    "output_sha256": _digest(event.output.model_dump(mode="json")),
-                    "tokens_in": event.output.usage.input_tokens if event.output.usage else 0,
-                    "tokens_out": event.output.usage.output_tokens if event.output.usage else 0,
-                    "error": event.error,
-                },
-            )
-            model_calls += 1
-        elif isinstance(event, ToolEvent):
-            run.record(
-                INSPECT_TOOL_CALL,
-                {
-                    "call": tool_calls,
-                    "function": event.function,
-                    "time": event.timestamp.isoformat(),
-                    "arguments_sha256": _digest(event.arguments),
-                    "result_sha256": _digest(_jsonable(event.result)),
-                    "error": event.error.message if event.error is not None else None,
-                },
-            )
-            tool_calls += 1
-    return model_calls + tool_calls
-
-
-def _jsonable(value: object) -> object:
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    dump = getattr(value, "model_dump", None)
-    return dump(mode="json") if callable(dump) else value
-
-
-def _digest(value: object) -> str:
-    """SHA-256 of ``value`` as canonical JSON (sorted keys, no spaces)."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -49,7 +49,13 @@ def _b64(data: bytes) -> str:
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
-    return {"error": {"type": type(exc).__name__, "message": str(exc)}}
+    """A failure as its answer: the exception's type and message, and for an ``OSError``
+    its errno, text and file name, so that the sample's side can rebuild it."""
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, OSError):
+        filename = exc.filename if isinstance(exc.filename, str) else None
+        error.update(errno=exc.errno, strerror=exc.strerror, filename=filename)
+    return {"error": error}
 
 
 def _path(name: str) -> Path:
@@ -75,10 +81,13 @@ def run_command(req: dict[str, Any]) -> dict[str, Any]:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-    except FileNotFoundError as exc:  # a missing program is a failed command, not an error
-        return {"returncode": 127, "stdout": "", "stderr": _b64(f"{exc}\n".encode())}
-    except (PermissionError, NotADirectoryError) as exc:
-        return {"returncode": 126, "stdout": "", "stderr": _b64(f"{exc}\n".encode())}
+    except OSError as exc:
+        # A program that cannot be started is a failed command, as a shell reports it:
+        # 127 not found, 126 any other reason (no permission, not a directory, not an
+        # executable, arguments too long, ...). A NUL in the command or its environment
+        # is a ValueError: an error answer, which the sample's side makes a tool error.
+        code = 127 if isinstance(exc, FileNotFoundError) else 126
+        return {"returncode": code, "stdout": "", "stderr": _b64(f"{exc}\n".encode())}
     try:
         out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:
