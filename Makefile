@@ -7,7 +7,7 @@ STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
 .PHONY: venv demo test test-slow lint typecheck unit bench proto clean sandbox-deps postgres-deps \
-	browser-deps docker-deps images bench-peers
+	browser-deps docker-deps images bench-peers engines
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,15 @@ docker-deps:
 # agent image.
 images: venv docker-deps
 	PYTHON=$(BIN)/python AGENT_EXTRAS="$(AGENT_EXTRAS)" deploy/build-images.sh
+
+# Engine environments (docs/engines.md): a rollout kind whose simulator cannot share the project's
+# environment (MuJoCo Warp needs mujoco >= 3.13, the project pins 3.3) runs in one of its own,
+# built once from the registries by its pins (constraints/engine-*.txt) and cached by them in
+# ~/.cache/ale-robotics/engines ($ALE_ENGINES_DIR); a build of the same pins is kept, so a
+# second `make engines` takes seconds. ENGINES="mujoco-warp" builds only those named.
+ENGINES ?=
+engines: venv
+	$(BIN)/ale-robotics engines install $(ENGINES)
 
 demo: venv sandbox-deps
 	$(BIN)/ale-robotics run td3-inverted-pendulum-v2 \

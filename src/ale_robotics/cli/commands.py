@@ -48,6 +48,7 @@ def _register_every_command() -> None:
         agent_cmd,
         audit_cmd,
         check_cmd,
+        engines_cmd,  # 'engines list|install'
         evalset_cmd,  # 'eval-set'
         evaluator_cmd,
         queue_cmd,  # 'evaluator queue'

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ale_robotics.engines import require_engine
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator.state.directory import DB_NAME
 from ale_robotics.evaluator.store.sqlite import damage
@@ -81,6 +82,16 @@ def check_options(opts: RunOptions, task: TaskSpec) -> None:
     or the file system."""
     opts.check()
     check_remote(opts)
+    # The embedded evaluator runs the task's kind here: its engine must be built
+    # (EngineNotInstalled names the command that builds it), and only the local executor
+    # starts workers in an engine's interpreter.
+    embedded = opts.evaluator is None and opts.evaluator_image is None
+    if embedded and require_engine(task) is not None and opts.executor != "local":
+        raise InvalidArgumentError(
+            f"task {task.id} runs in the engine environment of its rollout kind "
+            f"({task.eval.rollout}), where the {opts.executor} executor cannot start "
+            "workers: leave --executor out (local)"
+        )
     if opts.episodes is not None:
         total = task.eval.evaluated_episodes
         if not 1 <= opts.episodes <= total:

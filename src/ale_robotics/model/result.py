@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CurvePoint",
+    "EngineUsed",
     "EpisodeRecord",
     "EvalResult",
     "FailedCheckpoint",
@@ -229,6 +230,28 @@ class HostInfo(_Model):
     )
 
 
+class EngineUsed(_Model):
+    """The engine environment that ran a batch job's episodes (``ale_robotics.engines``).
+
+    Results of one task from different engines, or from one engine on different devices,
+    need not agree to the bit (another simulator build, GPU float reductions), so a
+    result says which produced it, and rankings keep them apart unless the task says
+    they are comparable."""
+
+    name: str = Field(description="The engine's name ('mujoco-warp').")
+    key: str = Field(description="Its build's key: the engine, its Python and its pins.")
+    device: str = Field(default="", description="Where it simulated ('cpu', 'cuda:0'...).")
+    python: str = Field(default="", description="The engine interpreter's version.")
+    versions: dict[str, str] = Field(
+        default_factory=dict, description="Versions of the engine's simulator stack."
+    )
+
+    @property
+    def label(self) -> str:
+        """``name`` and device, as listings show it (``mujoco-warp/cpu``)."""
+        return f"{self.name}/{self.device}" if self.device else self.name
+
+
 class EvalResult(_Model):
     job_id: str
     run_id: str
@@ -264,6 +287,13 @@ class EvalResult(_Model):
     secret_sha256: str = Field(description="Commitment to the hidden-seed secret.")
     evaluator_version: str
     simulator_versions: dict[str, str] = Field(default_factory=dict)
+    engine: EngineUsed | None = Field(
+        default=None,
+        description="Batch jobs of a kind that runs in an engine environment of its own: "
+        "which engine, device and simulator versions produced the episodes (the "
+        "simulator_versions are then the evaluator's, not the episodes'); None: the "
+        "evaluator's own environment.",
+    )
     host: HostInfo | None = None
     timings: Timings | None = None
     attempts: int = Field(default=1, description="Pipeline attempts (retries after crashes).")

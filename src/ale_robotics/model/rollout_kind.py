@@ -99,6 +99,14 @@ class RolloutKind(abc.ABC):
     """What the kind needs from the worker processes that run its shards beyond the
     executor's ``WorkerLimits`` (JAX/XLA: no address-space cap); None: nothing."""
 
+    engine: ClassVar[str | None] = None
+    """The engine environment whose Python runs this kind's shards, by its name in
+    :mod:`ale_robotics.engines` (e.g. ``"mujoco-warp"``: packages that cannot share the
+    evaluator's environment); None: the evaluator's own environment. The executor starts
+    the kind's workers there and refuses a task whose engine is not installed, naming the
+    command that installs it. Only :meth:`run_shard` (and what it imports) runs there:
+    :meth:`load_artifact`, :meth:`check_task` and the rest run in the evaluator."""
+
     # ------------------------------------------------------------ task config --
 
     def check_task(self, task: TaskSpec) -> None:

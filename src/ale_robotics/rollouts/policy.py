@@ -80,7 +80,7 @@ class PolicyRolloutKind(RolloutKind):
             return None
         return {t.key: np.zeros(t.shape, dtype=np.dtype(t.dtype)) for t in task.contract.tensors}
 
-    video_source = "policy"
+    video_source: ClassVar[str | None] = "policy"
 
     def video_actor(
         self, task: TaskSpec, artifact: Artifact, index: int, action_space: Any

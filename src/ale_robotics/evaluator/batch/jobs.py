@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Protocol
 
+from ale_robotics.engines import require_engine
 from ale_robotics.errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -180,6 +181,7 @@ class JobService:
         task = self._tasks.task(task_id)
         if task.mode not in (TaskMode.BATCH, TaskMode.TASK_CONFIG) or task.contract is None:
             raise FailedPreconditionError(f"task {task.id} is not a batch task")
+        require_engine(task)  # its kind's engine is built here, or FAILED_PRECONDITION
         run = self._access.check_run(run_id, scope)
         check_client_token(client_token)
         try:

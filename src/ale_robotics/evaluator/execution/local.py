@@ -53,6 +53,9 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.engines.errors import EngineUnavailable
+from ale_robotics.engines.launch import WorkerLaunch
+from ale_robotics.engines.usage import require_engine
 from ale_robotics.evaluator.execution.base import (
     Executor,
     Heartbeat,
@@ -64,6 +67,7 @@ from ale_robotics.evaluator.execution.base import (
     redacted,
     shard_layout,
 )
+from ale_robotics.evaluator.execution.engine_spawn import EngineSpawnContext
 from ale_robotics.evaluator.execution.weights_handoff import published
 from ale_robotics.evaluator.execution.worker_process import (
     PRESTART_WAIT_S,
@@ -92,7 +96,11 @@ class LocalExecutor(Executor):
     given, ``WorkerLimits(None, None, None, None, False)`` for none), as changed by the
     task's rollout kind (:attr:`~ale_robotics.model.rollout_kind.RolloutKind.worker_needs`:
     JAX/XLA reserves far more address space than ``RLIMIT_AS`` allows). Workers are
-    started with their limits, so each such profile has a pool of its own.
+    started with their limits, so each such profile has a pool of its own; so has each
+    engine environment a kind runs in (:attr:`~ale_robotics.model.rollout_kind.RolloutKind.engine`:
+    its workers start with the engine's interpreter, :mod:`.engine_spawn`), and a task whose
+    engine is not installed is refused (:class:`~ale_robotics.engines.EngineNotInstalled`)
+    before any worker starts.
     """
 
     kind = "local"
@@ -110,7 +118,8 @@ class LocalExecutor(Executor):
         self._lock = threading.Lock()
 
     def _profile(self, task: TaskSpec | None) -> _Profile:
-        """The limits and worker count for ``task``'s shards (None: the executor's own)."""
+        """The limits, worker count and engine for ``task``'s shards (None: the executor's
+        own); :class:`~ale_robotics.engines.EngineNotInstalled` when its engine is not built."""
         limits, workers = self.limits, self.workers
         needs = None if task is None else get_kind(task.eval.rollout).worker_needs
         if needs is not None:
@@ -118,17 +127,18 @@ class LocalExecutor(Executor):
                 limits = dataclasses.replace(limits, address_space_bytes=None)
             if needs.max_workers is not None:
                 workers = max(1, min(workers, needs.max_workers))
-        return limits, workers
+        return limits, workers, None if task is None else require_engine(task)
 
     def _get(self, profile: _Profile | None = None) -> tuple[ProcessPoolExecutor, Any]:
         profile = profile or self._profile(None)
         with self._lock:
             if profile not in self._pools:
-                limits, workers = profile
-                progress = self._ctx.Queue()
+                limits, workers, launch = profile
+                ctx = self._ctx if launch is None else EngineSpawnContext(launch)
+                progress = ctx.Queue()
                 pool = ProcessPoolExecutor(
                     workers,
-                    mp_context=self._ctx,
+                    mp_context=ctx,
                     initializer=init_worker,
                     initargs=(progress, limits, self._warm_task_json),
                 )
@@ -151,7 +161,11 @@ class LocalExecutor(Executor):
         """
         if task.mode is TaskMode.INTERACTIVE:
             return 0
-        profile = self._profile(task)
+        try:
+            profile = self._profile(task)
+        except EngineUnavailable as exc:  # its job is refused, or fails, saying so
+            log.info("rollout workers not started ahead of the job: %s", exc)
+            return 0
         with self._lock:
             if profile in self._pools:
                 return 0
@@ -215,13 +229,20 @@ class LocalExecutor(Executor):
             ]
         return [p.pid for p in procs if p.pid is not None and p.is_alive()]
 
-    def run_in_worker(self, fn: Callable[..., T], *args: Any, timeout: float = 60.0) -> T:
+    def run_in_worker(
+        self,
+        fn: Callable[..., T],
+        *args: Any,
+        timeout: float = 60.0,
+        task: TaskSpec | None = None,
+    ) -> T:
         """Run a picklable callable in a worker and return its result.
 
         A diagnostic hook (what does a worker see, which limits apply?) for
-        operators and tests; rollouts go through :meth:`run`.
+        operators and tests; rollouts go through :meth:`run`. ``task``: in a worker of
+        that task's pool (its kind's limits and engine), not the executor's default one.
         """
-        pool, _ = self._get()
+        pool, _ = self._get(None if task is None else self._profile(task))
         return pool.submit(fn, *args).result(timeout=timeout)
 
     def shutdown(self) -> None:
@@ -243,7 +264,13 @@ class LocalExecutor(Executor):
     ) -> list[EpisodeOutcome]:
         """See :meth:`.base.Executor.run`; the shards go to the worker processes."""
         self._await_prestart(deadline, abort)
-        pool, progress = self._get(self._profile(task))
+        try:
+            profile = self._profile(task)
+        except EngineUnavailable as exc:
+            # Submissions of such a task are refused; an engine removed since is this
+            # host's failure, never the submission's (the message says how to build it).
+            raise WorkerCrashed(str(exc)) from None
+        pool, progress = self._get(profile)
         shards = shard_layout(task, seeds, indices)
         total = sum(len(shard) for shard in shards)
         tag = f"{os.getpid()}-{time.monotonic_ns()}"
@@ -321,5 +348,6 @@ class LocalExecutor(Executor):
         return per_shard
 
 
-_Profile = tuple[WorkerLimits, int]
-"""A pool's worker limits and its number of workers."""
+_Profile = tuple[WorkerLimits, int, WorkerLaunch | None]
+"""A pool's worker limits, its number of workers and the engine its workers start in
+(None: the evaluator's own environment)."""

@@ -66,6 +66,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ale_robotics.engines.registry import engine_of_kind
 from ale_robotics.evaluator.execution.base import (
     Executor,
     ExecutorUnavailable,
@@ -293,6 +294,13 @@ class RayExecutor(Executor):
         abort: threading.Event | None = None,
     ) -> list[EpisodeOutcome]:
         """See :meth:`.base.Executor.run`; the driver process runs the shards as Ray tasks."""
+        engine = engine_of_kind(task.eval.rollout)
+        if engine is not None:
+            # Ray's workers are the evaluator's own interpreter: an engine's are not.
+            raise WorkerCrashed(
+                f"task {task.id} runs in the engine environment {engine.name!r}, where the "
+                "ray executor cannot start workers: evaluate it with --executor local"
+            )
         with self._run_lock:
             driver = self._live_driver()
             shards = shard_layout(task, seeds, indices)

@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.context import SpawnContext, SpawnProcess
@@ -43,8 +43,10 @@ __all__ = [
     "PARENT_CHECK_S",
     "PRESTART_WAIT_S",
     "PROGRESS_EVERY_S",
+    "STOP_SIGNALS",
     "PinnedSpawnContext",
     "init_worker",
+    "pinned_env",
     "run_shard_in_worker",
     "start_workers",
     "warm_up",
@@ -59,7 +61,7 @@ _PROGRESS: Any = None
 PROGRESS_EVERY_S = 0.1
 """A worker reports finished episodes at most this often (and all of them when a shard ends)."""
 _LIMITS: WorkerLimits | None = None
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 """Signals meant for the evaluator, which workers ignore (see the module docstring)."""
 PRESTART_WAIT_S = 60.0
 """The longest a job waits for the workers :meth:`LocalExecutor.prestart` is starting."""
@@ -191,9 +193,9 @@ def init_worker(
     global _LIMITS, _PROGRESS
     # The parent stops workers (see the module docstring); the signals arrived
     # blocked (:class:`_PinnedSpawnProcess`), so one sent during startup is discarded.
-    for sig in _STOP_SIGNALS:
+    for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     _PROGRESS = progress
     _LIMITS = limits
     _no_gl()
@@ -297,15 +299,15 @@ _ENV_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def _pinned_env() -> Iterator[None]:
+def pinned_env(extra: Mapping[str, str] | None = None) -> Iterator[None]:
     """Set the BLAS/OpenMP thread variables to 1, and the OpenBLAS kernel
     (:func:`~ale_robotics.evaluator.execution.blas.worker_blas_env`), in ``os.environ`` for a
-    moment.
+    moment, with ``extra`` (an engine worker's variables, :mod:`.engine_spawn`).
 
     A spawned child copies the parent's environment when it starts, and the BLAS
     library reads these variables once, when numpy is imported there.
     """
-    pinned = {v: "1" for v in _THREAD_VARS} | worker_blas_env()
+    pinned = {v: "1" for v in _THREAD_VARS} | worker_blas_env() | dict(extra or {})
     with _ENV_LOCK:
         saved = {v: os.environ.get(v) for v in pinned}
         os.environ.update(pinned)
@@ -335,8 +337,8 @@ class _PinnedSpawnProcess(SpawnProcess):
 
     @staticmethod
     def _Popen(process_obj: Any) -> Any:
-        with _pinned_env():
-            old = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        with pinned_env():
+            old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
             try:
                 return SpawnProcess._Popen(process_obj)
             finally:

@@ -35,6 +35,7 @@ from importlib import metadata
 from typing import Any
 
 from ale_robotics import __version__
+from ale_robotics.engines import engine_used
 from ale_robotics.evaluator.catalog import TaskCatalog
 from ale_robotics.evaluator.execution.blas import numpy_blas
 from ale_robotics.evaluator.results.intervals import metric_intervals
@@ -92,11 +93,13 @@ def result_payload(
     smoke_run: dict[str, Any] | None = None,
     training: dict[str, Any] | None = None,
     floor: dict[str, Any] | None = None,
+    engine: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The payload of a ``result`` event: the keys given, always in this order.
 
     The order is the one the evaluator has always signed, so payloads of old and
-    new runs compare key for key (the newest, ``training`` then ``floor``, come last).
+    new runs compare key for key (the newest, ``training``, ``floor`` then ``engine``,
+    come last).
     """
     payload: dict[str, Any] = {"job_id": job_id, "state": state.value}
     if failure_source is not None:
@@ -109,6 +112,7 @@ def result_payload(
         ("smoke_run", smoke_run),
         ("training", training),
         ("floor", floor),
+        ("engine", engine),
     )
     payload.update((key, value) for key, value in optional if value is not None)
     return payload
@@ -188,6 +192,7 @@ class ResultBuilder:
         floor (:mod:`.floor`: the floor measured, or None and why)."""
         training = self._batch_training(job.run_id, task)
         curve, failed = self._checkpoints(job.run_id, task)
+        engine = engine_used(task)
         result = EvalResult(
             job_id=job.job_id,
             run_id=job.run_id,
@@ -223,6 +228,7 @@ class ResultBuilder:
             failed_checkpoints=failed,
             floor=floor[0],
             floor_note=floor[1],
+            engine=engine,
         )
         assert result.outcomes is not None
         payload = result_payload(
@@ -236,6 +242,7 @@ class ResultBuilder:
             smoke_run=_smoke(result),
             training=None if training is None else training.model_dump(mode="json"),
             floor=_floor_payload(floor[0]),
+            engine=None if engine is None else engine.model_dump(mode="json"),
         )
         return Verdict(result, payload)
 
@@ -247,6 +254,7 @@ class ResultBuilder:
         """
         training = self._batch_training(job.run_id, task)
         curve, failed = self._checkpoints(job.run_id, task)
+        engine = engine_used(task)
         result = EvalResult(
             job_id=job.job_id,
             run_id=job.run_id,
@@ -256,6 +264,7 @@ class ResultBuilder:
             failure_source=FailureSource.SUBMISSION,
             failure_reason=reason,
             submission_files=job.files,
+            engine=engine,
             secret_sha256=self._secret_sha256,
             evaluator_version=__version__,
             simulator_versions=simulator_versions(task.simulator.package),
@@ -272,6 +281,7 @@ class ResultBuilder:
             failure_source=FailureSource.SUBMISSION,
             reason=reason,
             training=None if training is None else training.model_dump(mode="json"),
+            engine=None if engine is None else engine.model_dump(mode="json"),
         )
         return Verdict(result, payload)
 
