@@ -121,22 +121,34 @@ def test_retry_on_error_reports_the_first_run_instead_of_drawing_new_seeds(
     assert run.agent_exit_code == 0 and run.inspect is not None
 
 
-def test_eval_retry_reports_the_first_run(tmp_path: Path) -> None:
+def test_eval_retry_reports_the_first_run_even_from_another_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first eval in one directory with the default runs root (./runs), the retry in
+    another: it still finds the sample's run."""
+    first_dir, other_dir = tmp_path / "first", tmp_path / "other"
+    first_dir.mkdir()
+    other_dir.mkdir()
+    task_args = _task_args(tmp_path)
+    del task_args["runs_root"]
+    monkeypatch.chdir(first_dir)
     [first] = inspect_eval(
         "ale_robotics/ale_task",
-        task_args=_task_args(tmp_path),
+        task_args=task_args,
         solver=fails_once(str(tmp_path / "marker")),
         model="mockllm/model",
         log_dir=str(tmp_path / "logs"),
         display="none",
     )
     assert first.status == "error" and "model provider failed" in str(first.error)
-    run = _the_one_scored_run(tmp_path)  # scored already, before any retry
+    run = _the_one_scored_run(first_dir)  # scored already, before any retry
+    monkeypatch.chdir(other_dir)
     [retried] = eval_retry(first, log_dir=str(tmp_path / "logs"), display="none")
     assert retried.eval.task_id == first.eval.task_id
     assert retried.eval.eval_id != first.eval.eval_id
     _reported_again(retried, run)
-    assert _the_one_scored_run(tmp_path) == run
+    assert _the_one_scored_run(first_dir) == run
+    assert not (other_dir / "runs").exists()
 
 
 def test_eval_set_retries_report_the_first_run(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ From the ``inspect`` command line::
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task, task
@@ -81,7 +82,11 @@ def ale_task(
         run_settings["episodes"] = episodes
     if budget_s is not None:
         run_settings["budget_s"] = budget_s
-    config = AleSandboxConfig(runs_root=runs_root, label=label, settings=run_settings)
+    # The runs root as an absolute path, where the task is made: the sandbox's config is
+    # in the eval's log, so a retry of the eval from another directory still finds the
+    # samples' runs (and their claims, .retry) where they are.
+    root = str(Path(runs_root or "runs").resolve())
+    config = AleSandboxConfig(runs_root=root, label=label, settings=run_settings)
     return Task(
         dataset=[
             Sample(
