@@ -17,13 +17,18 @@
 # is uid 65534, not root). Without an API key it prints "Not logged in · Please run /login"
 # and calls nothing.
 #
-# Offline: without these variables it looks up api.anthropic.com (telemetry, a
+# Offline: without the DISABLE variables it looks up api.anthropic.com (telemetry, a
 # connectivity check of HEAD /api/hello on the base URL) on every start; with them it
-# makes only its model calls (POST /v1/messages?beta=true). Measured, docs/agent-software-notes.md.
-# Extra arguments are passed to claude (e.g. --max-turns 50).
+# makes only its model calls (POST /v1/messages?beta=true). Its own model choices (a
+# sub-agent of its Agent tool asks for "haiku", i.e. claude-haiku-*, which the gateway
+# refuses with 403 unless allowed) are pinned to $ALE_MODEL. Measured:
+# docs/agent-software-notes.md. Extra arguments are passed to claude (e.g. --max-turns 50).
 set -euo pipefail
 export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 \
     DISABLE_ERROR_REPORTING=1
+export ANTHROPIC_DEFAULT_HAIKU_MODEL="$ALE_MODEL" ANTHROPIC_DEFAULT_SONNET_MODEL="$ALE_MODEL" \
+    ANTHROPIC_DEFAULT_OPUS_MODEL="$ALE_MODEL" ANTHROPIC_SMALL_FAST_MODEL="$ALE_MODEL" \
+    CLAUDE_CODE_SUBAGENT_MODEL="$ALE_MODEL"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # `ale-robotics submit`, which the prompt names, is in the harness's Python environment
 if ! command -v ale-robotics >/dev/null && [ -n "${VIRTUAL_ENV:-}" ]; then
