@@ -91,6 +91,30 @@ class SessionStep:
         return self.wire_infos.per_env()
 
 
+def _check_arguments(kind: str, num_envs: Any, transport: str, render_mode: str | None) -> str:
+    """INVALID_ARGUMENT for a bad argument of a session; else which transport it wants:
+    "shm" (required), "any" or "grpc" (``ALE_TRANSPORT`` first, then ``transport``)."""
+    if kind not in _KINDS:
+        raise InvalidArgumentError(f"kind must be 'practice' or 'eval', not {kind!r}")
+    if transport not in _TRANSPORTS:
+        raise InvalidArgumentError(
+            f"transport must be 'any', 'shm', 'stream' or 'unary', not {transport!r}"
+        )
+    forced = _forced_transport()
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer):
+        raise InvalidArgumentError(f"num_envs must be an int, not {num_envs!r}")
+    if num_envs < 1:
+        raise InvalidArgumentError(f"num_envs must be at least 1, got {num_envs}")
+    if render_mode not in (None, "rgb_array"):
+        raise InvalidArgumentError(
+            f"render_mode {render_mode!r}: remote envs render 'rgb_array' frames (on the "
+            "evaluator) or nothing (None)"
+        )
+    if forced is not None:
+        return forced
+    return "shm" if transport == "shm" else _PICK if transport == _PICK else "grpc"
+
+
 def _forced_transport() -> str | None:
     """``ALE_TRANSPORT``'s value ("grpc", "shm"), or None when unset or "any"."""
     value = os.environ.get(TRANSPORT_VAR, "").strip().lower()
@@ -131,22 +155,7 @@ class RemoteSession:
         "stream" steps over one StepStream call where the server offers it (about half
         the per-Step cost of unary calls), falling back to unary Step calls otherwise;
         "unary" one Step call each. ``ALE_TRANSPORT`` overrides it (module docstring)."""
-        if kind not in _KINDS:
-            raise InvalidArgumentError(f"kind must be 'practice' or 'eval', not {kind!r}")
-        if transport not in _TRANSPORTS:
-            raise InvalidArgumentError(
-                f"transport must be 'any', 'shm', 'stream' or 'unary', not {transport!r}"
-            )
-        forced = _forced_transport()
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer):
-            raise InvalidArgumentError(f"num_envs must be an int, not {num_envs!r}")
-        if num_envs < 1:
-            raise InvalidArgumentError(f"num_envs must be at least 1, got {num_envs}")
-        if render_mode not in (None, "rgb_array"):
-            raise InvalidArgumentError(
-                f"render_mode {render_mode!r}: remote envs render 'rgb_array' frames (on the "
-                "evaluator) or nothing (None)"
-            )
+        wants = _check_arguments(kind, num_envs, transport, render_mode)
         self.client = client
         self.kind = kind
         try:
@@ -199,7 +208,6 @@ class RemoteSession:
         the server offers no free stream."""
         self._stream: StepStream | None = None
         self._shm: ClientChannel | None = None
-        wants = forced or ("shm" if transport == "shm" else _PICK if transport == _PICK else "grpc")
         if self.autoreset_mode != autoreset_mode:
             self.close()  # an evaluator that predates autoreset_mode opened a next_step one
             raise UnimplementedError(
@@ -218,20 +226,25 @@ class RemoteSession:
                 if self._life.watch.attach(self.session_id):
                     break
         if wants != "grpc":
-            try:
-                self._open_data_plane()
-            except AleError as exc:
-                if wants == "shm":
-                    self.close()
-                    raise UnavailableError(
-                        f"no shared-memory data plane for session {self.session_id}: "
-                        f"{exc.message} (unset {TRANSPORT_VAR}, or set it to grpc)"
-                    ) from None
-                log.info("session %s: stepping over gRPC (%s)", self.session_id, exc.message)
+            self._try_data_plane(required=wants == "shm")
 
     @property
     def closed(self) -> bool:
         return self._life.closed
+
+    def _try_data_plane(self, *, required: bool) -> None:
+        """Step through shared memory where it can be had; else gRPC, or (``required``)
+        close the session and say why."""
+        try:
+            self._open_data_plane()
+        except AleError as exc:
+            if required:
+                self.close()
+                raise UnavailableError(
+                    f"no shared-memory data plane for session {self.session_id}: "
+                    f"{exc.message} (unset {TRANSPORT_VAR}, or set it to grpc)"
+                ) from None
+            log.info("session %s: stepping over gRPC (%s)", self.session_id, exc.message)
 
     def _open_data_plane(self) -> None:
         """Open this session's channel (:mod:`ale_robotics.dataplane`); an AleError says why

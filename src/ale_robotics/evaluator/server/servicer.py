@@ -23,13 +23,11 @@ import grpc
 import numpy as np
 
 from ale_robotics import PROTOCOL_VERSION
-from ale_robotics.dataplane.layout import LAYOUT_VERSION
 from ale_robotics.errors import (
     InvalidArgumentError,
     PermissionDeniedError,
     ResourceExhaustedError,
     UnauthenticatedError,
-    UnimplementedError,
 )
 from ale_robotics.evaluator.batch.jobs import JobService
 from ale_robotics.evaluator.catalog import TaskCatalog
@@ -45,7 +43,8 @@ from ale_robotics.evaluator.runs.registry import (
 from ale_robotics.evaluator.runs.service import RunService
 from ale_robotics.evaluator.runs.training_budget import TrainingLedger
 from ale_robotics.evaluator.server.auth import AuthInterceptor, Role
-from ale_robotics.evaluator.server.dataplane import TICKET_TTL_S, DataPlaneServer
+from ale_robotics.evaluator.server.dataplane import DataPlaneServer
+from ale_robotics.evaluator.server.dataplane_calls import DataPlaneCalls
 from ale_robotics.evaluator.server.messages import (
     SESSION_KINDS,
     capabilities,
@@ -88,7 +87,7 @@ class Backends:
     videos: VideoService
 
 
-class _Servicer(VideoCalls, pb_grpc.AleEnvServicer):  # type: ignore[misc]
+class _Servicer(VideoCalls, DataPlaneCalls, pb_grpc.AleEnvServicer):  # type: ignore[misc]
     def __init__(
         self,
         backends: Backends,
@@ -177,18 +176,12 @@ class _Servicer(VideoCalls, pb_grpc.AleEnvServicer):  # type: ignore[misc]
             submission_contract_json=task.contract.model_dump_json() if task.contract else "",
             observation_spec=obs_spec,
             action_spec=act_spec,
-            capabilities=self._capabilities(task),
+            capabilities=self.with_data_plane(
+                capabilities(task, shared=self._access.bound_run is None)
+            ),
             limits=limits,
             brief=self._brief_for(task, entry),
         )
-
-    def _capabilities(self, task: TaskSpec) -> list[str]:
-        """:func:`.messages.capabilities`, with ``shm_data_plane`` where this listener has a
-        data plane (a Unix socket) and the task has sessions."""
-        caps = capabilities(task, shared=self._access.bound_run is None)
-        if self._data_plane is not None and "step_stream" in caps:
-            caps.append("shm_data_plane")
-        return caps
 
     def _brief_for(self, task: TaskSpec, entry: ManifestEntry | None) -> str:
         """The task brief as this evaluator serves the task (rendered once per task)."""
@@ -363,28 +356,6 @@ class _Servicer(VideoCalls, pb_grpc.AleEnvServicer):  # type: ignore[misc]
             return step_response(session.step(from_tensor(request.action, "action")))
 
         return self._sessions.call(request.session_id, context.time_remaining(), step, scope)
-
-    @rpc
-    def OpenDataPlane(
-        self, request: pb.OpenDataPlaneRequest, context: grpc.ServicerContext
-    ) -> pb.OpenDataPlaneResponse:
-        """A ticket for Step and Reset of one of the caller's sessions over shared memory
-        (:mod:`.dataplane`); UNIMPLEMENTED on a listener that is no Unix socket."""
-        scope = self._scope(context)
-        if self._data_plane is None:
-            raise UnimplementedError(
-                "this listener has no shared-memory data plane (only an agent listener on a "
-                "Unix socket has one): use Step or StepStream"
-            )
-        session = self._sessions.call(
-            request.session_id, context.time_remaining(), lambda s: s, scope
-        )
-        return pb.OpenDataPlaneResponse(
-            socket_name=self._data_plane.socket_name,
-            ticket=self._data_plane.offer(session, scope),
-            ticket_ttl_s=TICKET_TTL_S,
-            layout_version=LAYOUT_VERSION,
-        )
 
     @rpc
     def CloseSession(

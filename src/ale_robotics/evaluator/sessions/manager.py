@@ -48,13 +48,11 @@ its agent cannot import the simulator, so it trains here, counted the same way.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ale_robotics.errors import (
@@ -80,6 +78,7 @@ from ale_robotics.evaluator.sessions.limits import (
 )
 from ale_robotics.evaluator.sessions.types import AUTORESET_MODE, AUTORESET_MODES, SessionKind
 from ale_robotics.evaluator.sessions.vector import Session
+from ale_robotics.evaluator.sessions.watches import SessionWatches, Watch
 from ale_robotics.tasks.registry import TrainingBudget
 from ale_robotics.tasks.spec import TaskSpec
 
@@ -97,18 +96,8 @@ ORPHAN_GRACE_S = 2.0
 """How long a watched session outlives its broken watch stream: time for a client that lost
 its connection (not its process) to reconnect and name it again."""
 
-_watch_ids = itertools.count(1)
 
-
-@dataclass(eq=False)
-class Watch:
-    """One WatchSessions stream: the sessions its client named on it."""
-
-    id: int = field(default_factory=lambda: next(_watch_ids))
-    sessions: set[str] = field(default_factory=set)
-
-
-class SessionManager:
+class SessionManager(SessionWatches):
     """All open sessions of one evaluator, shared by its agent and harness listeners.
 
     Built from what it uses: ``access`` (whose sessions a caller may see, whether a
@@ -337,22 +326,6 @@ class SessionManager:
         self._get(session_id, scope)
         return self._close(session_id, why)
 
-    def orphan(self, session_id: str) -> bool:
-        """The session's client is gone (its data plane's socket closed without a goodbye):
-        closed :attr:`orphan_grace_s` from now by :meth:`reap`, unless a call or a watch
-        names it first, exactly as after a broken watch (:meth:`unwatch`). False when it is
-        not open."""
-        with self._lock:
-            if session_id not in self._sessions:
-                return False
-            self._orphans[session_id] = time.monotonic() + self.orphan_grace_s
-        log.info(
-            "session %s: its data plane ended without a goodbye; closing it in %gs",
-            session_id,
-            self.orphan_grace_s,
-        )
-        return True
-
     def close_run(self, run_id: str, why: str) -> int:
         """Close every session of a run (the harness, once the agent has exited)."""
         with self._lock:
@@ -395,49 +368,6 @@ class SessionManager:
                 daemon=True,
             ).start()
         return [s.id for s, _ in reaped]
-
-    # --------------------------------------------------------------- watches --
-
-    def attach(self, watch: Watch, session_ids: Iterable[str], scope: Scope = TRUSTED) -> list[str]:
-        """Watch these sessions on ``watch`` (taking them from any other watch); returns the
-        ids that name no open session visible to ``scope`` (those are not watched)."""
-        missing: list[str] = []
-        with self._lock:
-            for sid in session_ids:
-                session = self._sessions.get(sid)
-                if session is None or not self._access.visible(scope, session.run_id):
-                    missing.append(sid)
-                    continue
-                self._watcher[sid] = watch.id
-                self._orphans.pop(sid, None)
-                watch.sessions.add(sid)
-        return missing
-
-    def unwatch(self, watch: Watch) -> int:
-        """The watch stream ended; returns how many sessions it leaves orphaned.
-
-        Each session still watched by it is closed :attr:`orphan_grace_s` from now
-        by :meth:`reap`, unless a new watch names it or a call uses it first. Every
-        end counts: gRPC gives a server no reliable way to tell a client's
-        half-close from its death, and a client never ends a watch while it holds
-        sessions (it ends it after closing its last).
-        """
-        deadline = time.monotonic() + self.orphan_grace_s
-        orphaned = 0
-        with self._lock:
-            for sid in watch.sessions:
-                if self._watcher.get(sid) != watch.id:
-                    continue  # closed since, or named by a newer watch
-                del self._watcher[sid]
-                if sid in self._sessions:
-                    self._orphans[sid] = deadline
-                    orphaned += 1
-            watch.sessions.clear()
-        if orphaned:
-            log.info(
-                "a watch stream ended: %d session(s) close in %gs", orphaned, self.orphan_grace_s
-            )
-        return orphaned
 
     # --------------------------------------------------------------- private --
 
