@@ -106,6 +106,15 @@ def test_envs_step_through_shared_memory_unless_grpc_is_forced(
             env.step(env.action_space.sample())
         finally:
             env.close()
+    from ale_robotics.client.sb3 import RemoteVecEnv
+
+    venv = RemoteVecEnv(_agent(sevaluator), num_envs=N, own_client=True)
+    try:
+        assert venv.transport == "shm"
+        venv.reset()
+        venv.step(np.zeros((N, 1), np.float32))
+    finally:
+        venv.close()
     monkeypatch.setenv("ALE_TRANSPORT", "grpc")
     env = RemoteEnv(_agent(sevaluator), own_client=True)
     try:
