@@ -17,7 +17,8 @@ Run it in a thread of the test (:meth:`ScriptedUpstream.start`), or as a process
 
     python tests/gateway/scripted_upstream.py SCRIPT.json PORT_FILE
 
-(``SCRIPT.json``: a list of turns as :meth:`Turn.from_json` reads them; the port is written
+(``SCRIPT.json``: a list of turns as :meth:`Turn.from_json` reads them, or ``@AGENT``, the
+script of :func:`submit_checkpoint_script` for that agent software; the port is written
 to ``PORT_FILE`` once it listens). As a process it takes the key from ``$ALE_MODEL_API_KEY``
 when that is set, the variable ``ale-robotics run`` reads the operator's key from, so one
 ``export`` serves both::
@@ -610,9 +611,61 @@ def _message_events(turn: Turn, model: str, n: int) -> list[dict[str, Any]]:
     return events
 
 
+# -- scripts that drive real agent software to submit the shipped checkpoint -------------
+
+COPY_CHECKPOINT = (
+    'cp "$ALE_WORKSPACE/examples/agents/checkpoints/td3-inverted-pendulum-v1/policy.safetensors"'
+    ' "$ALE_SUBMISSION_DIR/policy.safetensors"'
+)
+"""The shell command that puts td3-inverted-pendulum-v2's shipped checkpoint in place."""
+SUBMIT_AND_WAIT = 'ale-robotics submit --wait "$ALE_SUBMISSION_DIR"'
+"""The shell command that submits it and waits (exit 0 once the job SUCCEEDED)."""
+DONE = "Submitted the shipped checkpoint; the job succeeded."
+
+
+def submit_checkpoint_script(agent: str) -> list[Turn]:
+    """The turns that make ``agent`` copy the shipped checkpoint, submit it and stop: a
+    model's side of a run that scores 1.018 on td3-inverted-pendulum-v2, in the tool calls
+    each agent's software runs (names and arguments as each declares its tools):
+
+    * ``claude-code``: Claude Code's ``Bash`` tool (``command``, ``description``);
+    * ``codex``: Codex CLI's ``exec_command`` function (``cmd``; ``yield_time_ms`` long
+      enough for the submission to end within the call);
+    * ``tools``: the Python recipes' tools (``llm_agent.py``, ``openai_agents_sdk.py``,
+      ``anthropic_agent.py``): ``run``, then ``submit`` and ``status`` through the SDK.
+
+    One turn per model call: a client that makes calls of its own (a sub-agent, a title)
+    takes turns from the same list.
+    """
+    if agent == "claude-code":
+        calls = [
+            ToolCall("Bash", {"command": COPY_CHECKPOINT, "description": "Copy the checkpoint"}),
+            ToolCall("Bash", {"command": SUBMIT_AND_WAIT, "description": "Submit and wait"}),
+        ]
+    elif agent == "codex":
+        calls = [
+            ToolCall("exec_command", {"cmd": COPY_CHECKPOINT}),
+            ToolCall("exec_command", {"cmd": SUBMIT_AND_WAIT, "yield_time_ms": 600_000}),
+        ]
+    elif agent == "tools":
+        calls = [
+            ToolCall("run", {"command": COPY_CHECKPOINT}),
+            ToolCall("submit", {}),
+            ToolCall("status", {"job_id": "", "wait": True}),
+        ]
+    else:
+        raise ValueError(f"no script for {agent!r}: claude-code, codex or tools")
+    return [*(Turn(tool_calls=(c,)) for c in calls), Turn(text=DONE)]
+
+
 def main(argv: list[str]) -> int:
-    script, port_file = Path(argv[0]), Path(argv[1])
-    turns = [Turn.from_json(t) for t in json.loads(script.read_text())]
+    """``SCRIPT.json PORT_FILE``, or ``@AGENT PORT_FILE`` for
+    :func:`submit_checkpoint_script`'s script for AGENT (``@codex``...)."""
+    script, port_file = argv[0], Path(argv[1])
+    if script.startswith("@"):
+        turns = submit_checkpoint_script(script[1:])
+    else:
+        turns = [Turn.from_json(t) for t in json.loads(Path(script).read_text())]
     upstream = ScriptedUpstream(turns, key=os.environ.get("ALE_MODEL_API_KEY") or UPSTREAM_KEY)
 
     async def run() -> None:

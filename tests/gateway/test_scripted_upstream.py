@@ -9,6 +9,7 @@ agents do, and run the upstream as the process the recipes' manual runs use.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import httpx
 import openai
 from gateway_helpers import MODEL, Start
-from scripted_upstream import ToolCall, Turn
+from scripted_upstream import COPY_CHECKPOINT, SUBMIT_AND_WAIT, ToolCall, Turn
 
 PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hello\n*** End Patch\n"
 
@@ -74,19 +75,25 @@ def test_custom_tool_call_streamed_and_whole(start_gateway: Start) -> None:
     assert whole[0].type == "custom_tool_call" and whole[0].input == PATCH
 
 
+def _process(script: str, port_file: Path, key: str) -> subprocess.Popen[bytes]:
+    """The scripted upstream as a process, once its port is written."""
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("scripted_upstream.py")), script, port_file],
+        env={**os.environ, "ALE_MODEL_API_KEY": key},
+    )
+    while not port_file.exists() or not port_file.read_text():
+        assert proc.poll() is None, "the scripted upstream exited"
+        time.sleep(0.05)
+    return proc
+
+
 def test_process_takes_the_key_from_ale_model_api_key(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text('[{"text": "one"}, {"text": "two"}]')
     port_file = tmp_path / "port"
     key = "sk-test-process-key"
-    proc = subprocess.Popen(
-        [sys.executable, str(Path(__file__).with_name("scripted_upstream.py")), script, port_file],
-        env={**os.environ, "ALE_MODEL_API_KEY": key},
-    )
+    proc = _process(str(script), port_file, key)
     try:
-        while not port_file.exists() or not port_file.read_text():
-            assert proc.poll() is None, "the scripted upstream exited"
-            time.sleep(0.05)
         url = f"http://127.0.0.1:{port_file.read_text()}/v1/chat/completions"
         body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
         other = httpx.post(url, json=body, headers={"authorization": "Bearer sk-other"})
@@ -94,6 +101,27 @@ def test_process_takes_the_key_from_ale_model_api_key(tmp_path: Path) -> None:
         ok = httpx.post(url, json=body, headers={"authorization": f"Bearer {key}"})
         assert ok.status_code == 200
         assert ok.json()["choices"][0]["message"]["content"] == "one"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_process_serves_an_agents_submit_script_by_name(tmp_path: Path) -> None:
+    """``@codex``: Codex's two exec_command calls (copy, submit and wait), then the end."""
+    port_file = tmp_path / "port"
+    proc = _process("@codex", port_file, "sk-test-codex")
+    client = openai.OpenAI(
+        base_url=f"http://127.0.0.1:{port_file.read_text()}/v1", api_key="sk-test-codex"
+    )
+    try:
+        calls = []
+        for _ in range(3):
+            events = list(client.responses.create(model=MODEL, input="go", stream=True))
+            calls += [e.item for e in events if e.type == "response.output_item.done"]
+        assert [c.type for c in calls] == ["function_call", "function_call", "message"]
+        assert [c.name for c in calls[:2]] == ["exec_command", "exec_command"]  # type: ignore[union-attr]
+        cmds = [json.loads(c.arguments)["cmd"] for c in calls[:2]]  # type: ignore[union-attr]
+        assert cmds == [COPY_CHECKPOINT, SUBMIT_AND_WAIT]
     finally:
         proc.terminate()
         proc.wait(10)
