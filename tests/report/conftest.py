@@ -19,8 +19,10 @@ if str(Path(__file__).parents[1] / "runs") not in sys.path:
     sys.path.insert(0, str(Path(__file__).parents[1] / "runs"))
 
 from report_helpers import (
+    HOPPER,
     HOSTILE,
     PENDULUM,
+    REJECTED,
     SET_NAME,
     SUBMIT,
     TRAIN,
@@ -48,6 +50,34 @@ def real_runs() -> Iterator[Runs]:
             "walker": real_run(base, "walker", WALKER, TRAIN, "--label", "td3_train"),
             "stopped": interrupted_run(base, "stopped"),
         }
+        yield Runs(base / "runs", dirs)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def no_result_runs(real_runs: Runs) -> Iterator[Runs]:
+    """real_runs' alpha, beta and walker (copied) and two runs with no result: a rejected
+    submission and an interactive agent that never opened its eval session, with labels
+    long enough that the index must break them between their words. Apart from real_runs
+    so that neither fixture's setup runs past the test timeout on a loaded host."""
+    base = Path(tempfile.mkdtemp(prefix="ale-nores-"))
+    try:
+        for name in ("alpha", "beta", "walker"):
+            shutil.copytree(
+                real_runs.dirs[name],
+                base / "runs" / name,
+                ignore=shutil.ignore_patterns("scratch", "submission", "*.sock"),
+            )
+        dirs = {name: base / "runs" / name for name in ("alpha", "beta", "walker")}
+        dirs["rejected"] = real_run(
+            base, "rejected", PENDULUM, REJECTED, "--label", "rejected_renamed_key",
+            "--sandbox", "none", "--no-videos",
+        )  # fmt: skip
+        dirs["silent"] = real_run(
+            base, "silent", HOPPER, "python -c pass", "--label",
+            "interactive_agent_without_an_eval_session", "--sandbox", "none", "--no-videos",
+        )  # fmt: skip
         yield Runs(base / "runs", dirs)
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -4,8 +4,9 @@ Every run is a real ``ale-robotics run`` (embedded evaluator, real agent, defaul
 sandbox) of the shipped TD3 checkpoint agent, so the site is tested on what the
 harness really writes: two labels of official runs, a smoke run, an agent that
 prints markup, a terminal escape and a URL into its log, a short TD3 training on
-Walker2d whose checkpoints give a learning curve, and a run interrupted with
-SIGINT while its agent ran (a stopped run: no verdict).
+Walker2d whose checkpoints give a learning curve, a run interrupted with SIGINT
+while its agent ran (a stopped run: no verdict), and two runs with no result (a
+rejected submission, an interactive agent that never opened its eval session).
 """
 
 from __future__ import annotations
@@ -33,6 +34,14 @@ HOSTILE = (
     f"runpy.run_path('{ROOT / 'examples/agents/submit_checkpoint.py'}', run_name='__main__')\""
 )
 SLEEPER = "python -c \"import time; print('training...', flush=True); time.sleep(120)\""
+HOPPER = "td3-hopper-v1"
+REJECTED = (
+    'python -c "import numpy as np; from safetensors.numpy import save_file; '
+    "from ale_robotics.client import AleClient; c = AleClient.from_env(); "
+    "save_file({'fc1.weight': np.zeros((4, 4), np.float32)}, "
+    "str(c.submission_dir / 'policy.safetensors')); c.wait(c.submit())\""
+)
+"""An agent whose submission the evaluator rejects (a renamed key): no result."""
 TRAIN = (
     "python examples/agents/td3_train.py --timesteps 1500 --learning-starts 500 "
     "--checkpoint-every 500"

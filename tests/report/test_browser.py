@@ -319,3 +319,146 @@ def test_eval_set_page_reads_at_desktop_and_phone_width(
         )
         assert overflow[0] <= overflow[1], overflow
         _shot(page, tmp_path, f"set-run-{width}")
+
+
+# ------------------------------------------------- issue 48: layout at 1280 and 390 px --
+
+WIDTHS = [1280, 390]
+
+
+def _fits(page: Page, table: str) -> None:
+    """Every ``table`` on the page is no wider than the box that holds it (nothing cut
+    behind a scrollbar) and the page itself does not scroll sideways."""
+    doc = page.evaluate("[document.documentElement.scrollWidth, innerWidth]")
+    assert doc[0] <= doc[1], ("the page scrolls sideways", doc)
+    widths = page.eval_on_selector_all(
+        table, "els => els.map(e => [e.scrollWidth, e.parentElement.clientWidth])"
+    )
+    assert widths, table
+    for inner, outer in widths:
+        assert inner <= outer, (table, inner, outer)
+
+
+def _on_screen(page: Page, selector: str, width: int) -> list[str]:
+    """The texts of ``selector``'s elements, each checked to lie inside the viewport's
+    width and inside the box of the table's scroll container (not cut off by it)."""
+    texts = []
+    for cell in page.locator(selector).all():
+        box = cell.bounding_box()
+        assert box is not None and box["width"] > 0, selector
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, (selector, box)
+        holder = cell.evaluate(
+            "e => { const r = e.closest('.scroll').getBoundingClientRect();"
+            " return [r.left, r.right]; }"
+        )
+        assert holder[0] <= box["x"] + 0.5 and box["x"] + box["width"] <= holder[1] + 0.5, (
+            selector, box, holder
+        )  # fmt: skip
+        texts.append(cell.inner_text())
+    return texts
+
+
+def _significant(text: str) -> int:
+    digits = text.replace("-", "").replace(".", "").lstrip("0")
+    return len(digits)
+
+
+@pytest.fixture(scope="module")
+def no_result_viewer(no_result_runs: Runs) -> Iterator[Viewer]:
+    with _view(no_result_runs.root) as running:
+        yield running
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=["desktop", "phone"])
+def test_index_fits_and_ranks_only_measured_runs(
+    browser: Browser,
+    no_result_viewer: Viewer,
+    no_result_runs: Runs,
+    tmp_path: Path,
+    width: int,
+) -> None:
+    """Issue 48.10/48.11/48.3: 'All runs' and the leaderboard fit at 1280 and 390 px, the
+    primary metric and the score of every run on screen, one number format (five
+    significant digits) in the primary metric column; the two runs with no result are
+    listed as such, never ranked, and the rule is stated at the top."""
+    real_runs, viewer = no_result_runs, no_result_viewer
+    with _open(browser, viewer, {"width": width, "height": 900}) as page:
+        page.goto(viewer.url)
+        _fits(page, "table.runs")
+        _fits(page, "table.leaderboard")
+        assert len(_on_screen(page, "table.runs td.score", width)) == len(real_runs.dirs)
+        primary = _on_screen(page, "table.runs td.primary .value", width)
+        values = [t.split()[0] for t in primary if t.strip() != "—"]
+        assert len(values) >= 3, primary  # alpha, beta and walker; the others have none
+        assert all(_significant(v) == 5 for v in values), values
+        for name in ("rejected", "silent"):
+            run_id = _report(real_runs.dirs[name]).run_id
+            row = page.locator("table.runs tr.run", has=page.locator(f"a:text-is('{run_id}')"))
+            assert row.get_attribute("data-kind") == "no result", name
+            assert "no result" in row.inner_text()
+        labels = page.locator("table.leaderboard td.label").all_inner_texts()
+        assert "rejected_renamed_key" not in labels
+        assert "interactive_agent_without_an_eval_session" not in labels
+        rule = page.locator("#ranking-rule")
+        assert rule.is_visible() and "ranks only when the evaluator measured" in (rule.inner_text())
+        _shot(page, tmp_path, f"index-{width}")
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=["desktop", "phone"])
+def test_run_pages_fit_and_their_timeline_never_goes_back(
+    browser: Browser, viewer: Viewer, real_runs: Runs, tmp_path: Path, width: int
+) -> None:
+    """Issue 48.10: a run's episodes, learning curve and trajectory fit at 1280 and 390 px,
+    and the timeline is in time order: the evaluator's signed events, appended to the
+    chain when the harness reads them, come where they happened, so 'since start' never
+    decreases down the table (seq keeps the chain's order, and the page says why the
+    two differ)."""
+    with _open(browser, viewer, {"width": width, "height": 900}) as page:
+        for name in ("alpha", "walker"):
+            report = _report(real_runs.dirs[name])
+            page.goto(f"{viewer.url}runs/{report.run_id}.html")
+            _fits(page, "#episodes table")
+            _fits(page, "table.timeline")
+            _on_screen(page, "#episodes td.num", width)
+            deltas = _on_screen(page, "table.timeline td.t-delta", width)
+            seconds = [float(d.strip("+ s")) for d in deltas]
+            assert seconds == sorted(seconds), (name, deltas)
+            seqs = [int(s) for s in page.locator("table.timeline td.t-seq").all_inner_texts()]
+            assert sorted(seqs) == list(range(report.trajectory_events)), (name, seqs)
+            note = page.locator("#timeline-order").inner_text()
+            assert "since start counts from the earliest" in note
+            if seqs != sorted(seqs):  # the chain's order went back in time: said so
+                assert "place in the signed chain" in note, note
+            _shot(page, tmp_path, f"run-{name}-{width}")
+
+
+def test_the_runs_episodes_png_draws_its_floor(real_runs: Runs) -> None:
+    """Issue 48.10: what episodes.png draws for a real run includes the floor."""
+    from ale_robotics.harness.plots.episodes import episode_plot
+
+    report = _report(real_runs.dirs["alpha"])
+    assert report.eval_result is not None and report.eval_result.floor is not None
+    plot = episode_plot(report.eval_result, report.score.target_value)
+    assert plot.floor == report.eval_result.floor.metrics["mean_return"]
+    assert plot.floor == report.score.floor
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=["desktop", "phone"])
+def test_eval_set_plots_read_at_their_width(
+    browser: Browser, set_viewer: Viewer, width: int
+) -> None:
+    """Issue 48.10: interval_estimates.png was 1,445 px wide, shown at about 560: its text
+    at 40%. Every plot of the set page is shown at two thirds of its size or more on a
+    desktop, and within the screen on a phone."""
+    with _open(browser, set_viewer, {"width": width, "height": 900}) as page:
+        page.goto(f"{set_viewer.url}sets/study.html")
+        sizes = page.eval_on_selector_all(
+            "#plots img",
+            "els => els.map(e => [e.getAttribute('src'), e.naturalWidth,"
+            " e.getBoundingClientRect().width, e.getBoundingClientRect().right])",
+        )
+        assert len(sizes) == 3, sizes
+        for src, natural, shown, right in sizes:
+            assert natural > 0 and right <= width, (src, natural, shown, right)
+            if width >= 1280:
+                assert shown / natural >= 2 / 3, (src, natural, shown)

@@ -129,7 +129,9 @@ def test_a_forged_run_is_unverified_on_the_report_and_never_on_the_leaderboard(
     built = build_site(root, tmp_path / "site")
     html = built.index.read_text(encoding="utf-8")
     board = html.split('id="leaderboard"')[1].split('id="unverified"')[0]
-    labels = [cell.split("</td>")[0] for cell in board.split('<td class="label">')[1:]]
+    labels = [
+        cell.split(">", 1)[1].split("</td>")[0] for cell in board.split('<td class="label"')[1:]
+    ]
     assert labels == ["alpha"]
     apart = html.split('id="unverified"')[1].split("</section>")[0]
     beta = load_run_report(root / "beta" / "result.json")

@@ -128,7 +128,9 @@ def test_index_lists_the_leaderboard_and_marks_smoke_and_stopped_runs(
     html = site.index.read_text(encoding="utf-8")
     board = html.split('id="leaderboard"')[1].split('id="runs"')[0]
     pendulum = board.split('data-task="td3-inverted-pendulum-v1"')[1].split("</table>")[0]
-    labels = [cell.split("</td>")[0] for cell in pendulum.split('<td class="label">')[1:]]
+    labels = [
+        cell.split(">", 1)[1].split("</td>")[0] for cell in pendulum.split('<td class="label"')[1:]
+    ]
     assert labels == ["alpha", "beta", "hostile"]  # equal scores: the earlier start first
     assert 'data-task="td3-walker2d-repro-v1"' in board
     assert "sleeper" not in board  # an interrupted run never ranks
@@ -178,7 +180,7 @@ def test_a_tampered_trajectory_is_flagged_on_its_page(real_runs: Runs, tmp_path:
     assert 'class="verdict bad"' in html and f"FAIL at event {seq}" in html
     assert html.count("bad-row") == 1
     bad_row = html.split("bad-row")[1].split("</tr>")[0]
-    assert f'<td class="num">{seq}</td>' in bad_row
+    assert f'<td class="num t-seq">{seq}</td>' in bad_row
 
 
 def test_a_symlinked_or_fake_plot_is_not_copied(real_runs: Runs, tmp_path: Path) -> None:
@@ -269,3 +271,27 @@ def _text(path: Path) -> str:
 
 def _escaped(text: str) -> str:
     return str(markupsafe.escape(text))
+
+
+def test_the_timeline_is_in_time_order_and_says_where_the_chain_differs(
+    real_runs: Runs,
+) -> None:
+    """Issue 48.10: in the chain (seq) order a real run's time went back (the harness's
+    agent_exited, appended as it happened, before the evaluator's signed events of the
+    seconds before, appended when the harness read them). The timeline shows the events in
+    time order: 'since start' never decreases, every event once, seq kept."""
+    from ale_robotics.report.pages import timeline
+
+    for name in ("alpha", "walker"):
+        report = load_run_report(real_runs.dirs[name] / "result.json")
+        chain = verify_file(real_runs.dirs[name] / "trajectory.jsonl")
+        assert chain.ok, chain
+        shown = timeline(real_runs.dirs[name] / "trajectory.jsonl", report)
+        seconds = [float(row.delta.strip("+ s")) for row in shown.rows]
+        assert seconds == sorted(seconds), (name, seconds)
+        seqs = [int(row.seq) for row in shown.rows]
+        assert sorted(seqs) == list(range(len(seqs))), (name, seqs)
+        assert shown.reordered == (seqs != sorted(seqs))
+        assert shown.reordered, f"{name}: the chain's order went back in time before"
+        kinds = [row.kind for row in shown.rows]
+        assert kinds[0] == "run_started" and kinds[-1] == "score", kinds

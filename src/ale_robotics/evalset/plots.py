@@ -2,8 +2,10 @@
 
 People who read RL results with intervals know rliable's two figures, so those are
 the ones drawn: interval estimates (a panel per metric, a bar per agent spanning the
-interval with a tick at the point estimate) and performance profiles (the fraction
-of runs above each normalized score, with a shaded interval). A figure that cannot
+interval with a tick at the point estimate; in rliable's style, two panels to a row so
+that the figure reads at half a report page, :func:`.rliable_api.plot_interval_estimates`)
+and performance profiles (the fraction of runs above each normalized score, with a
+shaded interval). A figure that cannot
 be drawn is logged and skipped; the numbers are already written.
 """
 

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from markupsafe import Markup, escape
 from pydantic import BaseModel
 
 from ale_robotics.harness.report import RunReport, StoppedRunReport
+from ale_robotics.runs.numbers import fmt_column
 from ale_robotics.scoring.report import fmt_number
 from ale_robotics.trajectory import inspect_file
 from ale_robotics.trajectory.show import payload_summary
@@ -36,6 +38,7 @@ __all__ = [
     "LogTail",
     "Timeline",
     "TimelineRow",
+    "breakable",
     "episode_table",
     "fmt_bytes",
     "fmt_seconds",
@@ -75,6 +78,16 @@ def visible(text: str) -> str:
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
     return _CONTROL.sub(esc, text)
+
+
+_BREAK_AFTER: Final = re.compile(r"([_\-./+])")
+
+
+def breakable(text: str) -> Markup:
+    """``text`` (a label, a task id) escaped, with a line-break opportunity after each
+    ``_ - . / +``: a narrow column wraps it between its words, never inside one, and
+    never makes the table wider than the page."""
+    return Markup(_BREAK_AFTER.sub(r"\1<wbr>", str(escape(visible(text)))))
 
 
 def fmt_value(value: object) -> str:
@@ -190,16 +203,34 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _as_number(value: object) -> float | int | None:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def _table(title: str, records: Sequence[Mapping[str, object]], skip: set[str]) -> EpisodeTable:
     """One column per field that some record has a value for (a rollout's ``success``
-    is None throughout for tasks without one: no column), in the records' order."""
+    is None throughout for tasks without one: no column), in the records' order; a
+    numeric column in one format (:func:`~ale_robotics.runs.numbers.fmt_column`)."""
     names: list[str] = []
     for record in records:
         names.extend(k for k in record if k not in skip and k not in names)
     names = [n for n in names if any(r.get(n) is not None for r in records)]
     numeric = {n: all(_is_number(r.get(n)) for r in records if r.get(n) is not None) for n in names}
     columns = [(name.replace("_", " "), numeric[name]) for name in names]
-    rows = [[_cell(name, record.get(name)) for name in names] for record in records]
+    shown = {
+        name: fmt_column([_as_number(r.get(name)) for r in records], missing="—")
+        for name in names
+        if numeric[name]
+    }
+    rows = [
+        [
+            Cell(shown[name][i], "num")
+            if name in shown and record.get(name) is not None
+            else _cell(name, record.get(name))
+            for name in names
+        ]
+        for i, record in enumerate(records)
+    ]
     return EpisodeTable(title, columns, rows)
 
 
@@ -380,7 +411,7 @@ class TimelineRow:
     seq: str
     time: str
     delta: str
-    """Seconds since the first event."""
+    """Seconds since the earliest event."""
     level: str
     kind: str
     signature: str
@@ -394,7 +425,7 @@ class TimelineRow:
 
 @dataclass(frozen=True)
 class Timeline:
-    """A run's trajectory: its events in order and the verifier's verdict."""
+    """A run's trajectory: its events in time order and the verifier's verdict."""
 
     ok: bool
     verdict: str
@@ -403,6 +434,10 @@ class Timeline:
     hidden: int = 0
     """Events past :data:`TIMELINE_MAX_ROWS`, not shown."""
     missing: bool = False
+    reordered: bool = False
+    """Whether time order differs from the chain's (seq) order: the evaluator's signed
+    events are appended when the harness reads them, after harness events that happened
+    later (the page says so above the table)."""
 
 
 _SIG_TEXT: Final = {
@@ -413,10 +448,34 @@ _SIG_TEXT: Final = {
 }
 
 
+def _in_time_order(views: Sequence[Any]) -> list[tuple[Any, dt.datetime | None]]:
+    """The events with their times, in the order they happened: by time, then seq.
+
+    A trajectory's order (seq) is the order its events were appended, by two writers:
+    the harness appends its own events as they happen, and the evaluator's signed events,
+    stamped on the evaluator's clock when they happened, when it reads them (after the
+    agent's exit, say), so seq order goes back in time. An event without a readable time
+    keeps its place after the event before it in the chain."""
+    timed: list[tuple[dt.datetime | None, dt.datetime | None, int, Any]] = []
+    last: dt.datetime | None = None
+    for i, view in enumerate(views):
+        when = _parse_time(view.event.time) if view.event is not None else None
+        if when is not None and when.utcoffset() is None:
+            when = when.replace(tzinfo=dt.UTC)
+        key = when if when is not None else last
+        timed.append((key, when, i, view))
+        last = key if key is not None else last
+    if any(key is None for key, *_ in timed):  # nothing to order by: the chain's order
+        return [(view, when) for _, when, _, view in timed]
+    timed.sort(key=lambda t: (t[0], t[2]))
+    return [(view, when) for _, when, _, view in timed]
+
+
 def timeline(path: Path, report: RunReport | StoppedRunReport | None) -> Timeline:
-    """Each event of ``trajectory.jsonl`` with its signature status, and the verdict of
-    checking it against what ``result.json`` recorded (run id, last hash, event count),
-    as ``ale-robotics trajectory verify RUN_DIR`` does."""
+    """Each event of ``trajectory.jsonl`` with its signature status, in the order the
+    events happened (:func:`_in_time_order`; the seq column keeps the chain's order), and
+    the verdict of checking it against what ``result.json`` recorded (run id, last hash,
+    event count), as ``ale-robotics trajectory verify RUN_DIR`` does."""
     if path.is_symlink() or not path.is_file():
         return Timeline(False, "no trajectory.jsonl in the run directory", "", missing=True)
     views, verdict = inspect_file(
@@ -425,9 +484,10 @@ def timeline(path: Path, report: RunReport | StoppedRunReport | None) -> Timelin
         expected_head=None if report is None else report.trajectory_head or None,
         expected_events=None if report is None else report.trajectory_events or None,
     )
-    first = next((_parse_time(v.event.time) for v in views if v.event is not None), None)
+    ordered = _in_time_order(views[:TIMELINE_MAX_ROWS])
+    first = min((when for _, when in ordered if when is not None), default=None)
     rows: list[TimelineRow] = []
-    for view in views[:TIMELINE_MAX_ROWS]:
+    for view, when in ordered:
         bad = not verdict.ok and verdict.first_bad_seq == view.index
         if view.event is None:
             rows.append(
@@ -437,7 +497,6 @@ def timeline(path: Path, report: RunReport | StoppedRunReport | None) -> Timelin
             )
             continue
         event = view.event
-        when = _parse_time(event.time)
         delta = ""
         if when is not None and first is not None:
             delta = f"+{(when - first).total_seconds():.2f} s"
@@ -466,12 +525,14 @@ def timeline(path: Path, report: RunReport | StoppedRunReport | None) -> Timelin
         )
     elif verdict.key_source == "argument":
         note = "The evaluator key was pinned."
+    chain = list(views[:TIMELINE_MAX_ROWS])
     return Timeline(
         ok=verdict.ok,
         verdict=visible(verdict.summary()),
         key_note=note,
         rows=rows,
         hidden=max(0, len(views) - TIMELINE_MAX_ROWS),
+        reordered=[view for view, _ in ordered] != chain,
     )
 
 

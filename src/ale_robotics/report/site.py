@@ -50,6 +50,7 @@ from ale_robotics import __version__
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.harness.report import RunReport, StoppedRunReport, load_run_report
 from ale_robotics.report.pages import (
+    breakable,
     episode_table,
     fmt_seconds,
     fmt_time,
@@ -65,6 +66,7 @@ from ale_robotics.report.sets import PLOT_CAPTIONS, SetView, fmt_interval, group
 from ale_robotics.report.transcript import transcript_view, usage_view
 from ale_robotics.report.videos import video_view
 from ale_robotics.runs.index import LeaderRow, RunIndex, RunSummary, leaderboard
+from ale_robotics.runs.numbers import fmt_significant
 
 __all__ = ["MARKER", "PLOTS", "SiteBuild", "build_site", "page_name"]
 
@@ -127,6 +129,8 @@ def _environment() -> Environment:
         visible=visible,
         sig=signature_text,
         ci=fmt_interval,
+        breakable=breakable,
+        significant=fmt_significant,
     )
     return env
 
@@ -210,7 +214,7 @@ def _draw_set(view: SetView, stage: Path) -> SetView:
 def _by_task(rows: list[LeaderRow]) -> list[tuple[str, list[LeaderRow]]]:
     groups: dict[str, list[LeaderRow]] = {}
     for row in rows:
-        groups.setdefault(row.task_id, []).append(row)
+        groups.setdefault(row.board, []).append(row)  # a task, or a task on one engine
     return list(groups.items())
 
 
@@ -310,6 +314,7 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
             unverified=unverified,
             sets=views,
             place_of_dir=place_of_dir,
+            any_in_set=any(str(s.run_dir) in place_of_dir for s in runs),
         )
         (stage / "index.html").write_text(index_html, encoding="utf-8")
         (stage / MARKER).write_text(
