@@ -152,7 +152,8 @@ def test_eval_retry_reports_the_first_run_even_from_another_directory(
 
 
 def test_eval_set_retries_report_the_first_run(tmp_path: Path) -> None:
-    """Its retry of a failed task in the same call, and in a later call on the log dir."""
+    """Its retry of a failed task in the same call (as it goes, and in the legacy batch
+    mode), and in a later call on the log dir."""
     logs = tmp_path / "logs"
     ok, [header] = eval_set(
         [_task(tmp_path)],
@@ -165,6 +166,21 @@ def test_eval_set_retries_report_the_first_run(tmp_path: Path) -> None:
     assert ok, header.error
     run = _the_one_scored_run(tmp_path)
     _reported_again(read_eval_log(header.location), run)
+
+    batch = tmp_path / "batch"
+    batch.mkdir()
+    ok, [header] = eval_set(
+        [_task(batch)],
+        log_dir=str(batch / "logs"),
+        solver=fails_once(str(batch / "marker")),
+        model="mockllm/model",
+        retry_attempts=2,  # counts the first attempt in this mode
+        retry_immediate=False,
+        retry_wait=0.1,
+        display="none",
+    )
+    assert ok, header.error
+    _reported_again(read_eval_log(header.location), _the_one_scored_run(batch))
 
     later = tmp_path / "later"
     later.mkdir()
