@@ -163,11 +163,11 @@ def run_task(
                 "target": target.model_dump(mode="json") if target else None,
                 "sandbox": sandbox.name,
                 **({} if opts.episodes is None else {"smoke_episodes": opts.episodes}),
+                **({"agent_tools": [str(p) for p in opts.agent_tools]} if opts.agent_tools else {}),
+                **({"agent_env": agent_env_pairs(opts)} if opts.agent_env else {}),
             },
         )
         ctx = RunContext(
-                **({"agent_tools": [str(p) for p in opts.agent_tools]} if opts.agent_tools else {}),
-                **({"agent_env": agent_env_pairs(opts)} if opts.agent_env else {}),
             opts=opts,
             task=task,
             manifest_entry=manifest_entry,
