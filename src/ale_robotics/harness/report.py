@@ -230,9 +230,10 @@ class RunReport(BaseModel):
     )
     model_usage: ModelUsage | None = Field(
         default=None,
-        description="What the agent asked its model through the run's model gateway (calls, "
-        "tokens in and out, per model, the budget); each call is in model_calls.jsonl and "
-        "a model_call trajectory event. None: the run had no model gateway.",
+        description="What the agent asked its model (calls, tokens in and out, per model, "
+        "the budget): counted by the run's model gateway, each call in model_calls.jsonl "
+        "and a model_call trajectory event; or, for an agent driven by its caller (an "
+        "Inspect sample), by the caller's own accounting. None: neither counted it.",
     )
 
     @model_validator(mode="before")
