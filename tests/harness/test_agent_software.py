@@ -162,3 +162,19 @@ def test_harmless_names_with_secret_words_inside_pass() -> None:
         agent_env=("GIT_AUTHOR_NAME=agent", "DISABLE_TELEMETRY=1", "KEYBOARD_LAYOUT=us"),
     )
     assert opts.agent_env == ("GIT_AUTHOR_NAME=agent", "DISABLE_TELEMETRY=1", "KEYBOARD_LAYOUT=us")
+
+
+@needs_bwrap
+def test_a_program_of_the_tools_dir_passes_the_preflight_named_bare_or_by_path(
+    short_tmp: Path,
+) -> None:
+    from ale_robotics.harness.preflight import check_agent_command
+    from ale_robotics.sandboxes import resolve_sandbox
+
+    tools = _tools(short_tmp)
+    bwrap = resolve_sandbox("bwrap")
+    for cmd in ("agenttool --go", f"{tools}/bin/agenttool --go"):
+        with pytest.raises(InvalidArgumentError):  # not on PATH, or not shown inside
+            check_agent_command(RunOptions(task_id=TASK, agent_cmd=cmd), ROOT, bwrap)
+        opts = RunOptions(task_id=TASK, agent_cmd=cmd, agent_tools=(tools,))
+        check_agent_command(opts, ROOT, bwrap)

@@ -106,17 +106,21 @@ PASSED_REQUEST_HEADERS: Final = frozenset(
         "x-app",
         "x-claude-code-session-id",
         "session_id",
+        "session-id",
+        "thread-id",
         "conversation_id",
         "originator",
+        "version",
         "x-client-request-id",
         "idempotency-key",
     }
 )
 """Request headers of the agent passed upstream (providers use them for sessions,
 caching and their statistics), with every ``x-stainless-*`` (the official SDKs'
-description of themselves). None carries a credential: the operator's key is the
-gateway's to add, and no other header of the agent's goes upstream."""
-_PASSED_HEADER_PREFIXES: Final = ("x-stainless-",)
+description of themselves) and ``x-codex-*`` (Codex's window, turn and feature ids).
+None carries a credential: the operator's key is the gateway's to add, and no other
+header of the agent's goes upstream."""
+_PASSED_HEADER_PREFIXES: Final = ("x-stainless-", "x-codex-")
 _PASSED_RESPONSE_HEADERS: Final = (
     "content-type",
     "retry-after",
@@ -152,6 +156,11 @@ def upstream_base(url: str) -> str:
 
 def _passed(name: str) -> bool:
     return name in PASSED_REQUEST_HEADERS or name.startswith(_PASSED_HEADER_PREFIXES)
+
+
+def _prints_only_400s(request: web.Request) -> bool:
+    """Is the client Codex (``originator: codex_exec``, ``codex_cli_rs``...)?"""
+    return request.headers.get("originator", "").lower().startswith("codex")
 
 
 def _agent_headers(request: web.Request) -> dict[str, str]:
@@ -278,6 +287,7 @@ class ModelGateway:
             "OPENAI_API_KEY": self.token,
             "ANTHROPIC_BASE_URL": base_url,
             "ANTHROPIC_API_KEY": self.token,
+            "CODEX_API_KEY": self.token,  # what Codex's built-in provider reads
             "ALE_MODEL": self.policy.models[0],
             "ALE_MODELS": ",".join(self.policy.models),
             **(
@@ -290,6 +300,7 @@ class ModelGateway:
     async def _start(self) -> None:
         # Bodies are read by the handler itself (GatewayCall.read), under the cap.
         app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
+        app.router.add_get("/v1/responses", self._websocket)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/v1/models/{model:.+}", self._model)
         for path in (*_OPENAI_POSTS, *_ANTHROPIC_POSTS):
@@ -344,6 +355,17 @@ class ModelGateway:
             body=neutral_error_body(status, message, code),
             content_type="application/json",
             headers=_NO_RETRY,
+        )
+
+    async def _websocket(self, request: web.Request) -> web.Response:
+        """The Responses API over a WebSocket (Codex tries it first): not served. 426 is
+        the answer on which Codex falls back to HTTP at once (404 costs it seven tries,
+        7-9 s: docs/agent-software-notes.md)."""
+        return self._neutral(
+            426,
+            "the ALE model gateway serves the Responses API over HTTP only (POST "
+            "/v1/responses, streamed with server-sent events), not over a WebSocket",
+            "websocket_not_served",
         )
 
     async def _not_found(self, request: web.Request) -> web.Response:
@@ -426,6 +448,14 @@ class ModelGateway:
                 response = await self._answer(request, call)
             finally:
                 self._in_flight -= 1
+        if _prints_only_400s(request) and call.refused not in (None, "busy", "upstream"):
+            # Codex shows a refusal's reason only when it is a 400 (it prints a canned
+            # line for a 429 and retries other 4xx for ~15 s first): the same refusal,
+            # as a 400 (docs/agent-software-notes.md).
+            response = call.refuse(
+                self._error(call.protocol, 400, call.reason or "", str(call.refused)),
+                call.refused,  # type: ignore[arg-type]
+            )
         call.latency_s = time.monotonic() - started
         if call.refused is not None:
             self.ledger.refuse(call.refused, budget=call.refused == "budget")

@@ -8,8 +8,9 @@ one that asks for any (400, naming it), unless the operator allowed it for the r
 (``run --model-allow-tool NAME``, recorded in ``result.json`` and the trajectory).
 
 The check is an allow-list: a tool type the gateway does not know as one the client runs
-itself (``function``, ``custom``; Anthropic's ``bash_*``, ``text_editor_*``,
-``memory_*``) is a provider-side tool until the operator says otherwise, named by its type.
+itself (``function``, ``custom``, a ``namespace`` of those, OpenAI's ``local_shell``,
+``shell`` and ``apply_patch``; Anthropic's ``bash_*``, ``text_editor_*``, ``memory_*``) is a
+provider-side tool until the operator says otherwise, named by its type.
 
 ==================== =========================================================================
 name                 what asks for it
@@ -117,6 +118,11 @@ def _openai_tool(tool: object) -> str | None:
     # tool, or a request the upstream refuses.
     if not isinstance(kind, str) or kind in _CLIENT_TOOL_TYPES:
         return None
+    if kind == "namespace":  # a group of tools (Codex's): what its members are
+        members = tool.get("tools")
+        if not isinstance(members, list):
+            return None
+        return next((n for n in map(_openai_tool, members) if n is not None), None)
     for prefix, name in _OPENAI_TOOL_PREFIXES:
         if kind.startswith(prefix):
             return name

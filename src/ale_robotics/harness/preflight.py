@@ -26,7 +26,7 @@ from ale_robotics.harness.options import RunOptions, default_state_dir
 from ale_robotics.harness.remote_checks import check_remote
 from ale_robotics.harness.writable import check_writable, run_writes
 from ale_robotics.sandboxes import AgentCommand, Sandbox, resolve_sandbox
-from ale_robotics.sandboxes.process import workspace_argv
+from ale_robotics.sandboxes.process import tool_bins, workspace_argv
 from ale_robotics.tasks.spec import TaskSpec
 
 __all__ = [
@@ -170,7 +170,7 @@ def check_agent_command(opts: RunOptions, workspace: Path, sandbox: Sandbox | No
         sandbox.check_command(AgentCommand(opts.agent_cmd, tuple(argv), workspace, None, script))
         return
     argv = workspace_argv(argv, workspace)
-    found = _resolve_program(argv[0], opts.agent_cmd, workspace)
+    found = _resolve_program(argv[0], opts.agent_cmd, workspace, opts.agent_tools)
     operand = script_operand(argv)
     if operand is not None and operand.kind == "script":
         _check_script(operand, argv[0], opts.agent_cmd, workspace)
@@ -178,7 +178,9 @@ def check_agent_command(opts: RunOptions, workspace: Path, sandbox: Sandbox | No
         _warn_if_no_module(operand.value, opts.agent_cmd, workspace)
     # What must start: the command, and the script an interpreter is asked to run.
     script = _script_of(argv, operand)
-    sandbox.check_command(AgentCommand(opts.agent_cmd, tuple(argv), workspace, found, script))
+    sandbox.check_command(
+        AgentCommand(opts.agent_cmd, tuple(argv), workspace, found, script, opts.agent_tools)
+    )
 
 
 _INTERPRETER = re.compile(r"(python[0-9.]*|bash|sh|dash|zsh|node|ruby|perl)")
@@ -330,10 +332,14 @@ def _node_operand(argv: list[str]) -> Operand:
     return Operand("stdin")
 
 
-def _resolve_program(exe: str, agent_cmd: str, workspace: Path) -> str:
+def _resolve_program(
+    exe: str, agent_cmd: str, workspace: Path, tools: tuple[Path, ...] = ()
+) -> str:
     """The program the command starts, as a path; else why not, and what is close."""
     if "/" not in exe:
-        found = shutil.which(exe)  # the agent's PATH is the harness's (agent_env)
+        # The agent's PATH: the --agent-tools bins, then the harness's (agent_env).
+        path = os.pathsep.join([*tool_bins(tools), os.environ.get("PATH", os.defpath)])
+        found = shutil.which(exe, path=path)
         if found is not None:
             return found
         hint = _closest_program(exe)

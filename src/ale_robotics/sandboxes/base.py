@@ -77,6 +77,8 @@ class AgentCommand:
     """The program it starts, found on the host (host sandboxes only)."""
     script: str | None = None
     """The file its interpreter is asked to run (``python x.py``: ``x.py``), if any."""
+    tools: tuple[Path, ...] = ()
+    """The run's ``--agent-tools`` directories (shown read-only, their bins on PATH)."""
 
 
 AGENT_HOME = "home"

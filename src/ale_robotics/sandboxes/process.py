@@ -50,8 +50,11 @@ def agent_env(launch: AgentLaunch) -> dict[str, str]:
     if launch.home is not None:
         env["HOME"] = str(launch.home)
     env.update(launch.extra_env)
-    if launch.tools:
-        env["PATH"] = os.pathsep.join([*tool_bins(launch.tools), env.get("PATH", os.defpath)])
+    # The --agent-tools first, then this Python's bin/ (ale-robotics, and the venv's
+    # programs, whatever the harness's PATH), then the harness's PATH.
+    path = env.get("PATH", os.defpath).split(os.pathsep)
+    first = [*tool_bins(launch.tools), os.path.dirname(sys.executable)]
+    env["PATH"] = os.pathsep.join([*first, *(p for p in path if p not in first)])
     return env
 
 

@@ -56,18 +56,20 @@ class BwrapSandbox(Sandbox):
         """A command or file the host has but the sandbox does not show is refused (the
         program, the script) or warned about (another argument)."""
         workspace = cmd.workspace
-        visible = sandbox_visible(workspace)
+        visible = sandbox_visible(workspace, extra=cmd.tools)
         shows = (
             f"the agent's sandbox, which shows only its workspace {workspace} (read-only), "
-            "the system directories and this Python environment"
+            "the system directories, this Python environment and the --agent-tools "
+            "directories"
         )
         needed = [a for a in (cmd.program, cmd.script) if a is not None]
         for arg in needed:
             if os.path.isabs(arg) and os.path.exists(arg) and not visible(Path(arg)):
                 raise InvalidArgumentError(
                     f"{arg} (in --agent {cmd.text!r}) exists on this host but not inside "
-                    f"{shows}: move it into the workspace, or pass --workspace DIR for a "
-                    "directory that holds it"
+                    f"{shows}: move it into the workspace, pass --workspace DIR for a "
+                    "directory that holds it, or --agent-tools DIR for the software's own "
+                    "directory (an npm or pip prefix)"
                 )
         # Other paths may be meant to be missing (an agent probing what it can see).
         for arg in cmd.argv[1:]:
