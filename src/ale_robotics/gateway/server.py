@@ -454,7 +454,7 @@ class ModelGateway:
             # as a 400 (docs/agent-software-notes.md).
             response = call.refuse(
                 self._error(call.protocol, 400, call.reason or "", str(call.refused)),
-                call.refused,  # type: ignore[arg-type]
+                call.refused,
             )
         call.latency_s = time.monotonic() - started
         if call.refused is not None:
