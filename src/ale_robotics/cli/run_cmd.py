@@ -139,14 +139,6 @@ def _start(
     registry = default_registry()
     task_id = params["task_id"]
     task = registry.get(task_id)  # an unknown id fails here, before any progress
-    # Every relative path is resolved against the caller's directory now; then the
-    # harness moves to a private working directory and drops it from sys.path, so
-    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
-    # a directory the agent could write. Every option is checked here: exit 2 before
-    # anything starts.
-    opts = from_command_line(params, Path.cwd())
-    sandbox = check_run(opts, task)
-    stop.check()
     newer = registry.superseded_by(task_id)
     if newer is not None:
         console.print(
@@ -155,6 +147,14 @@ def _start(
             highlight=False,
             soft_wrap=True,
         )
+    # Every relative path is resolved against the caller's directory now; then the
+    # harness moves to a private working directory and drops it from sys.path, so
+    # nothing it imports or reads later (matplotlib, ./matplotlibrc) can come from
+    # a directory the agent could write. Every option is checked here: exit 2 before
+    # anything starts.
+    opts = from_command_line(params, Path.cwd())
+    sandbox = check_run(opts, task)
+    stop.check()
     if not sandbox.isolates:
         console.print(
             "[yellow]warning:[/yellow] the agent runs WITHOUT a sandbox: it can use the "
