@@ -7,7 +7,7 @@ STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
 .PHONY: venv demo test test-slow lint typecheck unit bench proto clean sandbox-deps postgres-deps \
-	browser-deps docker-deps images bench-peers engines
+	browser-deps docker-deps images bench-peers engines agent-tools
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,12 +64,26 @@ docker-deps:
 			docker info >/dev/null 2>&1 || { echo "dockerd did not start: see $(DOCKERD_LOG)"; exit 1; }; \
 		else echo "the Docker daemon is not running: start it as root (dockerd)"; exit 1; fi; }
 
+# Agent software for the real-client tests (issue 45; docs/agents.md), installed the way
+# its users do: the npm CLIs, pinned, into a prefix that `ale-robotics run --agent-tools`
+# shows the agent (~/.cache/ale-robotics/agent-tools, or $AGENT_TOOLS). 833 MB and about 30 s
+# from the npm registry; a second run finds them and installs nothing.
+AGENT_TOOLS ?= $(HOME)/.cache/ale-robotics/agent-tools
+CLAUDE_CODE_VERSION ?= 2.1.337
+CODEX_VERSION ?= 0.171.0
+agent-tools:
+	@{ "$(AGENT_TOOLS)/bin/claude" --version 2>/dev/null | grep -q "^$(CLAUDE_CODE_VERSION) " && \
+	   "$(AGENT_TOOLS)/bin/codex" --version 2>/dev/null | grep -q " $(CODEX_VERSION)$$"; } || \
+		npm install -g --no-fund --no-audit --prefix "$(AGENT_TOOLS)" \
+			@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION)
+
 # The evaluator and agent images (deploy/build-images.sh): a debootstrap'd Debian base imported
 # into Docker, a wheelhouse of the pinned dependencies (cached in ~/.cache/ale-robotics/images),
 # then two `docker build --network none`. AGENT_EXTRAS="stable-baselines3" adds packages to the
-# agent image.
+# agent image; IMAGE_ENGINES="mujoco-warp" builds engine environments into the evaluator image.
 images: venv docker-deps
-	PYTHON=$(BIN)/python AGENT_EXTRAS="$(AGENT_EXTRAS)" deploy/build-images.sh
+	PYTHON=$(BIN)/python AGENT_EXTRAS="$(AGENT_EXTRAS)" ENGINES="$(IMAGE_ENGINES)" \
+		deploy/build-images.sh
 
 # Engine environments (docs/engines.md): a rollout kind whose simulator cannot share the project's
 # environment (MuJoCo Warp needs mujoco >= 3.13, the project pins 3.3) runs in one of its own,
