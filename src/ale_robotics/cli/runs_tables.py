@@ -384,7 +384,7 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
         )
     groups: dict[str, list[LeaderRow]] = {}
     for r in rows:
-        groups.setdefault(r.task_id, []).append(r)
+        groups.setdefault(r.board, []).append(r)  # a task, or a task on one engine
     widest = max((len(r.run_id) for r in rows), default=3)
     for task_id, group in groups.items():
         table = _table(task_id)

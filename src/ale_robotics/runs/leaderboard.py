@@ -9,6 +9,11 @@ and a result not read on the harness channel is not the evaluator's official wor
 so none of them ranks, however high its number. An unscored run (no paper target
 synced) has nothing to rank by. Every other run counts with what it scored, a 0 too
 (a failed gate or an unusable measurement is a verdict on what was measured).
+
+Results measured by different engines (a kind that runs in an engine environment of its
+own, on one device or another: ``EvalResult.engine``) need not agree to the bit, so each
+engine and device is a board of its own within its task (:func:`board`), unless the task
+declares them comparable (``eval.engines_comparable``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from ale_robotics.runs.summary import RunSummary
 
-__all__ = ["LeaderRow", "leaderboard"]
+__all__ = ["LeaderRow", "board", "leaderboard"]
 
 
 class LeaderRow(BaseModel):
@@ -29,8 +34,13 @@ class LeaderRow(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rank: int = Field(description="1 for the best label of its task; no two rows share one.")
+    rank: int = Field(description="1 for the best label of its board; no two rows share one.")
     task_id: str
+    board: str = Field(
+        description="What the row is ranked within: the task, and the engine and device "
+        "that measured it when the task's results are not comparable across engines "
+        "('td3-inverted-pendulum-warp-v1 on mujoco-warp/cpu')."
+    )
     label: str
     score: float = Field(description="The best run's score.")
     run_id: str = Field(description="The best run (the earliest of equal scores).")
@@ -43,17 +53,30 @@ class LeaderRow(BaseModel):
     )
 
 
+def board(s: RunSummary) -> str:
+    """The table ``s`` ranks in: its task, apart per engine and device where the task does
+    not declare its engines' results comparable (a task unknown here: per engine too)."""
+    if not s.engine:
+        return s.task_id
+    from ale_robotics.tasks import default_registry
+
+    registry = default_registry()
+    if s.task_id in registry and registry.get(s.task_id).eval.engines_comparable:
+        return s.task_id
+    return f"{s.task_id} on {s.engine}"
+
+
 def _order(s: RunSummary) -> tuple[str, float, dt.datetime, str]:
     assert s.score is not None
-    return (s.task_id, -s.score, s.started_at, s.run_id)
+    return (board(s), -s.score, s.started_at, s.run_id)
 
 
 def leaderboard(runs: Iterable[RunSummary], task_id: str | None = None) -> list[LeaderRow]:
-    """The best ranked run per (task, label) of ``runs`` (of ``task_id`` only, when given).
+    """The best ranked run per (board, label) of ``runs`` (of ``task_id`` only, when given).
 
-    Ordered by task, then score (highest first), then the earlier start, which also
-    picks the best among a label's equal scores: who got there first keeps the place.
-    Ranks count from 1 in each task.
+    Ordered by board (the task, or the task on one engine: :func:`board`), then score
+    (highest first), then the earlier start, which also picks the best among a label's
+    equal scores: who got there first keeps the place. Ranks count from 1 in each board.
     """
     ranked = sorted(
         (s for s in runs if s.ranked and (task_id is None or s.task_id == task_id)), key=_order
@@ -61,24 +84,26 @@ def leaderboard(runs: Iterable[RunSummary], task_id: str | None = None) -> list[
     best: dict[tuple[str, str], RunSummary] = {}
     counts: dict[tuple[str, str], int] = {}
     for s in ranked:
-        key = (s.task_id, s.label)
+        key = (board(s), s.label)
         best.setdefault(key, s)
         counts[key] = counts.get(key, 0) + 1
     rows: list[LeaderRow] = []
     rank: dict[str, int] = {}
     for s in sorted(best.values(), key=_order):
         assert s.score is not None
-        rank[s.task_id] = rank.get(s.task_id, 0) + 1
+        where = board(s)
+        rank[where] = rank.get(where, 0) + 1
         rows.append(
             LeaderRow(
-                rank=rank[s.task_id],
+                rank=rank[where],
                 task_id=s.task_id,
+                board=where,
                 label=s.label,
                 score=s.score,
                 run_id=s.run_id,
                 run_dir=s.run_dir,
                 started_at=s.started_at,
-                runs=counts[(s.task_id, s.label)],
+                runs=counts[(where, s.label)],
                 primary_metric=s.primary_metric,
                 primary_value=s.primary_value,
             )

@@ -43,7 +43,7 @@ from ale_robotics.runs.verify import Verification, verify_run
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "RunState", "RunSummary", "load_summary", "summarize"]
 
-SUMMARY_SCHEMA_VERSION = 5
+SUMMARY_SCHEMA_VERSION = 6
 """Bumped whenever what a summary holds or how it is derived changes: an index holding
 summaries of another version is rebuilt (see :mod:`.index`)."""
 
@@ -138,6 +138,13 @@ class RunSummary(BaseModel):
     )
     evaluator_version: str | None = None
     simulator_versions: dict[str, str] = Field(default_factory=dict)
+    engine: str = Field(
+        default="",
+        description="The engine environment and device whose episodes the evaluator "
+        "measured ('mujoco-warp/cpu', EvalResult.engine); '' for the evaluator's own. The "
+        "leaderboard ranks runs of different engines apart unless the task says they are "
+        "comparable (eval.engines_comparable).",
+    )
     agent_cmd: str
     inspect: InspectRecord | None = Field(
         default=None, description="The Inspect AI sample that drove the agent (its model, log)."
@@ -284,6 +291,7 @@ def summarize(
         submission_sha256=report.submission_sha256,
         evaluator_version=report.evaluator_version,
         simulator_versions=report.simulator_versions,
+        engine=result.engine.label if result is not None and result.engine is not None else "",
         reason=score.problems[0] if score.status == "no_result" and score.problems else "",
     )
 

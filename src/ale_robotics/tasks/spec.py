@@ -159,6 +159,13 @@ class EvalProtocol(_Strict):
         description="Episodes simulated together in one shard. Fixed by the task, not the host, "
         "so that results do not depend on how many processes the evaluator happens to use.",
     )
+    engines_comparable: bool = Field(
+        default=False,
+        description="Whether results of this task from different engine builds or devices "
+        "(EvalResult.engine, e.g. mujoco-warp on 'cpu' and on 'cuda:0', whose float results "
+        "need not agree) rank together. False: the leaderboard ranks each engine and device "
+        "apart. Tasks of kinds that run in the evaluator's own environment have one engine.",
+    )
 
     @field_validator("rollout")
     @classmethod
