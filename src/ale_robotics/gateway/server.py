@@ -220,6 +220,10 @@ class ModelGateway:
         self.quota_reached = threading.Event()
         self.quota_demand = 0
         """The transcript's bytes with the call the quota stopped (once it stopped one)."""
+        self.last_call_unix = 0.0
+        """When the agent's last call arrived (seconds since the epoch; 0.0: none yet)."""
+        self.last_refusal: tuple[float, str] | None = None
+        """When the gateway last refused a call, and its message (the console shows it)."""
         self._tcp = tcp
         self._timeout = ClientTimeout(total=None, sock_connect=30, sock_read=upstream_timeout_s)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -427,6 +431,7 @@ class ModelGateway:
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
+        self.last_call_unix = time.time()
         call = GatewayCall(TranscriptRecorder.now(), protocol_of(request.path), request.path)
         response: web.StreamResponse
         if self._in_flight >= MAX_IN_FLIGHT:
@@ -459,6 +464,7 @@ class ModelGateway:
         call.latency_s = time.monotonic() - started
         if call.refused is not None:
             self.ledger.refuse(call.refused, budget=call.refused == "budget")
+            self.last_refusal = (time.time(), f"{call.status} {call.reason or call.refused}")
         if not self._transcript_full():  # else the run is being stopped: nothing more kept
             loop = asyncio.get_running_loop()
             try:

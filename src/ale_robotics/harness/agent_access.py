@@ -46,3 +46,12 @@ class AgentAccess(Protocol):
         """The bytes the agent would have made the service keep when it refused a request
         at the run's disk quota (None: it refused none): a quota breach like any other."""
         ...
+
+    def last_call_unix(self) -> float:
+        """When the agent last called the service (seconds since the epoch; 0.0: never):
+        a model call is activity (:mod:`.agent_activity`)."""
+        ...
+
+    def last_refusal(self) -> tuple[float, str] | None:
+        """When the service last refused the agent, and why (None: it never did)."""
+        ...

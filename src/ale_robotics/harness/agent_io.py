@@ -28,6 +28,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
+from ale_robotics.harness.agent_activity import LastLine
+
 __all__ = ["LogPump", "disk_usage", "format_bytes", "limited_argv"]
 
 _LAUNCHER = (
@@ -103,6 +105,8 @@ class LogPump:
         self._cap = cap
         self.written = 0
         self.dropped = 0
+        self.last = LastLine()
+        """The agent's last line of output (read past the cap too): the console shows it."""
         self._thread = threading.Thread(target=self._run, name="ale-agent-log", daemon=True)
         self._thread.start()
 
@@ -119,6 +123,7 @@ class LogPump:
                 break
             if not chunk:
                 break
+            self.last.feed(chunk)
             room = self._cap - self.written
             if room > 0:
                 part = chunk[:room]

@@ -26,6 +26,7 @@ from typing import Annotated, Final
 
 from pydantic import Field, field_validator
 
+from ale_robotics.harness.agent_activity import DEFAULT_IDLE_S
 from ale_robotics.harness.option_decl import Flag, OptionGroup
 from ale_robotics.paths import state_home
 
@@ -108,6 +109,14 @@ class AgentOptions(OptionGroup):
         default=(),
         description="A variable for the agent's software (repeat for more; recorded in "
         "result.json); not ALE_*, the harness's own (PATH, HOME...) or a secret's name.",
+    )
+
+    agent_idle_s: Annotated[float, Flag("--agent-idle-s", metavar="S")] = Field(
+        default=DEFAULT_IDLE_S,
+        ge=0,
+        description="Report the agent as idle (console, trajectory, result.json) after S "
+        "seconds without a model call or an evaluator call; never stopped for it (default "
+        "600; 0: never).",
     )
 
     @field_validator("agent_env", mode="before")

@@ -22,11 +22,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from ale_robotics.client.sdk import AleClient, JobStatus
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.results.metrics import HOST_TIMED
 from ale_robotics.harness.agent_access import AgentAccess
+from ale_robotics.harness.agent_activity import ActivityWatch, AgentActivity
 from ale_robotics.harness.agent_io import LogPump, disk_usage, format_bytes, limited_argv
 from ale_robotics.harness.agent_options import agent_env_pairs
 from ale_robotics.harness.hidden_modules import hidden_module_names
@@ -50,8 +52,19 @@ __all__ = [
     "run_agent",
 ]
 
-Progress = Callable[[str, JobStatus | None, float, float], None]
-"""(phase, job status, elapsed, budget) -> None; the CLI draws it."""
+
+class Progress(Protocol):
+    """What the CLI draws: the phase, the job's status, the elapsed time and the budget,
+    and in the agent phase what the agent is doing (:class:`.agent_activity.AgentActivity`)."""
+
+    def __call__(
+        self,
+        phase: str,
+        job: JobStatus | None,
+        elapsed: float,
+        budget: float,
+        activity: AgentActivity | None = None,
+    ) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,10 @@ class AgentRun:
     usage: Usage | None
     frozen_s: float
     disk_quota_bytes: int
+    idle_longest_s: float = 0.0
+    """The longest stretch without a model or evaluator call (:mod:`.agent_activity`)."""
+    idle_reported: bool = False
+    """A stretch went past ``--agent-idle-s`` (an ``agent_idle`` event records it)."""
 
     @property
     def oom_kills(self) -> int:
@@ -241,6 +258,8 @@ def run_agent(
             usage=usage,
             frozen_s=sup.frozen_s,
             disk_quota_bytes=opts.disk_quota_bytes,
+            idle_longest_s=round(sup.activity.longest_idle_s, 1) if sup.activity else 0.0,
+            idle_reported=sup.activity.reported if sup.activity else False,
         )
         box.check_started(
             killed=run.timed_out or run.quota_exceeded is not None,
@@ -309,6 +328,14 @@ def _supervised(
         assert proc.stdout is not None
         pump = LogPump(proc.stdout, log, opts.log_cap_bytes)
         sup.proc = proc
+        sup.activity = ActivityWatch(
+            harness=harness,
+            run_id=ctx.run_id,
+            traj=ctx.traj,
+            idle_after_s=opts.agent_idle_s,
+            access=access,
+            output=pump.last,
+        )
         if on_started is not None:
             on_started()
         try:
@@ -372,6 +399,8 @@ class _Supervisor:
         self.frozen_job = ""
         self.timed_out = False
         self.quota_exceeded: int | None = None
+        self.activity: ActivityWatch | None = None
+        """What the agent is doing (its output, its calls): set once its output is read."""
 
     def watch(self) -> None:
         """Poll until the agent exits, or kill it at its budget or quota.
@@ -413,8 +442,10 @@ class _Supervisor:
                 elif (job is None or job.terminal) and self.frozen_since is not None:
                     self.thaw(job)
             self.box.sample()
+            frozen = self.frozen_since is not None
+            activity = self.activity.update(frozen=frozen) if self.activity else None
             if ctx.on_progress is not None:
-                ctx.on_progress("agent", job, agent_elapsed, ctx.budget_s)
+                ctx.on_progress("agent", job, agent_elapsed, ctx.budget_s, activity)
             ctx.stop.sleep(0.05 if self.host_timed else 0.2, wake=exited)
         self.dir_bytes = disk_usage(self.dirs)
         self.quota_exceeded = self.breach(quota)

@@ -88,6 +88,12 @@ class ModelAccess:
         """The transcript's bytes with the call the quota stopped, once it stopped one."""
         return self.gateway.quota_demand if self.gateway.quota_reached.is_set() else None
 
+    def last_call_unix(self) -> float:
+        return self.gateway.last_call_unix
+
+    def last_refusal(self) -> tuple[float, str] | None:
+        return self.gateway.last_refusal
+
     def wrap(
         self,
         argv: Sequence[str],

@@ -107,6 +107,16 @@ class RunReport(BaseModel):
         default_factory=dict, description="Variables given to the agent with --agent-env."
     )
     agent_exit_code: int | None = Field(description="Agent exit status (None if killed).")
+    agent_idle_longest_s: float = Field(
+        default=0.0,
+        description="The agent's longest stretch without a model call or an evaluator call, "
+        "in seconds.",
+    )
+    agent_idle_reported: bool = Field(
+        default=False,
+        description="True if a stretch went past --agent-idle-s (an agent_idle event in the "
+        "trajectory records it): the agent may have been stuck.",
+    )
     agent_budget_exceeded: bool = Field(description="True if the harness stopped the agent.")
     agent_disk_quota_exceeded: bool = Field(
         default=False,

@@ -255,6 +255,8 @@ def _run_report(
         agent_tools=[str(p) for p in ctx.opts.agent_tools],
         agent_env=agent_env_pairs(ctx.opts),
         agent_exit_code=agent.exit_code,
+        agent_idle_longest_s=agent.idle_longest_s,
+        agent_idle_reported=agent.idle_reported,
         agent_budget_exceeded=agent.timed_out,
         agent_disk_quota_exceeded=agent.quota_exceeded is not None,
         agent_log_truncated=agent.log_truncated,

@@ -73,6 +73,13 @@ class ToolboxAccess:
     def quota_breach(self) -> int | None:
         return None
 
+    def last_call_unix(self) -> float:
+        """Inspect drives the agent: its model calls are Inspect's (never idle here)."""
+        return 0.0
+
+    def last_refusal(self) -> tuple[float, str] | None:
+        return None
+
 
 class ToolChannel:
     """The listening socket, then the one connection to the toolbox (module docstring)."""

@@ -459,6 +459,18 @@ class CloseRunResponse(_message.Message):
     jobs_cancelled: int
     def __init__(self, sessions_closed: _Optional[int] = ..., jobs_cancelled: _Optional[int] = ...) -> None: ...
 
+class GetRunActivityRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class GetRunActivityResponse(_message.Message):
+    __slots__ = ("last_agent_call_unix",)
+    LAST_AGENT_CALL_UNIX_FIELD_NUMBER: _ClassVar[int]
+    last_agent_call_unix: float
+    def __init__(self, last_agent_call_unix: _Optional[float] = ...) -> None: ...
+
 class GetEvalVideosRequest(_message.Message):
     __slots__ = ("job_id", "run_id", "episodes")
     JOB_ID_FIELD_NUMBER: _ClassVar[int]

@@ -116,6 +116,11 @@ class AleEnvStub:
                 request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalVideosRequest.SerializeToString,
                 response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.EvalVideoChunk.FromString,
                 _registered_method=True)
+        self.GetRunActivity = channel.unary_unary(
+                '/ale_robotics.v1.AleEnv/GetRunActivity',
+                request_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetRunActivityRequest.SerializeToString,
+                response_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetRunActivityResponse.FromString,
+                _registered_method=True)
 
 
 class AleEnvServicer:
@@ -242,6 +247,13 @@ class AleEnvServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRunActivity(self, request, context):
+        """Harness channel: when the run's agent last called (see "activity" above).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AleEnvServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -324,6 +336,11 @@ def add_AleEnvServicer_to_server(servicer, server):
                     servicer.GetEvalVideos,
                     request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalVideosRequest.FromString,
                     response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.EvalVideoChunk.SerializeToString,
+            ),
+            'GetRunActivity': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRunActivity,
+                    request_deserializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetRunActivityRequest.FromString,
+                    response_serializer=ale__robotics_dot_v1_dot_ale__env__pb2.GetRunActivityResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -760,6 +777,33 @@ class AleEnv:
             '/ale_robotics.v1.AleEnv/GetEvalVideos',
             ale__robotics_dot_v1_dot_ale__env__pb2.GetEvalVideosRequest.SerializeToString,
             ale__robotics_dot_v1_dot_ale__env__pb2.EvalVideoChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRunActivity(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ale_robotics.v1.AleEnv/GetRunActivity',
+            ale__robotics_dot_v1_dot_ale__env__pb2.GetRunActivityRequest.SerializeToString,
+            ale__robotics_dot_v1_dot_ale__env__pb2.GetRunActivityResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -11,6 +11,7 @@ another run's job or session is answered as an id that never existed.
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path, PurePosixPath
 
 from ale_robotics.errors import InvalidArgumentError, PermissionDeniedError
@@ -59,6 +60,19 @@ class RunAccess:
         """The run this evaluator is embedded in (``--run-id``); None: a shared evaluator."""
         self._volume = submission_volume
         self._bound_closed = False
+        self._last_call: dict[str, float] = {}
+
+    def touch(self, scope: Scope) -> None:
+        """An agent's call for ``scope``'s run arrived (an RPC on the agent channel, a Step
+        or Reset of any transport): :meth:`last_agent_call` says when. This process's own
+        count: a replica answers for the calls it served."""
+        if scope.run_id:
+            self._last_call[scope.run_id] = time.time()  # one store: atomic under the GIL
+
+    def last_agent_call(self, run_id: str) -> float:
+        """When the run's agent last called this evaluator (seconds since the epoch; 0.0:
+        not yet). The harness reports an agent idle too long (GetRunActivity)."""
+        return self._last_call.get(run_id, 0.0)
 
     def close_bound(self) -> None:
         """CloseRun of the bound run: from now on its agent token is refused (the listener

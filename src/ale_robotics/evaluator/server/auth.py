@@ -57,6 +57,7 @@ class AuthInterceptor(_InterceptorBase):
     says what a call's token may touch; the servicer asks it again for every call, so a
     token revoked by CloseRun stops working at once (``closed``: whether the run a
     listener token is bound to was closed, on an evaluator bound to one run).
+    ``on_call`` is told the scope of each call let in (the run's agent activity).
     """
 
     def __init__(
@@ -67,12 +68,14 @@ class AuthInterceptor(_InterceptorBase):
         run_tokens: Callable[[bytes], Scope | None] | None = None,
         practice_token: str | None = None,
         closed: Callable[[str], bool] | None = None,
+        on_call: Callable[[Scope], None] | None = None,
     ) -> None:
         self._expected = f"Bearer {token}".encode()
         self._scope = scope
         self._run_tokens = run_tokens
         self._practice = f"Bearer {practice_token}".encode() if practice_token else None
         self._closed = closed
+        self._on_call = on_call
 
         def deny(_: Any, context: grpc.ServicerContext) -> None:
             context.abort(
@@ -97,6 +100,8 @@ class AuthInterceptor(_InterceptorBase):
             return failing_handler(exc)
         if scope is None:
             return self._deny
+        if self._on_call is not None:
+            self._on_call(scope)
         return continuation(handler_call_details)
 
     def scope(self, metadata: Any) -> Scope | None:

@@ -185,6 +185,7 @@ def _listener(
         run_tokens=_run_tokens(evaluator) if agent else None,
         practice_token=practice_token if agent else None,
         closed=evaluator.access.closed if agent else None,
+        on_call=evaluator.access.touch if agent else None,
     )
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"ale-{role.value}"),

@@ -477,6 +477,15 @@ class _Servicer(VideoCalls, DataPlaneCalls, pb_grpc.AleEnvServicer):  # type: ig
             sessions_closed=closed.sessions_closed, jobs_cancelled=closed.jobs_cancelled
         )
 
+    @rpc
+    def GetRunActivity(
+        self, request: pb.GetRunActivityRequest, context: grpc.ServicerContext
+    ) -> pb.GetRunActivityResponse:
+        if self._role is not Role.HARNESS:
+            raise PermissionDeniedError("GetRunActivity is a harness-channel call")
+        run_id = self._access.own_run(request.run_id)
+        return pb.GetRunActivityResponse(last_agent_call_unix=self._access.last_agent_call(run_id))
+
 
 def make_servicer(
     backends: Backends,

@@ -294,6 +294,7 @@ class SessionManager(SessionWatches):
     ) -> T:
         """Run ``fn`` on the session, alone, within the per-call deadline."""
         session = self._get(session_id, scope)
+        self._access.touch(scope)  # each Step of a stream or the data plane is a call too
         if session_id in self._orphans:  # its client is evidently alive: not an orphan
             with self._lock:
                 self._orphans.pop(session_id, None)
