@@ -26,7 +26,7 @@ def test_committed_stubs_are_fresh(tmp_path: Path) -> None:
     assert not stale, f"stale stubs {stale}: run 'make proto' and commit the result"
 
 
-def test_service_has_the_sixteen_rpcs() -> None:
+def test_service_has_the_seventeen_rpcs() -> None:
     from ale_robotics.v1 import ale_env_pb2
 
     service = ale_env_pb2.DESCRIPTOR.services_by_name["AleEnv"]
@@ -48,6 +48,7 @@ def test_service_has_the_sixteen_rpcs() -> None:
         "OpenRun",
         "CloseRun",
         "GetEvalVideos",
+        "GetRunActivity",
     ]
     streaming = {m.name for m in service.methods if m.client_streaming or m.server_streaming}
     assert streaming == {"StepStream", "WatchSessions", "GetEvalVideos"}

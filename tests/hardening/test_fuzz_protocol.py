@@ -6,7 +6,7 @@ raw bytes that are not a message at all. Every answer must be a precise status
 (never INTERNAL or UNKNOWN, never a timeout or a dropped connection), no error
 message or agent-channel response may contain the secret, a token the caller
 should not have or a raw hidden seed, and the server must still serve GetSpec
-and evaluate a valid job afterwards. The run RPCs (OpenRun, CloseRun) are fuzzed
+and evaluate a valid job afterwards. The run RPCs (OpenRun, GetRunActivity, CloseRun) are fuzzed
 like the rest, and a second, shared evaluator (per-run tokens) is fuzzed with
 three callers: the harness, a run's own token and the shared agent token, which
 reaches no run. Session RPCs may answer UNIMPLEMENTED
@@ -65,6 +65,7 @@ METHODS = {
     "GetBatchEvalStatus": (pb.GetBatchEvalStatusRequest, pb.GetBatchEvalStatusResponse),
     "GetEvalResult": (pb.GetEvalResultRequest, pb.GetEvalResultResponse),
     "OpenRun": (pb.OpenRunRequest, pb.OpenRunResponse),
+    "GetRunActivity": (pb.GetRunActivityRequest, pb.GetRunActivityResponse),
     "CloseRun": (pb.CloseRunRequest, pb.CloseRunResponse),
 }
 
@@ -141,6 +142,9 @@ def _requests() -> dict[str, st.SearchStrategy[Any]]:
                 st.just(""), st.just(RUN), st.builds(lambda: f"fz-{next(_tokens)}"), text
             ),
             task_id=st.one_of(st.just(""), st.just(TASK_ID), text),
+        ),
+        "GetRunActivity": st.builds(
+            pb.GetRunActivityRequest, run_id=st.one_of(st.just(RUN), st.just(""), text)
         ),
         "CloseRun": st.builds(pb.CloseRunRequest, run_id=st.one_of(st.just(RUN), text)),
     }
