@@ -128,6 +128,9 @@ _EMBEDDED = {
     "state_dir": "state",
     "videos": 5,
     "no_videos": True,
+    "agent_tools": ["tools"],
+    "agent_env": ["DISABLE_TELEMETRY=1", "EDITOR=true"],
+    "agent_idle_s": 30.0,
 }
 _SEPARATE = {
     "evaluator": "unix:///srv/ale/agent/agent.sock",
@@ -143,6 +146,7 @@ _SEPARATE = {
     "model_upstream": "http://127.0.0.1:9/v1",
     "models": ["m1", "m2"],
     "model_budget_tokens": 5000,
+    "model_allow_tools": ["web_search", "web_fetch"],
 }
 _CONTAINER = {"evaluator_image": "my/evaluator:1"}
 
@@ -151,6 +155,7 @@ def test_every_run_option_works_in_an_eval_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "tools").mkdir()  # --agent-tools must name a directory
     assert {*_EMBEDDED, *_SEPARATE, *_CONTAINER} == set(RunSettings.model_fields)
     for values in (_EMBEDDED, _SEPARATE, _CONTAINER):
         body = "".join(
@@ -161,7 +166,8 @@ def test_every_run_option_works_in_an_eval_set(
         for key, value in values.items():
             got = getattr(opts, key)
             want = tmp_path / value if isinstance(got, Path) else value
-            want = tuple(value) if isinstance(got, tuple) else want  # a repeatable option
+            if isinstance(got, tuple):  # a repeatable option (of paths: from the cwd)
+                want = tuple(tmp_path / v if got and isinstance(got[0], Path) else v for v in value)
             assert got == want, key
         # ... and the same given as flags in run_args.
         as_flags = flag_args(RunSettings.model_validate(values), values)
