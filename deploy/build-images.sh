@@ -11,7 +11,9 @@
 #
 # Variables: PYTHON (the interpreter whose pip builds the wheelhouse, default .venv/bin/python),
 # EVALUATOR_IMAGE, AGENT_IMAGE, BASE_IMAGE (tags), AGENT_EXTRAS (more packages for the agent
-# image, e.g. "stable-baselines3"). Docker's layer cache makes a second run take seconds.
+# image, e.g. "stable-baselines3"), ENGINES (engine environments built into the evaluator
+# image, e.g. "mujoco-warp": their pinned wheels are downloaded here, cached until their
+# constraints/engine-*.txt change). Docker's layer cache makes a second run take seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -19,6 +21,7 @@ BASE_IMAGE=${BASE_IMAGE:-ale-robotics/base:bookworm}
 EVALUATOR_IMAGE=${EVALUATOR_IMAGE:-ale-robotics/evaluator:latest}
 AGENT_IMAGE=${AGENT_IMAGE:-ale-robotics/agent:latest}
 AGENT_EXTRAS=${AGENT_EXTRAS:-}
+ENGINES=${ENGINES:-}
 CACHE=${ALE_IMAGES_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ale-robotics/images}
 CTX=$CACHE/context
 export ALE_IMAGES_CACHE=$CACHE
@@ -64,6 +67,24 @@ rm -rf "$CTX/examples"
 cp -r examples "$CTX/examples"
 find "$CTX/examples" -name __pycache__ -prune -exec rm -rf {} +
 
+# Engine environments for the evaluator image (ENGINES): every engine's pins go in the context
+# (the image keeps them, to find its builds by), and the wheels of those named are downloaded
+# with this host's pip (the image's Python is 3.11, as this one), cached per pins file.
+mkdir -p "$CTX/engines/constraints" "$CTX/engines/wheels"
+rm -f "$CTX"/engines/constraints/engine-*.txt
+cp constraints/engine-*.txt "$CTX/engines/constraints/" 2>/dev/null || true
+for engine in $ENGINES; do
+    pins=constraints/engine-$engine.txt
+    [ -f "$pins" ] || { echo "ENGINES: no $pins (ale-robotics engines list names them)" >&2; exit 1; }
+    stamp=$CTX/engines/wheels/.$engine.$(sha256sum "$pins" | cut -c1-16)
+    if [ ! -f "$stamp" ]; then
+        step "engine $engine: downloading its pinned wheels"
+        "$PYTHON" -m pip download --quiet --disable-pip-version-check --no-deps \
+            -d "$CTX/engines/wheels" -r "$pins"
+        touch "$stamp"
+    fi
+done
+
 # Each image's dependency stage is tagged (:deps) so that it stays in Docker's cache: the
 # final stage then only adds the project's wheel (seconds) until the wheelhouse changes.
 build() {  # build IMAGE DOCKERFILE [--build-arg ...]
@@ -74,7 +95,7 @@ build() {  # build IMAGE DOCKERFILE [--build-arg ...]
     docker build --network none --build-arg BASE="$BASE_IMAGE" "$@" -f "$file" -t "$image" "$CTX"
 }
 step "evaluator image $EVALUATOR_IMAGE"
-build "$EVALUATOR_IMAGE" deploy/evaluator.Dockerfile
+build "$EVALUATOR_IMAGE" deploy/evaluator.Dockerfile --build-arg ENGINES="$ENGINES"
 step "agent image $AGENT_IMAGE"
 build "$AGENT_IMAGE" deploy/agent.Dockerfile --build-arg AGENT_EXTRAS="$AGENT_EXTRAS"
 # Earlier builds of these images, now untagged (never the cached stages in use).

@@ -48,7 +48,7 @@ for gym_id in sorted(FAMILY_GYM_IDS):
 
 _PROBE = """
 import warp as wp
-wp.config.quiet = True
+wp.config.log_level = wp.LOG_WARNING
 print("cuda:0" if wp.get_cuda_device_count() > 0 else "cpu")
 """
 

@@ -35,11 +35,12 @@ _MODELS: dict[int, Any] = {}
 
 
 def _warp() -> Any:
-    """Warp, told to be quiet before it initializes: no banner, no line per kernel module
-    loaded (hundreds per model) on a worker's stderr, which the evaluator logs."""
+    """Warp, told to be quiet before it initializes: no banner and no line per kernel module
+    loaded (hundreds per model) on the worker's stdout, which is its parent's (an
+    ``audit --json`` prints its document there); warnings and errors still reach stderr."""
     import warp as wp
 
-    wp.config.quiet = True
+    wp.config.log_level = wp.LOG_WARNING
     return wp
 
 
