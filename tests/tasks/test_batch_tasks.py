@@ -22,6 +22,10 @@ from ale_robotics.tasks import TaskMode, default_registry
 REG = default_registry()
 BATCH = [e.spec.id for e in REG if e.spec.mode is TaskMode.BATCH]
 POLICY_BATCH = [t for t in BATCH if REG.get(t).policy is not None]
+SAME_EPISODES = [t for t in POLICY_BATCH if REG.get(t).eval.rollout != "ros"]
+"""Tasks whose episodes depend only on the submission and the hidden seeds: a ``ros`` task's
+also depend on its graph's timing (which commands came late), and tests/rollouts/ros check
+them against the hold schedule they recorded instead."""
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "examples" / "agents"
 
@@ -72,7 +76,7 @@ def _evaluate(state: Path, task_id: str, run_id: str, weights_seed: int) -> Eval
         shutil.rmtree(sock, ignore_errors=True)
 
 
-@pytest.mark.parametrize("task_id", POLICY_BATCH)
+@pytest.mark.parametrize("task_id", SAME_EPISODES)
 def test_same_hidden_seeds_give_the_same_metric(tmp_path: Path, task_id: str) -> None:
     first = _evaluate(tmp_path / "a" / "state", task_id, "run-same", 1)
     (tmp_path / "b" / "state").mkdir(parents=True)

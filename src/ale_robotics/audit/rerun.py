@@ -30,6 +30,7 @@ from ale_robotics.evaluator.batch.snapshot import snapshot_submission
 from ale_robotics.evaluator.execution import make_executor
 from ale_robotics.evaluator.results.metrics import HOST_TIMED, task_metrics
 from ale_robotics.model.episode import EpisodeOutcome
+from ale_robotics.model.kind_registry import get_kind
 from ale_robotics.model.outcomes import (
     BatchOutcomes,
     batch_outcomes,
@@ -86,6 +87,8 @@ def audit_batch(
     if verified is None:
         return evidence
     artifact, evidence = verified
+    if signed_outcomes is not None:  # what the signed outcomes recorded of the host's timing
+        artifact = get_kind(task.eval.rollout).rerun_artifact(artifact, signed_outcomes)
     runs = episode_plan(task, seeds)
     # the factory the evaluator builds its executor with (.evaluator.config.open_executor)
     pool = make_executor("local", workers=workers)

@@ -1,7 +1,8 @@
 """One episode's outcome and the policy fault, shared by every rollout kind.
 
-Plain data in the bottom layer (imports nothing of ours), so that the rollout kinds
-(:mod:`ale_robotics.rollouts`) that produce outcomes and the evaluator that reads them
+Plain data in the bottom layer (imports nothing of ours but its sibling
+:mod:`.control_loop`), so that the rollout kinds (:mod:`ale_robotics.rollouts`) that
+produce outcomes and the evaluator that reads them
 (:mod:`ale_robotics.evaluator.batch.pipeline`) do not import each other.
 """
 
@@ -14,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from ale_robotics.model.control_loop import ControlLoop
 
 __all__ = ["EpisodeOutcome", "PolicyFault", "check_finite"]
 
@@ -37,6 +40,9 @@ class EpisodeOutcome:
     """Planning tasks timed in CPU seconds: the wall-clock seconds beside them; else None."""
     reason: str | None = None
     """Planning tasks: why the path failed validation ("" on success); None otherwise."""
+    control: ControlLoop | None = None
+    """Kinds that run the policy as a real-time controller (``ros``): the loop's timing and
+    hold schedule (:mod:`.control_loop`); None otherwise."""
 
 
 class PolicyFault(Exception):

@@ -29,6 +29,7 @@ from pydantic import (
     field_validator,
 )
 
+from ale_robotics.model.control_loop import ControlLoop
 from ale_robotics.model.episode import EpisodeOutcome
 from ale_robotics.model.kind_registry import get_kind, kind_names
 
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchOutcomes",
+    "ControlLoopEpisodeOutcome",
+    "ControlLoopOutcomes",
     "PlanningOutcomes",
     "PlanningProblemOutcome",
     "ReplayInstanceOutcome",
@@ -105,7 +108,98 @@ class ReplayInstanceOutcome(_Model):
     terminated: bool = Field(description="True if the env terminated (vs truncated by time).")
 
 
-_Entry = RolloutEpisodeOutcome | PlanningProblemOutcome | ReplayInstanceOutcome
+class ControlLoopEpisodeOutcome(_Model):
+    """A policy run as a real-time controller (kind ``ros``): the rollout's fields, and the
+    control loop's (:class:`~.control_loop.ControlLoop`), unset for an outcome without one.
+    The hold schedule is exact (a re-run imposes it, :mod:`.control_loop`); the timing is the
+    host's."""
+
+    host_dependent: ClassVar[frozenset[str]] = frozenset(
+        {
+            "late_commands",
+            "missing_commands",
+            "latency_p50_us",
+            "latency_p99_us",
+            "latency_max_us",
+            "max_tick_lag_us",
+            "graph_start_s",
+        }
+    )
+
+    index: int = Field(description="Position in the task's base-seed list.")
+    episode_return: float = Field(description="Undiscounted return of the episode.")
+    length: int = Field(description="Control steps simulated.")
+    terminated: bool = Field(description="True if the env terminated (vs truncated by time).")
+    holds: list[tuple[int, int, int]] | None = Field(
+        default=None,
+        description="The hold schedule: [first step, steps, command sequence] runs of steps "
+        "that applied an earlier step's command (-1: the null command); [] when every "
+        "command was on time.",
+    )
+    held_steps: int | None = Field(default=None, description="Steps the runs cover.")
+    late_commands: int | None = Field(
+        default=None, description="Commands that came after the tick that should apply them."
+    )
+    missing_commands: int | None = Field(default=None, description="Commands that never came.")
+    latency_p50_us: float | None = Field(
+        default=None, description="Median observation-to-command latency (microseconds)."
+    )
+    latency_p99_us: float | None = Field(default=None, description="Its 99th percentile.")
+    latency_max_us: float | None = Field(default=None, description="Its maximum.")
+    max_tick_lag_us: float | None = Field(
+        default=None, description="Most a control tick started after its time (microseconds)."
+    )
+    graph_start_s: float | None = Field(
+        default=None, description="Seconds from starting the graph to its first control tick."
+    )
+
+    @classmethod
+    def of(cls, o: EpisodeOutcome) -> ControlLoopEpisodeOutcome:
+        c = o.control
+        loop: dict[str, Any] = {}
+        if c is not None:
+            loop = {
+                "holds": [list(run) for run in c.holds],
+                "held_steps": c.held_steps,
+                "late_commands": c.late,
+                "missing_commands": c.missing,
+                "latency_p50_us": c.latency_p50_us,
+                "latency_p99_us": c.latency_p99_us,
+                "latency_max_us": c.latency_max_us,
+                "max_tick_lag_us": c.max_tick_lag_us,
+                "graph_start_s": c.graph_start_s,
+            }
+        return cls.model_validate(
+            {
+                "index": o.index,
+                "episode_return": o.ret,
+                "length": o.length,
+                "terminated": o.terminated,
+                **loop,
+            }
+        )
+
+    def control(self) -> ControlLoop | None:
+        if self.holds is None or self.max_tick_lag_us is None or self.graph_start_s is None:
+            return None
+        return ControlLoop(
+            holds=tuple((a, b, c) for a, b, c in self.holds),
+            late=self.late_commands or 0,
+            missing=self.missing_commands or 0,
+            latency_p50_us=self.latency_p50_us,
+            latency_p99_us=self.latency_p99_us,
+            latency_max_us=self.latency_max_us,
+            max_tick_lag_us=self.max_tick_lag_us,
+            graph_start_s=self.graph_start_s,
+        )
+
+
+_Entry = (
+    RolloutEpisodeOutcome
+    | PlanningProblemOutcome
+    | ReplayInstanceOutcome
+    | ControlLoopEpisodeOutcome
+)
 
 
 class PlanningOutcomes(_Model):
@@ -198,9 +292,34 @@ class ReplayOutcomes(_Model):
         ]
 
 
+class ControlLoopOutcomes(_Model):
+    backend: Literal["ros"]
+    episodes: list[ControlLoopEpisodeOutcome]
+
+    @classmethod
+    def from_episodes(cls, backend: str, outcomes: Sequence[EpisodeOutcome]) -> ControlLoopOutcomes:
+        """From what a controller kind's shards produced (same order)."""
+        return cls.model_validate(
+            {"backend": backend, "episodes": [ControlLoopEpisodeOutcome.of(o) for o in outcomes]}
+        )
+
+    def entries(self) -> list[_Entry]:
+        return list(self.episodes)
+
+    def episode_outcomes(self) -> list[EpisodeOutcome]:
+        return [
+            EpisodeOutcome(e.index, e.episode_return, e.length, e.terminated, control=e.control())
+            for e in self.episodes
+        ]
+
+
 _OTHER_RECORDS: dict[str, str] = {
     **{name: "planning" for name in get_args(PlanningOutcomes.model_fields["backend"].annotation)},
     **{name: "replay" for name in get_args(ReplayOutcomes.model_fields["backend"].annotation)},
+    **{
+        name: "control_loop"
+        for name in get_args(ControlLoopOutcomes.model_fields["backend"].annotation)
+    },
 }
 """Kind names whose outcomes are not rollout episodes -> the tag of their record."""
 
@@ -266,7 +385,8 @@ def _record_tag(value: Any) -> str | None:
 BatchOutcomes = Annotated[
     Annotated[RolloutOutcomes, Tag("rollout")]
     | Annotated[PlanningOutcomes, Tag("planning")]
-    | Annotated[ReplayOutcomes, Tag("replay")],
+    | Annotated[ReplayOutcomes, Tag("replay")]
+    | Annotated[ControlLoopOutcomes, Tag("control_loop")],
     Discriminator(
         _record_tag,
         custom_error_type="outcomes_backend",

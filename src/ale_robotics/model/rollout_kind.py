@@ -174,6 +174,14 @@ class RolloutKind(abc.ABC):
         signed ``result`` event), with enough to recompute every metric; ``base_seeds``
         are the task's public base seeds (a replay task's instances)."""
 
+    def rerun_artifact(self, artifact: Artifact, signed: BatchOutcomes) -> Artifact:
+        """What a re-run of a signed job runs (``ale-robotics audit``), given the job's
+        signed outcomes: by default the artifact itself. A kind whose episodes depend on
+        the host's timing as well as on the submission (``ros``: which control steps held
+        an older command) adds what the outcomes recorded of it, so that the re-run gets
+        the recorded episodes on any host and re-measures only the timing."""
+        return artifact
+
     floor_policy: ClassVar[str] = "null_action"
     """What :meth:`null_artifact` plays, as :attr:`~ale_robotics.model.result.Floor.policy`
     names it: 'null_action' or 'zero_output'."""

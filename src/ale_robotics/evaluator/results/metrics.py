@@ -30,6 +30,7 @@ import numpy as np
 from ale_robotics.model.kind_registry import get_kind
 
 if TYPE_CHECKING:
+    from ale_robotics.model.control_loop import ControlLoop
     from ale_robotics.model.episode import EpisodeOutcome
     from ale_robotics.tasks.spec import TaskSpec
 
@@ -125,6 +126,49 @@ def _planning_wall_time(outcomes: Sequence[EpisodeOutcome]) -> float | None:
     return _mean_of([o.planning_wall_time_s for o in outcomes])
 
 
+def _controls(outcomes: Sequence[EpisodeOutcome]) -> list[ControlLoop] | None:
+    loops = [o.control for o in outcomes]
+    if not loops or any(c is None for c in loops):
+        return None
+    return [c for c in loops if c is not None]
+
+
+def _held_command_rate(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Real-time controller kinds: the fraction of control steps that applied an older
+    command than their own (late or missing: the hold schedule's steps over all steps)."""
+    loops = _controls(outcomes)
+    if loops is None:
+        return None
+    steps = sum(o.length for o in outcomes)
+    return sum(c.held_steps for c in loops) / steps if steps else 0.0
+
+
+def _latency_ms(outcomes: Sequence[EpisodeOutcome], field: str) -> float | None:
+    loops = _controls(outcomes)
+    if loops is None:
+        return None
+    values = [getattr(c, field) for c in loops]
+    return _mean_of([None if v is None else v / 1000.0 for v in values])
+
+
+def _command_latency_p50(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Real-time controller kinds: the episodes' mean median observation-to-command latency
+    (milliseconds)."""
+    return _latency_ms(outcomes, "latency_p50_us")
+
+
+def _command_latency_p99(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Real-time controller kinds: the episodes' mean 99th-percentile latency (ms)."""
+    return _latency_ms(outcomes, "latency_p99_us")
+
+
+def _graph_start(outcomes: Sequence[EpisodeOutcome]) -> float | None:
+    """Real-time controller kinds: the mean seconds from starting an episode's graph to its
+    first control tick."""
+    loops = _controls(outcomes)
+    return None if loops is None else _mean_of([c.graph_start_s for c in loops])
+
+
 METRICS: dict[str, MetricFn] = {
     "mean_return": _mean_return,
     "std_return": _std_return,
@@ -135,10 +179,22 @@ METRICS: dict[str, MetricFn] = {
     "collision_rate": _collision_rate,
     "planning_time": _planning_time,
     "planning_wall_time": _planning_wall_time,
+    "held_command_rate": _held_command_rate,
+    "command_latency_p50_ms": _command_latency_p50,
+    "command_latency_p99_ms": _command_latency_p99,
+    "graph_start_s": _graph_start,
 }
 """Every metric name a task config may declare, with how it is computed."""
 
-HOST_TIMED = frozenset({"planning_time", "planning_wall_time"})
+HOST_TIMED = frozenset(
+    {
+        "planning_time",
+        "planning_wall_time",
+        "command_latency_p50_ms",
+        "command_latency_p99_ms",
+        "graph_start_s",
+    }
+)
 """Metrics measured in time (wall-clock or CPU): they depend on the host (and wall-clock
 time on its load), so a re-run (an audit) reproduces them only approximately, while every
 other metric is exact."""
