@@ -142,3 +142,94 @@ def test_runs_show_gives_the_episodes_in_one_format(printed: Printed) -> None:
     numbers = re.findall(r"(?:mean|std|min|max) (-?\d+(?:\.\d+)?)", row)
     assert len(numbers) == 4, row
     assert len({len(n.partition(".")[2]) for n in numbers}) == 1, row
+
+
+# ------------------------------------------ issue 45: the model's cost beside the score --
+
+
+def _cost_runs() -> list[RunSummary]:
+    long = "td3_lr3e-4_tau0.005_batch256_seed7_replay1000000"
+    return [
+        _summary(1, "claude-code", model_tokens=48_213, model_calls=12),
+        _summary(2, "codex_cli_0.171", score=0.9, model_tokens=2880, model_calls=6),
+        _summary(3, "scripted_interactive"),  # no gateway: nothing counted
+        _summary(4, "smoke", smoke_episodes=2, smoke_of=10, model_tokens=480, model_calls=4),
+        _summary(5, long),
+    ]
+
+
+def _row_of(lines: list[str], run_id: str) -> str:
+    """The printed line of ``run_id``'s row (its cost stands between its score and its
+    kind in runs list, its score and its runs count in the leaderboard)."""
+    return next(line for line in lines if run_id in line)
+
+
+def test_runs_list_shows_tokens_and_calls_beside_the_score_none_for_no_gateway(
+    printed: Printed,
+) -> None:
+    runs = _cost_runs()
+    runs_tables.print_run_list(_Index(), runs, None)  # type: ignore[arg-type]
+    lines = printed.lines()
+    assert max(len(line) for line in lines) <= WIDTH, "\n".join(lines)
+    assert "…" not in "\n".join(lines)
+    for label in ("scripted_interactive", "claude-code", "codex_cli_0.171", runs[4].label):
+        _words_whole(label, lines)
+    header = "\n".join(lines[:3])
+    assert "tokens/" in header and "calls" in header
+    # one unit down the column, aligned on the '/'; '-' (never 0) where nothing counted
+    assert re.search(r"0\.302\s+48\.2k/12\s+official", _row_of(lines, runs[0].run_id))
+    assert re.search(r"0\.900\s+2\.9k/6\s+official", _row_of(lines, runs[1].run_id))
+    assert re.search(r"0\.302\s+-\s+official", _row_of(lines, runs[2].run_id))
+    assert re.search(r"0\.302\s+0\.5k/4\s+smoke 2/10", _row_of(lines, runs[3].run_id))
+    slashes = {_row_of(lines, r.run_id).index("/") for r in runs if r.model_tokens}
+    assert len(slashes) == 1, slashes
+    footer = " ".join(printed.err.getvalue().split())
+    assert "tokens/calls: the model's input + output tokens of the run" in footer
+
+
+def test_a_table_without_model_use_has_no_cost_column(printed: Printed) -> None:
+    runs = [_summary(1, "scripted_interactive"), _summary(2, "td3")]
+    runs_tables.print_run_list(_Index(), runs, None)  # type: ignore[arg-type]
+    from ale_robotics.runs import leaderboard
+
+    runs_tables.print_leaderboard(leaderboard(runs), [], Path("/runs"))
+    text = printed.out.getvalue() + printed.err.getvalue()
+    assert "tokens" not in text and "calls" not in text
+
+
+def test_leaderboard_shows_the_best_runs_tokens_and_calls(printed: Printed) -> None:
+    from ale_robotics.runs import leaderboard
+
+    runs = _cost_runs()
+    rows = leaderboard(runs)
+    assert [(r.label, r.model_tokens, r.model_calls) for r in rows] == [
+        ("codex_cli_0.171", 2880, 6),
+        ("claude-code", 48_213, 12),
+        ("scripted_interactive", None, None),
+        (runs[4].label, None, None),
+    ]
+    runs_tables.print_leaderboard(rows, [runs[3]], Path("/runs"))
+    lines = printed.lines()
+    assert max(len(line) for line in lines) <= WIDTH, "\n".join(lines)
+    _words_whole(runs[4].label, lines)
+    _words_whole("scripted_interactive", lines)
+    assert re.search(r"0\.900\s+2\.9k/6\s+1\s", _row_of(lines, runs[1].run_id))
+    assert re.search(r"0\.302\s+48\.2k/12\s+1\s", _row_of(lines, runs[0].run_id))
+    assert re.search(r"0\.302\s+-\s+1\s", _row_of(lines, runs[2].run_id))
+    assert "tokens of the best run" in " ".join(printed.err.getvalue().split())
+
+
+def test_runs_show_and_compare_give_the_models_cost(printed: Printed) -> None:
+    runs = _cost_runs()
+    with_usage = runs[0].model_copy(update={"model_tokens_in": 40_000, "model_tokens_out": 8213})
+    runs_tables.print_run(with_usage, None)
+    runs_tables.print_run(runs[2], None)
+    runs_tables.print_comparison(compare(runs[:3]))
+    lines = printed.lines()
+    models = [line for line in lines if line.startswith("model ")]
+    assert models[0].split(None, 1)[1].strip() == ("12 calls, 48,213 tokens (40,000 in, 8,213 out)")
+    assert models[1].split(None, 1)[1].strip() == "none counted: the run had no model gateway"
+    tokens = next(line for line in lines if line.startswith("model tokens"))
+    assert tokens.split()[2:] == ["48.2k", "2.9k", "-"]
+    calls = next(line for line in lines if line.startswith("model calls"))
+    assert calls.split()[2:] == ["12", "6", "-"]

@@ -165,7 +165,7 @@ def make_runs(
 def test_cells_and_agents_are_the_direct_bootstrap_of_their_scores() -> None:
     spec = make_spec()
     agg = aggregate(spec, "demo", make_runs())
-    assert agg.schema_version == 1
+    assert agg.schema_version == 2
     assert agg.runs_expected == agg.runs_scored == 16
     for cell in agg.cells:
         x = np.array(SCORES[(cell.task_id, cell.label)])[:, None]

@@ -27,6 +27,7 @@ import typer
 from ale_robotics.cli.app import AleTyper, app, emit_json, friendly
 from ale_robotics.cli.runs_tables import (
     print_comparison,
+    print_index_warnings,
     print_leaderboard,
     print_run,
     print_run_list,
@@ -129,17 +130,20 @@ def runs_list(
     as_json: JsonOpt = False,
 ) -> None:
     """Every run under RUNS_ROOT, oldest first, grouped by task: its id, label, start
-    (UTC), score and kind (official, smoke N/M, no result, unofficial, interrupted,
-    failed, or UNVERIFIED: its result.json disagrees with its signed events).
+    (UTC), score, its model's tokens and calls beside it (where the run's model gateway
+    counted them; '-' where it had none) and kind (official, smoke N/M, no result,
+    unofficial, interrupted, failed, or UNVERIFIED: its result.json disagrees with its
+    signed events).
 
     The index RUNS_ROOT/index.sqlite3 is brought up to date first (rebuilt if deleted
     or stale). With --json, one document: {"schema_version", "root", "runs": a list
     of run summaries {"run_id", "run_dir", "task_id", "label", "state", "started_at",
     "ended_at", "official", "smoke_episodes", "score", "status", "primary_metric",
-    "primary_value", "episode_values", "ranked", "not_ranked_because", "verified",
-    "verification": {"verified", "problems", "checks", "evaluator_key", "key_pinned"},
-    ...}, "unfinished": runs with no result.json [{"run_id", "run_dir", "state": "running" or
-    "lost" (its harness died before recording it), "task_id", "label", "started_at"}],
+    "primary_value", "episode_values", "model_tokens", "model_calls" (null: no gateway
+    counted them), "ranked", "not_ranked_because", "verified", "verification":
+    {"verified", "problems", "checks", "evaluator_key", "key_pinned"}, ...}, "unfinished":
+    runs with no result.json [{"run_id", "run_dir", "state": "running" or "lost" (its
+    harness died before recording it), "task_id", "label", "started_at"}],
     "problems": [{"path", "reason"}]}.
     Exit codes: 0 ok (no runs too), 2 a usage error (no such RUNS_ROOT).
     """
@@ -150,6 +154,7 @@ def runs_list(
         ]
         _check_task(task, bool(runs or unfinished))
         if as_json:
+            print_warnings(index)  # on stderr: stdout is the document
             emit_json(
                 {
                     "schema_version": JSON_SCHEMA_VERSION,
@@ -218,8 +223,9 @@ def runs_show(
     as_json: JsonOpt = False,
 ) -> None:
     """One run: label, kind, whether its result.json agrees with its signed events (and
-    what does not), its eval set and repetition, score line, times, per-episode spread,
-    submission digest, versions, agent command and every metric.
+    what does not), its eval set and repetition, score line, its model's calls and
+    tokens (or that no gateway counted them), times, per-episode spread, submission
+    digest, versions, agent command and every metric.
 
     With --json, one document: {"schema_version", "run": the run's summary (as in
     'runs list --json'), "result": the path of its result.json (everything else),
@@ -234,6 +240,7 @@ def runs_show(
     finally:
         if index is not None:
             index.close()
+            print_index_warnings(index.warnings)  # an edited index, an unusable key
     place = _set_place(s, root)
     if as_json:
         emit_json(
@@ -323,6 +330,7 @@ def runs_compare(
     finally:
         if index is not None:
             index.close()
+            print_index_warnings(index.warnings)
     comparison = compare(summaries)
     if as_json:
         doc: dict[str, Any] = comparison.model_dump(mode="json")
@@ -343,7 +351,8 @@ def leaderboard_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """The best official run of each label on each task, ranked by score (ties: the
-    earlier run first), with how many ranked runs each label has.
+    earlier run first), with how many ranked runs each label has and the best run's
+    model tokens and calls beside its score (where its model gateway counted them).
 
     A run ranks only when the evaluator measured what it was given under the task's
     full protocol: smoke runs (--episodes), runs with no result (nothing submitted, a
@@ -353,8 +362,9 @@ def leaderboard_cmd(
     unverified run is listed apart, unranked, with the score it claims.
 
     With --json, one document: {"schema_version", "root", "rows":
-    [{"rank", "task_id", "label", "score", "run_id", "run_dir", "started_at", "runs",
-    "primary_metric", "primary_value"}], "unverified": [{"run_id", "task_id", "label",
+    [{"rank", "task_id", "board", "label", "score", "run_id", "run_dir", "started_at",
+    "runs", "primary_metric", "primary_value", "model_tokens", "model_calls" (null: no
+    gateway counted them)}], "unverified": [{"run_id", "task_id", "label",
     "claimed_score", "problems"}], "not_ranked": [{"run_id", "task_id", "label",
     "reason"}]} (not_ranked holds the unverified runs too).
     Exit codes: 0 ok (nothing to rank too), 2 a usage error (no such RUNS_ROOT).
@@ -366,6 +376,7 @@ def leaderboard_cmd(
         left_out = [s for s in runs if not s.ranked]
         unverified = [s for s in left_out if s.kind == "unverified"]
         if as_json:
+            print_warnings(index)  # on stderr: stdout is the document
             emit_json(
                 {
                     "schema_version": JSON_SCHEMA_VERSION,

@@ -25,7 +25,7 @@ from ale_robotics.cli.app import console, out
 from ale_robotics.model.video import VIDEOS_DIR, VideoIndex
 from ale_robotics.runs import Comparison, LeaderRow, RunIndex, RunSummary, spread
 from ale_robotics.runs.compare import SCORE_DECIMALS, SIGNIFICANT, diff_text, fmt_fixed
-from ale_robotics.runs.numbers import column_decimals, fmt_significant
+from ale_robotics.runs.numbers import column_decimals, fmt_column, fmt_significant, fmt_tokens
 from ale_robotics.runs.unfinished import UnfinishedRun
 from ale_robotics.scoring.report import fmt_number
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "print_comparison",
+    "print_index_warnings",
     "print_leaderboard",
     "print_run",
     "print_run_list",
@@ -110,6 +111,42 @@ def _score(s: RunSummary) -> str:
     return "unscored" if s.score is None else f"{s.score:.{SCORE_DECIMALS}f}"
 
 
+_COST_HEADER = "tokens/\ncalls"
+"""The cost column's header: two lines ('tokens/', 'calls') over cells like '48.2k/12'."""
+
+
+def _say_cost(whose: str) -> None:
+    """What the cost column holds (said under a table that has one)."""
+    _say(
+        f"tokens/calls: the model's input + output tokens of {whose} and its model calls, "
+        "as the run's model gateway counted them ('-': the run had no gateway, nothing "
+        "counted)"
+    )
+
+
+def _cost_cells(rows: Sequence[RunSummary | LeaderRow]) -> list[str]:
+    """Each row's model cost beside its score, 'TOKENS/CALLS' ('48.2k/12'), the tokens in
+    one format for the column (:func:`~ale_robotics.runs.numbers.fmt_tokens`) and
+    aligned on the '/'; '-' for a run that no gateway counted (never 0). Empty when no
+    row has a count: then the table has no such column and keeps its room. One column,
+    not two, so that a label keeps room for its longest word at 80 columns."""
+    if all(r.model_tokens is None for r in rows):
+        return []
+    tokens = fmt_tokens([r.model_tokens for r in rows], missing="")
+    calls = fmt_column([r.model_calls for r in rows], missing="")
+    tokens_w = max(map(len, tokens))
+    calls_w = max(map(len, calls))
+    return [
+        f"{t:>{tokens_w}}/{c:<{calls_w}}" if t else f"{'-':>{tokens_w}}{'':<{calls_w + 1}}"
+        for t, c in zip(tokens, calls, strict=True)
+    ]
+
+
+def _cost_width(cells: list[str]) -> tuple[int, ...]:
+    """The cost column's width for :func:`_room` (none without the column)."""
+    return (max(len("tokens/"), *map(len, cells)),) if cells else ()
+
+
 def _kind(s: RunSummary) -> Text:
     return Text("UNVERIFIED", style="bold red") if s.kind == "unverified" else Text(s.kind)
 
@@ -125,10 +162,17 @@ def _say_unverified(runs: list[RunSummary]) -> None:
         )
 
 
-def print_warnings(index: RunIndex) -> None:
-    """What the index could not read or skipped, on stderr, before the tables."""
-    for line in index.warnings:
+def print_index_warnings(warnings: Sequence[str]) -> None:
+    """The run index's own warnings (its file was edited, its key is unusable), on stderr:
+    with ``--json`` too, whose stdout is the document."""
+    for line in warnings:
         _say(f"warning: {line}")
+
+
+def print_warnings(index: RunIndex) -> None:
+    """What the index could not read or skipped, on stderr, before the tables (and before
+    a ``--json`` document, which has the skipped files as its "problems" too)."""
+    print_index_warnings(index.warnings)
     for problem in index.problems():
         _say(f"warning: skipped {problem.path}: {problem.reason}")
 
@@ -183,23 +227,30 @@ def print_run_list(
         header, year = _started_header([s.started_at for s in group])
         started = [_when(s.started_at, year=year) for s in group]
         scores = [_score(s) for s in group]
+        cost = _cost_cells(group)  # model tokens and calls: only where some run has them
         score_w = max(len("score"), *map(len, scores))
         kind_w = max(len("kind"), *(len(s.kind) for s in group))
         label_w = max(len("label"), *(len(s.label) for s in group))
         when_w = max(len(header), *map(len, started))
-        room = _room(widest, score_w, kind_w, when_w)
+        room = _room(widest, score_w, *_cost_width(cost), kind_w, when_w)
         if label_w > room:  # the time goes under the date before a label is broken
             when_w = max(len(w) for w in (*header.split(), *" ".join(started).split()))
-            room = _room(widest, score_w, kind_w, when_w)
+            room = _room(widest, score_w, *_cost_width(cost), kind_w, when_w)
         label_w = max(len("label"), min(label_w, room))
         table.add_column("run", no_wrap=True, min_width=widest)
         table.add_column("label", no_wrap=True, width=label_w)
         table.add_column(header, width=when_w)
         table.add_column("score", justify="right", no_wrap=True)
+        if cost:
+            table.add_column(Text(_COST_HEADER), width=_cost_width(cost)[0], no_wrap=True)
         table.add_column("kind", no_wrap=True)
-        for s, when, score in zip(group, started, scores, strict=True):
-            table.add_row(Text(s.run_id), _broken(s.label, label_w), when, score, _kind(s))
+        for i, (s, when, score) in enumerate(zip(group, started, scores, strict=True)):
+            table.add_row(
+                Text(s.run_id), _broken(s.label, label_w), when, score, *cost[i : i + 1], _kind(s)
+            )
         out.print(table)
+    if any(s.model_tokens is not None for s in runs):
+        _say_cost("the run")
     _say_unverified(runs)
     _say(
         "times are UTC; a run ranks only when the evaluator measured what it was given "
@@ -224,6 +275,7 @@ def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None =
         ("kind", f"{s.kind} ({ranked})"),
         ("verified", _verified_text(s)),
         ("score", s.score_line or f"none: {s.reason}"),
+        ("model", _model_text(s)),
         *([("eval set", f"{place.set_name}, repetition {place.rep}")] if place else []),
         ("started", f"{_when(s.started_at)} UTC"),
         ("wall", f"{s.wall_s:.1f} s"),
@@ -262,6 +314,24 @@ def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None =
             mark = " (primary)" if name == s.primary_metric else ""
             metrics.add_row(Text(name + mark), fmt_significant(measured))
         out.print(metrics)
+
+
+def _model_text(s: RunSummary) -> str:
+    """What the run's model cost: its calls and tokens, or why nothing says (never 0)."""
+    if s.model_calls is None or s.model_tokens is None:
+        if s.state != "completed":
+            return "not recorded: the run stopped before its result"
+        return "none counted: the run had no model gateway"
+    calls = f"{s.model_calls:,} call{'s' if s.model_calls != 1 else ''}"
+    split = ""
+    if s.model_tokens_in is not None and s.model_tokens_out is not None:
+        split = f" ({s.model_tokens_in:,} in, {s.model_tokens_out:,} out)"
+    estimated = (
+        f"; {s.model_estimated_calls} call(s) estimated (no usage reported upstream)"
+        if s.model_estimated_calls
+        else ""
+    )
+    return f"{calls}, {s.model_tokens:,} tokens{split}{estimated}"
 
 
 def _videos_text(s: RunSummary, index: VideoIndex) -> str:
@@ -332,6 +402,9 @@ def print_comparison(c: Comparison) -> None:
             cells.append(f"{text}\nΔ {extra}" if extra else text)
         name = f"{row.metric} (primary)" if row.primary else row.metric
         table.add_row(Text(name), *cells)
+        if row.metric == "score" and any(r.model_tokens is not None for r in c.runs):
+            table.add_row("model tokens", *fmt_tokens([r.model_tokens for r in c.runs]))
+            table.add_row("model calls", *fmt_column([r.model_calls for r in c.runs]))
     spread_decimals = column_decimals(c.spreads, SIGNIFICANT)  # one format for the row
     table.add_row(
         "episode std",
@@ -392,9 +465,11 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
         scores = [f"{r.score:.{SCORE_DECIMALS}f}" for r in group]
         counts = [str(r.runs) for r in group]
         dates = [_when(r.started_at, date_only=True) for r in group]
+        cost = _cost_cells(group)  # the best run's model tokens and calls, where counted
         room = _room(
             max(1, *map(len, ranks)),
             max(len("score"), *map(len, scores)),
+            *_cost_width(cost),
             max(len("runs"), *map(len, counts)),
             widest,
             max(len("started"), *map(len, dates)),
@@ -403,12 +478,26 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
         table.add_column("#", justify="right", no_wrap=True)
         table.add_column("label", no_wrap=True, width=label_w)
         table.add_column("score", justify="right", no_wrap=True)
+        if cost:
+            table.add_column(Text(_COST_HEADER), width=_cost_width(cost)[0], no_wrap=True)
         table.add_column("runs", justify="right", no_wrap=True)
         table.add_column("best run", no_wrap=True, min_width=widest)
         table.add_column("started", no_wrap=True)
-        for r, rank, score, count, date in zip(group, ranks, scores, counts, dates, strict=True):
-            table.add_row(rank, _broken(r.label, label_w), score, count, Text(r.run_id), date)
+        for i, (r, rank, score, count, date) in enumerate(
+            zip(group, ranks, scores, counts, dates, strict=True)
+        ):
+            table.add_row(
+                rank,
+                _broken(r.label, label_w),
+                score,
+                *cost[i : i + 1],
+                count,
+                Text(r.run_id),
+                date,
+            )
         out.print(table)
+    if any(r.model_tokens is not None for r in rows):
+        _say_cost("the best run")
     if left_out:
         n = len(left_out)
         _say(

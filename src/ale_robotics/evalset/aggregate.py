@@ -19,8 +19,12 @@ Only runs whose ``result.json`` agrees with their signed events count
 repetition is listed in ``unverified_reps``) and a note says which, so a rewritten
 ``result.json`` never moves an interval.
 
-The aggregate is a pure function of the runs' scores and the bootstrap settings (no
-time stamp, no dependence on the order in which runs finished), so a resumed set and
+Beside the scores, the model's cost (:mod:`.cost`): each cell's tokens per run, each
+agent's mean tokens and calls per run with an interval, the score-vs-tokens Pareto
+frontier; a run no model gateway counted has no tokens (never 0).
+
+The aggregate is a pure function of the runs' scores, tokens and the bootstrap settings
+(no time stamp, no dependence on the order in which runs finished), so a resumed set and
 an uninterrupted one over the same runs write the same ``aggregate.json``. It needs
 the set's grid (:class:`SetGrid`), which the SPEC gives, and ``aggregate.json``
 records for whoever aggregates the runs again later (the HTML report).
@@ -41,6 +45,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ale_robotics.evalset import rliable_api
+from ale_robotics.evalset.cost import LabelCost, label_costs, no_cost_reason
+from ale_robotics.evalset.interval import Interval
+from ale_robotics.evalset.render import all_notes, render_markdown
 from ale_robotics.evalset.spec import BootstrapSettings, EvalSetSpec
 
 __all__ = [
@@ -49,6 +56,7 @@ __all__ = [
     "CellAggregate",
     "EvalSetAggregate",
     "Interval",
+    "LabelCost",
     "PerformanceProfiles",
     "ProfileCurve",
     "ScoredRun",
@@ -67,15 +75,6 @@ AGGREGATE_FILE = "aggregate.json"
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Interval(_Model):
-    """A point estimate and its bootstrap interval (``low`` <= ``value`` <= ``high``
-    for the metrics here, up to resampling noise on degenerate data)."""
-
-    value: float
-    low: float
-    high: float
 
 
 class CellAggregate(_Model):
@@ -101,6 +100,14 @@ class CellAggregate(_Model):
     )
     mean: Interval | None = Field(description="Mean score; None without scored runs.")
     iqm: Interval | None = Field(description="Interquartile mean; None without scored runs.")
+    tokens: list[int | None] = Field(
+        default_factory=list,
+        description="The model tokens of those runs, in the same order (None: no model "
+        "gateway counted the run's calls).",
+    )
+    mean_tokens: float | None = Field(
+        default=None, description="Mean model tokens per run over those counted; None: none."
+    )
 
 
 class AgentAggregate(_Model):
@@ -133,9 +140,10 @@ class PerformanceProfiles(_Model):
 
 
 class EvalSetAggregate(_Model):
-    """``aggregate.json`` (schema 1): what an eval set measured, with intervals."""
+    """``aggregate.json`` (schema 2: schema 1 with the model's cost, still read): what an
+    eval set measured, with intervals, and what its agents spent on their model."""
 
-    schema_version: Literal[1] = 1
+    schema_version: Literal[1, 2] = 2
     set_name: str
     tasks: list[str]
     labels: list[str]
@@ -150,6 +158,14 @@ class EvalSetAggregate(_Model):
     cells: list[CellAggregate]
     agents: list[AgentAggregate]
     profiles: PerformanceProfiles | None
+    cost: list[LabelCost] = Field(
+        default_factory=list,
+        description="Per agent: mean model tokens and calls per run beside its mean score, "
+        "and whether it is on the score-vs-tokens Pareto frontier (:mod:`.cost`).",
+    )
+    no_cost_plot: str | None = Field(
+        default=None, description="Why there is no score-vs-tokens plot; None: there is one."
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -164,6 +180,9 @@ class ScoredRun:
     score: float | None
     verified: bool = True
     """False when its result.json disagrees with its signed events: left out."""
+    tokens: int | None = None
+    """Its model tokens (input + output); None: no model gateway counted its calls."""
+    calls: int | None = None
 
 
 @dataclass(frozen=True)
@@ -232,7 +251,13 @@ def _cell(task: str, label: str, spec: SetGrid, runs: Sequence[ScoredRun]) -> Ce
         unverified_reps=[r.rep for r in mine if not r.verified],
         mean=mean,
         iqm=iqm,
+        tokens=[r.tokens for r in scored],
+        mean_tokens=_mean([r.tokens for r in scored if r.tokens is not None]),
     )
+
+
+def _mean(values: Sequence[int]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def _agent_matrix(
@@ -280,6 +305,7 @@ def aggregate_grid(spec: SetGrid, set_name: str, runs: Sequence[ScoredRun]) -> E
         if curve is not None:
             profile_curves.append(curve)
     scored = sum(c.n for c in cells)
+    cost = _costs(spec, cells, runs, agents)
     return EvalSetAggregate(
         set_name=set_name,
         tasks=list(spec.tasks),
@@ -301,8 +327,31 @@ def aggregate_grid(spec: SetGrid, set_name: str, runs: Sequence[ScoredRun]) -> E
             if profile_curves
             else None
         ),
+        cost=cost,
+        no_cost_plot=no_cost_reason(cost),
         notes=_set_notes(spec, cells),
     )
+
+
+def _costs(
+    spec: SetGrid,
+    cells: Sequence[CellAggregate],
+    runs: Sequence[ScoredRun],
+    agents: Sequence[AgentAggregate],
+) -> list[LabelCost]:
+    """Each agent's model tokens and calls per run over the runs its cells score."""
+    used = {(c.task_id, c.label, rep) for c in cells for rep in c.reps}
+    counted: dict[tuple[str, str], list[tuple[int, int]]] = {}
+    uncounted: dict[str, int] = {}
+    for r in sorted(runs, key=lambda r: r.rep):
+        if (r.task_id, r.label, r.rep) not in used:
+            continue
+        if r.tokens is None:
+            uncounted[r.label] = uncounted.get(r.label, 0) + 1
+        else:
+            counted.setdefault((r.task_id, r.label), []).append((r.tokens, r.calls or 0))
+    scores = {a.label: a.mean for a in agents}
+    return label_costs(spec.labels, spec.tasks, counted, uncounted, scores, spec.bootstrap)
 
 
 def _agent(
@@ -402,63 +451,6 @@ def _rliable_version() -> str:
         return "(unknown version)"
 
 
-def _fmt(iv: Interval | None) -> str:
-    if iv is None:
-        return "-"
-    return f"{iv.value:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
-
-
-def all_notes(agg: EvalSetAggregate) -> list[str]:
-    """Everything a reader of the aggregate should know besides its numbers: the set's
-    notes, each agent's, and the repetitions not completed."""
-    notes = list(agg.notes) + [f"{a.label}: {a.note}" for a in agg.agents if a.note]
-    notes += [
-        f"{c.task_id}/{c.label}: repetition(s) {', '.join(map(str, c.missing_reps))} not completed"
-        for c in agg.cells
-        if c.missing_reps
-    ]
-    return notes
-
-
-def render_markdown(agg: EvalSetAggregate) -> str:
-    """``aggregate.md``: the same numbers as ``aggregate.json``, as tables to read."""
-    pct = f"{agg.bootstrap.confidence:.0%}"
-    lines = [f"# Eval set {agg.set_name}", ""]
-    lines += [
-        f"{agg.runs_scored} of {agg.runs_expected} runs scored: "
-        f"{len(agg.tasks)} task(s) x {len(agg.labels)} agent(s) x {agg.repetitions} "
-        "repetition(s). Scores are normalized: 1.0 = the paper's value.",
-        "",
-        f"Intervals: {agg.method}.",
-        "",
-        "## Across tasks",
-        "",
-        f"| agent | runs/task | IQM [{pct} CI] | optimality gap [{pct} CI] "
-        f"| mean [{pct} CI] | median [{pct} CI] |",
-        "|---|---:|---|---|---|---|",
-    ]
-    for a in agg.agents:
-        lines.append(
-            f"| {a.label} | {a.runs_per_task} | {_fmt(a.iqm)} | {_fmt(a.optimality_gap)} "
-            f"| {_fmt(a.mean)} | {_fmt(a.median)} |"
-        )
-    lines += ["", "## Per task", ""]
-    lines += [
-        f"| task | agent | n | mean [{pct} CI] | IQM [{pct} CI] | scores |",
-        "|---|---|---:|---|---|---|",
-    ]
-    for c in agg.cells:
-        scores = ", ".join(f"{s:.3f}" for s in c.scores) or "-"
-        lines.append(
-            f"| {c.task_id} | {c.label} | {c.n}/{c.runs_expected} | {_fmt(c.mean)} "
-            f"| {_fmt(c.iqm)} | {scores} |"
-        )
-    notes = all_notes(agg)
-    if notes:
-        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
-    return "\n".join(lines) + "\n"
-
-
 def write_aggregate(agg: EvalSetAggregate, out_dir: Path) -> list[Path]:
     """Write ``aggregate.json`` (atomically), ``aggregate.md`` and the plots into
     ``out_dir``; returns the files written. The plots are drawn last and can only fail
@@ -488,8 +480,18 @@ def collect_scored_runs(spec: EvalSetSpec, set_name: str, runs_root: Path) -> li
         if status.state == "done" and status.report is not None:
             r = status.report
             verified = verify_run(slot.run_dir, r).verified
+            usage = r.model_usage
             runs.append(
-                ScoredRun(slot.task_id, slot.label, slot.rep, r.run_id, r.score.score, verified)
+                ScoredRun(
+                    slot.task_id,
+                    slot.label,
+                    slot.rep,
+                    r.run_id,
+                    r.score.score,
+                    verified,
+                    usage.tokens if usage is not None else None,
+                    usage.calls if usage is not None else None,
+                )
             )
     return runs
 

@@ -5,8 +5,10 @@ the ones drawn: interval estimates (a panel per metric, a bar per agent spanning
 interval with a tick at the point estimate; in rliable's style, two panels to a row so
 that the figure reads at half a report page, :func:`.rliable_api.plot_interval_estimates`)
 and performance profiles (the fraction of runs above each normalized score, with a
-shaded interval). A figure that cannot
-be drawn is logged and skipped; the numbers are already written.
+shaded interval). Beside them, what HAL draws: each agent's mean score against its mean
+model tokens per run, both with their intervals, and the Pareto frontier of the two
+(:mod:`.cost`); only a set with model tokens has it (``no_cost_plot`` says why not). A
+figure that cannot be drawn is logged and skipped; the numbers are already written.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from ale_robotics.evalset import rliable_api
 from ale_robotics.evalset.aggregate import EvalSetAggregate, Interval
 
-__all__ = ["INTERVALS_PNG", "PER_TASK_PNG", "PROFILE_PNG", "draw_plots"]
+__all__ = ["COST_PNG", "INTERVALS_PNG", "PER_TASK_PNG", "PROFILE_PNG", "draw_plots"]
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +32,8 @@ PER_TASK_PNG = "per_task_iqm.png"
 """Per task (a panel each): every agent's IQM with its interval."""
 PROFILE_PNG = "performance_profile.png"
 """Per agent: the score distribution over all runs of all tasks."""
+COST_PNG = "score_vs_tokens.png"
+"""Per agent: mean score against mean model tokens per run, with the Pareto frontier."""
 
 _METRIC_TITLES = {
     "median": "Median",
@@ -113,6 +117,8 @@ def draw_plots(agg: EvalSetAggregate, out_dir: Path) -> list[Path]:
                 ),
             )
         )
+    if agg.no_cost_plot is None:
+        jobs.append((COST_PNG, lambda p: plot_score_vs_tokens(agg, p, title=title)))
     for name, draw in jobs:
         path = out_dir / name
         try:
@@ -122,3 +128,79 @@ def draw_plots(agg: EvalSetAggregate, out_dir: Path) -> list[Path]:
                 "%s not drawn (%s: %s); aggregate.json is complete", name, type(exc).__name__, exc
             )
     return written
+
+
+def _tokens_label(value: float, _pos: object = None) -> str:
+    """An axis tick of tokens: '800', '12k', '1.5M'."""
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(value) >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
+def plot_score_vs_tokens(agg: EvalSetAggregate, path: Path, *, title: str | None = None) -> Path:
+    """Each placed agent's mean score (y) against its mean model tokens per run (x), with
+    both intervals as error bars, the agents on the Pareto frontier filled and joined by
+    the frontier's steps (higher score, fewer tokens: up and to the left is better), the
+    others hollow; a log x axis when the tokens span more than a factor of 20."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, never a window (as rliable_api's figures)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    placed = [c for c in agg.cost if c.pareto is not None and c.tokens and c.score]
+    colors = plt.get_cmap("tab10")
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    try:
+        for i, c in enumerate(placed):
+            assert c.tokens is not None and c.score is not None
+            x, y = c.tokens.value, c.score.value
+            ax.errorbar(
+                x,
+                y,
+                xerr=[[x - c.tokens.low], [c.tokens.high - x]],
+                yerr=[[y - c.score.low], [c.score.high - y]],
+                fmt="o",
+                markersize=9,
+                color=colors(i % 10),
+                markerfacecolor=colors(i % 10) if c.pareto else "white",
+                capsize=4,
+                label=f"{c.label}{' (frontier)' if c.pareto else ''}",
+            )
+            ax.annotate(
+                c.label, (x, y), textcoords="offset points", xytext=(8, 6), fontsize="medium"
+            )
+        frontier = sorted(
+            (c.tokens.value, c.score.value) for c in placed if c.pareto and c.tokens and c.score
+        )
+        if len(frontier) > 1:
+            xs, ys = zip(*frontier, strict=True)
+            ax.step(xs, ys, where="post", color="0.4", linestyle="--", linewidth=1, zorder=0)
+        tokens = [c.tokens.value for c in placed if c.tokens]
+        if min(tokens) > 0 and max(tokens) / min(tokens) > 20:
+            ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(_tokens_label))
+        ax.axhline(1.0, color="0.6", linestyle=":", linewidth=1)
+        ax.set_xlabel("Model tokens per run (input + output), mean", fontsize="large")
+        ax.set_ylabel("Mean normalized score (1.0 = paper)", fontsize="large")
+        ax.grid(True, alpha=0.25)
+        ax.legend(fontsize="medium", loc="best")
+        ax.margins(x=0.15, y=0.15)
+        unplaced = [c.label for c in agg.cost if c not in placed]
+        if unplaced:
+            ax.text(
+                0.0,
+                -0.2,
+                f"not placed (no tokens per run or no score): {', '.join(unplaced)}",
+                transform=ax.transAxes,
+                fontsize="medium",
+                color="0.35",
+                va="top",
+            )
+        if title:
+            ax.set_title(title, fontsize="large")
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+    finally:
+        plt.close(fig)
+    return path

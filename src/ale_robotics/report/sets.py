@@ -6,7 +6,10 @@ index lists say which set and repetition they belong to. A set's page shows what
 ``eval-set`` printed, recomputed from the runs as they are now (so that a run whose
 ``result.json`` no longer agrees with its signed events is left out, saying so): per
 task the mean and IQM of each agent with their intervals, across tasks each agent's
-IQM, optimality gap, mean and median, the performance profiles, and rliable's plots.
+IQM, optimality gap, mean and median, the performance profiles, and rliable's plots;
+and beside the scores what the agents spent on their model: tokens and calls per run,
+each agent's mean score against its mean tokens with the Pareto frontier (or why the set
+has no such plot: none of its runs had a model gateway).
 
 The grid (tasks, agents, repetitions, smoke setting, bootstrap settings) is the one the
 set's ``aggregate.json`` records (``SET/aggregate/``, where ``eval-set`` writes it);
@@ -36,11 +39,21 @@ from ale_robotics.evalset.aggregate import (
     all_notes,
 )
 from ale_robotics.evalset.layout import SetPlace, set_place
+from ale_robotics.evalset.render import fmt_tokens_interval, tokens_text
 from ale_robotics.evalset.spec import BootstrapSettings
 from ale_robotics.runs.compare import SCORE_DECIMALS, fmt_fixed
 from ale_robotics.runs.summary import RunSummary
 
-__all__ = ["PLOT_CAPTIONS", "SetMember", "SetView", "fmt_interval", "group_sets", "set_view"]
+__all__ = [
+    "PLOT_CAPTIONS",
+    "SetMember",
+    "SetView",
+    "fmt_interval",
+    "fmt_mean_tokens",
+    "fmt_tokens_ci",
+    "group_sets",
+    "set_view",
+]
 
 PLOT_CAPTIONS: Final = {
     "interval_estimates.png": "Across tasks: each agent's median, IQM, mean and optimality "
@@ -48,6 +61,8 @@ PLOT_CAPTIONS: Final = {
     "per_task_iqm.png": "Per task: each agent's IQM with its interval",
     "performance_profile.png": "Performance profiles: the fraction of runs scoring above "
     "each normalized score",
+    "score_vs_tokens.png": "Cost beside score: each agent's mean score against its mean "
+    "model tokens per run, with their intervals and the Pareto frontier (filled: on it)",
 }
 """The plots of a set page, in the order shown, with their captions."""
 
@@ -86,6 +101,17 @@ class SetView:
     @property
     def unverified(self) -> int:
         return sum(len(c.unverified_reps) for c in self.aggregate.cells)
+
+    @property
+    def costed(self) -> bool:
+        """Some run of the set had its model calls counted: the pages show tokens."""
+        return any(c.runs_counted for c in self.aggregate.cost)
+
+    @property
+    def frontier(self) -> list[str]:
+        """The agents on the score-vs-tokens Pareto frontier, fewest tokens first."""
+        placed = [c for c in self.aggregate.cost if c.pareto and c.tokens is not None]
+        return [c.label for c in sorted(placed, key=lambda c: c.tokens.value if c.tokens else 0)]
 
     @property
     def rows(self) -> list[tuple[CellAggregate, CellRuns]]:
@@ -162,6 +188,8 @@ def set_view(root: Path, name: str, members: Sequence[SetMember], page: str) -> 
             m.summary.run_id,
             m.summary.score,
             m.summary.verified,
+            m.summary.model_tokens,
+            m.summary.model_calls,
         )
         for m in completed
     ]
@@ -190,3 +218,14 @@ def fmt_interval(iv: Interval | None) -> str:
         f"{fmt_fixed(iv.value, SCORE_DECIMALS)} "
         f"[{fmt_fixed(iv.low, SCORE_DECIMALS)}, {fmt_fixed(iv.high, SCORE_DECIMALS)}]"
     )
+
+
+def fmt_tokens_ci(iv: Interval | None) -> str:
+    """'2880 [2640, 3120]': mean model tokens per run and its interval, whole tokens;
+    '—' when no model gateway counted the runs (no tokens, which is not 0)."""
+    return "—" if iv is None else fmt_tokens_interval(iv)
+
+
+def fmt_mean_tokens(value: float | None) -> str:
+    """A mean of token counts to whole tokens; '—' when nothing counted them."""
+    return "—" if value is None else tokens_text(value)

@@ -62,7 +62,15 @@ from ale_robotics.report.pages import (
     timeline,
     visible,
 )
-from ale_robotics.report.sets import PLOT_CAPTIONS, SetView, fmt_interval, group_sets, set_view
+from ale_robotics.report.sets import (
+    PLOT_CAPTIONS,
+    SetView,
+    fmt_interval,
+    fmt_mean_tokens,
+    fmt_tokens_ci,
+    group_sets,
+    set_view,
+)
 from ale_robotics.report.transcript import transcript_view, usage_view
 from ale_robotics.report.videos import video_view
 from ale_robotics.runs.index import LeaderRow, RunIndex, RunSummary, leaderboard
@@ -129,6 +137,8 @@ def _environment() -> Environment:
         visible=visible,
         sig=signature_text,
         ci=fmt_interval,
+        tokens_ci=fmt_tokens_ci,
+        mean_tokens=fmt_mean_tokens,
         breakable=breakable,
         significant=fmt_significant,
     )
@@ -315,6 +325,8 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
             sets=views,
             place_of_dir=place_of_dir,
             any_in_set=any(str(s.run_dir) in place_of_dir for s in runs),
+            any_cost=any(s.model_tokens is not None for s in runs),
+            leader_cost=any(r.model_tokens is not None for r in rows),
         )
         (stage / "index.html").write_text(index_html, encoding="utf-8")
         (stage / MARKER).write_text(

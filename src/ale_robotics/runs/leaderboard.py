@@ -14,6 +14,11 @@ Results measured by different engines (a kind that runs in an engine environment
 own, on one device or another: ``EvalResult.engine``) need not agree to the bit, so each
 engine and device is a board of its own within its task (:func:`board`), unless the task
 declares them comparable (``eval.engines_comparable``).
+
+Each row carries its best run's model tokens and calls beside its score, as HAL reports
+cost beside accuracy: what the score cost, where the run's model gateway counted it
+(None where nothing did: a run without a gateway has no known cost, not a zero one).
+The ranking is by score alone.
 """
 
 from __future__ import annotations
@@ -50,6 +55,14 @@ class LeaderRow(BaseModel):
     primary_metric: str | None = None
     primary_value: float | None = Field(
         default=None, description="The best run's measured primary metric."
+    )
+    model_tokens: int | None = Field(
+        default=None,
+        description="The best run's model tokens (input + output), its cost beside its "
+        "score; None when no model gateway counted them (never 0 for unknown).",
+    )
+    model_calls: int | None = Field(
+        default=None, description="The best run's model calls; None as for model_tokens."
     )
 
 
@@ -106,6 +119,8 @@ def leaderboard(runs: Iterable[RunSummary], task_id: str | None = None) -> list[
                 runs=counts[(where, s.label)],
                 primary_metric=s.primary_metric,
                 primary_value=s.primary_value,
+                model_tokens=s.model_tokens,
+                model_calls=s.model_calls,
             )
         )
     return rows

@@ -10,7 +10,10 @@ they have at the column's precision. Whole numbers (episode lengths, step counts
 whole. A column of different quantities (every metric of a run, the primary metrics
 of runs of different tasks) has no common precision: each value is shown with the same
 number of significant digits instead, trailing zeros kept (:func:`fmt_significant`:
-'8.2315', '999.15', '59.500'). ``--json`` and ``result.json`` keep every digit.
+'8.2315', '999.15', '59.500'). A column of model tokens is counted in one unit, from
+its largest value (:func:`fmt_tokens`: '2880' and '480', or '48.2k' and '0.5k'), and a
+run that no model gateway counted shows none ('-'), never a 0. ``--json`` and
+``result.json`` keep every digit.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ __all__ = [
     "fmt_column",
     "fmt_fixed",
     "fmt_significant",
+    "fmt_tokens",
     "is_whole_column",
 ]
 
@@ -89,3 +93,28 @@ def fmt_significant(value: float | None, significant: int = SIGNIFICANT) -> str:
         return fmt_fixed(value, significant - 1)
     decimals = significant - 1 - math.floor(math.log10(abs(value)))
     return fmt_fixed(value, max(0, min(MAX_DECIMALS, decimals)))
+
+
+TOKEN_SIGNIFICANT = 3
+"""Significant digits of the largest value of a column of tokens shown in thousands or
+millions ('48.2k', '1.23M'): what a cost beside a score needs, narrow enough for 80
+columns. ``--json`` has the counts whole."""
+_TOKEN_UNITS = ((1_000_000, 1_000_000, "M"), (10_000, 1_000, "k"))
+"""(from, unit, suffix): a column is in millions from 1M up, in thousands from 10,000
+(below, whole)."""
+
+
+def fmt_tokens(values: Sequence[int | None], missing: str = "-") -> list[str]:
+    """A column of token counts in one format chosen from its largest value: whole below
+    10,000 ('2880', '480'), else in thousands or millions at the decimals that give
+    :data:`TOKEN_SIGNIFICANT` significant digits of the largest ('48.2k' and '0.5k' in
+    one column, '1.23M'); ``missing`` for None (a run whose model use nobody counted:
+    unknown, which a 0 would misstate)."""
+    top = max((abs(v) for v in values if v is not None), default=0)
+    unit = next(((size, suffix) for start, size, suffix in _TOKEN_UNITS if top >= start), None)
+    if unit is None:
+        return [missing if v is None else str(int(v)) for v in values]
+    size, suffix = unit
+    # the decimals of the largest value as it is shown (99,960 is '100k', not '100.0k')
+    decimals = column_decimals([float(f"{top / size:.{TOKEN_SIGNIFICANT}g}")], TOKEN_SIGNIFICANT)
+    return [missing if v is None else fmt_fixed(v / size, decimals) + suffix for v in values]

@@ -6,6 +6,9 @@ listing and too little in one place to compare runs: the label, the times and th
 per-episode values of the primary metric are spread over the report. A summary is
 that, flat, small and stable, so that the index can keep one per run and every
 consumer (``runs list``, the leaderboard, the HTML report) reads the same numbers.
+That includes what the run's model cost (``model_tokens``, ``model_calls``, from
+``result.json``'s ``model_usage``), shown beside its score; None where no model gateway
+counted it, which is not a cost of 0.
 
 Each summary carries its run's :class:`~.verify.Verification`: whether its
 ``result.json`` agrees with the evaluator's signed events. Only a verified run ranks.
@@ -43,7 +46,7 @@ from ale_robotics.runs.verify import Verification, verify_run
 
 __all__ = ["SUMMARY_SCHEMA_VERSION", "RunState", "RunSummary", "load_summary", "summarize"]
 
-SUMMARY_SCHEMA_VERSION = 6
+SUMMARY_SCHEMA_VERSION = 7
 """Bumped whenever what a summary holds or how it is derived changes: an index holding
 summaries of another version is rebuilt (see :mod:`.index`)."""
 
@@ -160,6 +163,26 @@ class RunSummary(BaseModel):
         description="result.json against the run's signed events; None when not checked "
         "(a summary made without its trajectory), which never ranks.",
     )
+    model_calls: int | None = Field(
+        default=None,
+        description="Calls the agent's model answered, as the run's model gateway counted "
+        "them (or Inspect, for an Inspect sample: result.json's model_usage); None when "
+        "nothing counted them (no gateway): unknown, never 0.",
+    )
+    model_tokens: int | None = Field(
+        default=None,
+        description="The model's input + output tokens in the run: its cost, shown beside "
+        "its score; None as for model_calls.",
+    )
+    model_tokens_in: int | None = Field(default=None, description="Input tokens; None: uncounted.")
+    model_tokens_out: int | None = Field(
+        default=None, description="Output tokens; None: uncounted."
+    )
+    model_estimated_calls: int | None = Field(
+        default=None,
+        description="Calls whose upstream reported no usage, their tokens estimated by the "
+        "gateway (a token per 4 bytes); None: uncounted.",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -263,6 +286,7 @@ def summarize(
         "agent_cmd": report.agent_cmd,
         "inspect": report.inspect,
         "verification": verification,
+        **_model_cost(report),
     }
     if isinstance(report, StoppedRunReport):
         return RunSummary(**common, official=False, reason=report.reason)
@@ -294,6 +318,21 @@ def summarize(
         engine=result.engine.label if result is not None and result.engine is not None else "",
         reason=score.problems[0] if score.status == "no_result" and score.problems else "",
     )
+
+
+def _model_cost(report: RunReport | StoppedRunReport) -> dict[str, int | None]:
+    """The summary's model_* fields from result.json's ``model_usage`` (all None when the
+    run had none: a stopped run, or a run whose agent had no gateway)."""
+    usage = report.model_usage if isinstance(report, RunReport) else None
+    if usage is None:
+        return {}
+    return {
+        "model_calls": usage.calls,
+        "model_tokens": usage.tokens,
+        "model_tokens_in": usage.tokens_in,
+        "model_tokens_out": usage.tokens_out,
+        "model_estimated_calls": usage.estimated_calls,
+    }
 
 
 def _unit(task_id: str, metric: str) -> str:
