@@ -10,8 +10,8 @@
   ``docs/<page>.md#<anchor>`` citations in ``src/`` and ``tests/``, and nothing there cites
   the ``ARCHITECTURE.md`` that is not in the repository.
 - Every task id in inline code is a registered task.
-- ``examples/eval-set.yaml`` is a valid eval-set SPEC on current task versions, and its
-  agents' scripts exist.
+- ``examples/eval-set.yaml`` and the tour's ``examples/eval-set-tour.yaml`` are valid
+  eval-set SPECs on current task versions, and their agents' scripts exist.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 PAGES = [README, *sorted(DOCS.glob("*.md")), ROOT / "examples" / "agents" / "README.md"]
-EVAL_SET_EXAMPLE = ROOT / "examples" / "eval-set.yaml"
+EVAL_SET_EXAMPLES = [ROOT / "examples" / "eval-set.yaml", ROOT / "examples" / "eval-set-tour.yaml"]
 
 #: Flags the pages name on their own that belong to another program (an example agent, a
 #: benchmark, docker): each must occur in some file of ``CODE_DIRS``.
@@ -362,8 +362,9 @@ def test_task_ids_named_are_registered() -> None:
 # ------------------------------------------------------------ eval set --
 
 
-def test_the_eval_set_example_is_a_valid_spec() -> None:
-    spec = load_spec(EVAL_SET_EXAMPLE)
+@pytest.mark.parametrize("example", EVAL_SET_EXAMPLES, ids=lambda p: p.name)
+def test_the_eval_set_examples_are_valid_specs(example: Path) -> None:
+    spec = load_spec(example)
     for task in spec.tasks:
         assert task in _registry(), f"{task}: no such task"
         newer = _registry().superseded_by(task)
