@@ -256,7 +256,8 @@ def test_the_transcript_counts_against_the_disk_quota_and_stops_the_run(short_tm
     result = json.loads((run_dir / "result.json").read_text())
     assert result["agent_disk_quota_exceeded"] is True, proc.stdout[-2000:]
     assert "model transcript" in proc.stdout + proc.stderr
-    assert (run_dir / "model_calls.jsonl").stat().st_size <= 1024**2
+    # at most one call's record past the quota: its request was within it, its answer not
+    assert (run_dir / "model_calls.jsonl").stat().st_size <= 1024**2 + 110_000
     assert len(upstream.received) < 12
     assert result["model_usage"]["refusals"].get("quota", 0) >= 1
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import secrets
@@ -48,30 +47,32 @@ import socket
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode
+from typing import Final
 
-from aiohttp import ClientError, ClientSession, ClientTimeout, web
+from aiohttp import ClientError, ClientTimeout, web
 
 from ale_robotics.gateway.call import GatewayCall, write_chunk
-from ale_robotics.gateway.encoding import DecodeError, Decoder, decoder_for
+from ale_robotics.gateway.listing import ANTHROPIC_POSTS, OPENAI_POSTS, Listing
 from ale_robotics.gateway.protocols import (
     DEFAULT_OUTPUT_CAP,
     FREE_ENDPOINTS,
     Prepared,
-    Protocol,
     RequestError,
-    SseUsage,
-    error_body,
     estimate,
-    neutral_error_body,
     parse_body,
     prepare_request,
     protocol_of,
-    usage_from_body,
 )
 from ale_robotics.gateway.recorder import TranscriptRecorder
 from ale_robotics.gateway.tools import provider_tools
+from ale_robotics.gateway.upstream import (
+    PASSED_QUERY,
+    PASSED_REQUEST_HEADERS,
+    Upstream,
+    agent_headers,
+    error_response,
+    upstream_base,
+)
 from ale_robotics.gateway.usage import GatewayPolicy, ModelUsage, TokenLedger
 from ale_robotics.trajectory import TrajectoryWriter
 
@@ -81,6 +82,7 @@ __all__ = [
     "PASSED_QUERY",
     "PASSED_REQUEST_HEADERS",
     "ModelGateway",
+    "agent_headers",
     "upstream_base",
 ]
 
@@ -92,94 +94,11 @@ resent whole at every turn; 16 MiB holds a 200k-token context several times over
 bounds, with :data:`MAX_IN_FLIGHT`, what one agent makes the harness hold in memory."""
 MAX_IN_FLIGHT: Final = 8
 """Calls of one run handled at once; one more is answered 429 (retried by the SDKs)."""
-PASSED_QUERY: Final = {"beta": frozenset({"true"})}
-"""Query parameters passed upstream, with their allowed values (the Anthropic SDK's beta
-namespace posts to ``/v1/messages?beta=true``); every other one is dropped."""
-PASSED_REQUEST_HEADERS: Final = frozenset(
-    {
-        "accept",
-        "user-agent",
-        "anthropic-version",
-        "anthropic-beta",
-        "anthropic-dangerous-direct-browser-access",
-        "openai-beta",
-        "x-app",
-        "x-claude-code-session-id",
-        "session_id",
-        "session-id",
-        "thread-id",
-        "conversation_id",
-        "originator",
-        "version",
-        "x-client-request-id",
-        "idempotency-key",
-    }
-)
-"""Request headers of the agent passed upstream (providers use them for sessions,
-caching and their statistics), with every ``x-stainless-*`` (the official SDKs'
-description of themselves) and ``x-codex-*`` (Codex's window, turn and feature ids).
-None carries a credential: the operator's key is the gateway's to add, and no other
-header of the agent's goes upstream."""
-_PASSED_HEADER_PREFIXES: Final = ("x-stainless-", "x-codex-")
-_PASSED_RESPONSE_HEADERS: Final = (
-    "content-type",
-    "retry-after",
-    "x-should-retry",
-    "request-id",
-    "x-request-id",
-)
-_NO_RETRY: Final = {"x-should-retry": "false"}
-_DEFAULT_ANTHROPIC_VERSION: Final = "2023-06-01"
-_OPENAI_POSTS: Final = (
-    "/v1/chat/completions",
-    "/v1/completions",
-    "/v1/responses",
-    "/v1/embeddings",
-)
-_ANTHROPIC_POSTS: Final = ("/v1/messages", "/v1/messages/count_tokens")
-
-
-def upstream_base(url: str) -> str:
-    """The upstream's base URL, to which ``/v1/...`` paths are appended: ``url`` without a
-    trailing ``/`` or ``/v1`` (both ``https://host`` and ``https://host/v1`` are taken)."""
-    base = url.strip().rstrip("/")
-    if base.endswith("/v1"):
-        base = base[:-3]
-    if not base.startswith(("http://", "https://")):
-        from ale_robotics.errors import InvalidArgumentError
-
-        raise InvalidArgumentError(
-            f"--model-upstream {url!r}: an http:// or https:// URL (e.g. https://api.openai.com/v1)"
-        )
-    return base
-
-
-def _passed(name: str) -> bool:
-    return name in PASSED_REQUEST_HEADERS or name.startswith(_PASSED_HEADER_PREFIXES)
 
 
 def _prints_only_400s(request: web.Request) -> bool:
     """Is the client Codex (``originator: codex_exec``, ``codex_cli_rs``...)?"""
     return request.headers.get("originator", "").lower().startswith("codex")
-
-
-def _agent_headers(request: web.Request) -> dict[str, str]:
-    """The agent's headers, names lower-cased, the values of a repeated one joined: a
-    header sent twice is checked and forwarded whole, not one value of it."""
-    joined: dict[str, list[str]] = {}
-    for name, value in request.headers.items():
-        joined.setdefault(name.lower(), []).append(value)
-    return {name: ", ".join(values) for name, values in joined.items()}
-
-
-def _query(query_string: str) -> str:
-    """The agent's query string with only the :data:`PASSED_QUERY` parameters kept."""
-    kept = [
-        (k, v)
-        for k, v in parse_qsl(query_string, keep_blank_values=True)
-        if v in PASSED_QUERY.get(k, ())
-    ]
-    return "?" + urlencode(kept) if kept else ""
 
 
 class ModelGateway:
@@ -207,7 +126,6 @@ class ModelGateway:
         quota_bytes: int | None = None,
     ) -> None:
         self.upstream = upstream_base(upstream)
-        self._upstream_key = upstream_key
         self.policy = policy
         self.socket_path = socket_path
         self.transcript = transcript
@@ -215,6 +133,7 @@ class ModelGateway:
         self.recorder = TranscriptRecorder(transcript, trajectory)
         self.token = "ale-gw-" + secrets.token_urlsafe(32)
         """The agent's key: valid for this gateway only, so dead once the run ends."""
+        self._listing = Listing(policy, self.token)
         self.tcp_port: int | None = None
         self.quota_bytes = quota_bytes
         self.quota_reached = threading.Event()
@@ -225,11 +144,14 @@ class ModelGateway:
         self.last_refusal: tuple[float, str] | None = None
         """When the gateway last refused a call, and its message (the console shows it)."""
         self._tcp = tcp
-        self._timeout = ClientTimeout(total=None, sock_connect=30, sock_read=upstream_timeout_s)
+        self._upstream = Upstream(
+            self.upstream,
+            upstream_key,
+            ClientTimeout(total=None, sock_connect=30, sock_read=upstream_timeout_s),
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
-        self._session: ClientSession | None = None
         self._in_flight = 0
         self._settled: asyncio.Condition | None = None
 
@@ -304,15 +226,15 @@ class ModelGateway:
     async def _start(self) -> None:
         # Bodies are read by the handler itself (GatewayCall.read), under the cap.
         app = web.Application(client_max_size=MAX_BODY_BYTES + 1)
-        app.router.add_get("/v1/responses", self._websocket)
-        app.router.add_get("/v1/models", self._models)
-        app.router.add_get("/v1/models/{model:.+}", self._model)
-        for path in (*_OPENAI_POSTS, *_ANTHROPIC_POSTS):
+        listing = self._listing
+        app.router.add_get("/v1/responses", listing.websocket)
+        app.router.add_get("/v1/models", listing.models)
+        app.router.add_get("/v1/models/{model:.+}", listing.model)
+        for path in (*OPENAI_POSTS, *ANTHROPIC_POSTS):
             app.router.add_post(path, self._call)
-        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        app.router.add_route("*", "/{tail:.*}", listing.not_found)
         self._settled = asyncio.Condition()
-        # Asks for identity, and decodes an upstream that compresses anyway (.encoding).
-        self._session = ClientSession(timeout=self._timeout, auto_decompress=False)
+        await self._upstream.start()
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         self._runner = runner
@@ -329,105 +251,11 @@ class ModelGateway:
     async def _stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
-        if self._session is not None:
-            await self._session.close()
+        await self._upstream.close()
 
     # -- requests without a protocol ---------------------------------------------------------
 
-    def _key_problem(self, request: web.Request) -> str | None:
-        """Why the request's key is not this run's (None: it is)."""
-        given = request.headers.get("x-api-key", "")
-        auth = request.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            given = given or auth[7:].strip()
-        if not given:
-            return (
-                "no API key was sent: send this run's model gateway key, which the agent "
-                "has in OPENAI_API_KEY and ANTHROPIC_API_KEY"
-            )
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return (
-                "this is not the run's model gateway key (the agent has it in "
-                "OPENAI_API_KEY and ANTHROPIC_API_KEY)"
-            )
-        return None
-
-    @staticmethod
-    def _neutral(status: int, message: str, code: str) -> web.Response:
-        return web.Response(
-            status=status,
-            body=neutral_error_body(status, message, code),
-            content_type="application/json",
-            headers=_NO_RETRY,
-        )
-
-    async def _websocket(self, request: web.Request) -> web.Response:
-        """The Responses API over a WebSocket (Codex tries it first): not served. 426 is
-        the answer on which Codex falls back to HTTP at once (404 costs it seven tries,
-        7-9 s: docs/agent-software-notes.md)."""
-        return self._neutral(
-            426,
-            "the ALE model gateway serves the Responses API over HTTP only (POST "
-            "/v1/responses, streamed with server-sent events), not over a WebSocket",
-            "websocket_not_served",
-        )
-
-    async def _not_found(self, request: web.Request) -> web.Response:
-        return self._neutral(
-            404,
-            f"{request.method} {request.path} is not served by the ALE model gateway (it serves "
-            f"POST {', '.join((*_OPENAI_POSTS, *_ANTHROPIC_POSTS))} and GET /v1/models)",
-            "not_found",
-        )
-
-    async def _models(self, request: web.Request) -> web.Response:
-        problem = self._key_problem(request)
-        if problem is not None:
-            return self._neutral(401, problem, "invalid_api_key")
-        docs = [self._model_doc(m) for m in self.policy.models]
-        return web.json_response(
-            {  # OpenAI's list and Anthropic's page at once: each SDK reads its own fields
-                "object": "list",
-                "data": docs,
-                "has_more": False,
-                "first_id": self.policy.models[0],
-                "last_id": self.policy.models[-1],
-            }
-        )
-
-    async def _model(self, request: web.Request) -> web.Response:
-        problem = self._key_problem(request)
-        if problem is not None:
-            return self._neutral(401, problem, "invalid_api_key")
-        name = request.match_info["model"]
-        if not self.policy.allows(name):
-            return self._neutral(404, self.policy.refusal(name), "model_not_found")
-        return web.json_response(self._model_doc(name))
-
-    @staticmethod
-    def _model_doc(name: str) -> dict[str, Any]:
-        return {
-            "id": name,
-            "object": "model",
-            "created": 0,
-            "owned_by": "ale-robotics",
-            "type": "model",
-            "display_name": name,
-            "created_at": "1970-01-01T00:00:00Z",
-        }
-
     # -- model calls -------------------------------------------------------------------------
-
-    def _error(
-        self, protocol: Protocol, status: int, message: str, code: str, *, retry: bool = False
-    ) -> web.Response:
-        headers = {"x-should-retry": "true", "retry-after": "1"} if retry else _NO_RETRY
-        return web.Response(
-            status=status,
-            body=error_body(protocol, status, message, code),
-            content_type="application/json",
-            headers=headers,
-        )
 
     async def _call(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
@@ -437,7 +265,7 @@ class ModelGateway:
         if self._in_flight >= MAX_IN_FLIGHT:
             await call.read(request, keep=False, most=MAX_BODY_BYTES)
             response = call.refuse(
-                self._error(
+                error_response(
                     call.protocol,
                     429,
                     f"more than {MAX_IN_FLIGHT} model calls at once in this run: retry when "
@@ -458,7 +286,7 @@ class ModelGateway:
             # line for a 429 and retries other 4xx for ~15 s first): the same refusal,
             # as a 400 (docs/agent-software-notes.md).
             response = call.refuse(
-                self._error(call.protocol, 400, call.reason or "", str(call.refused)),
+                error_response(call.protocol, 400, call.reason or "", str(call.refused)),
                 call.refused,
             )
         call.latency_s = time.monotonic() - started
@@ -483,7 +311,7 @@ class ModelGateway:
         await call.read(request, keep=True, most=MAX_BODY_BYTES)
         if call.too_large:
             return call.refuse(
-                self._error(
+                error_response(
                     protocol,
                     413,
                     f"the request body is over the model gateway's {MAX_BODY_BYTES // 1024**2} "
@@ -492,12 +320,12 @@ class ModelGateway:
                 ),
                 "too_large",
             )
-        problem = self._key_problem(request)
+        problem = self._listing.key_problem(request)
         if problem is not None:
-            return call.refuse(self._error(protocol, 401, problem, "invalid_api_key"), "auth")
+            return call.refuse(error_response(protocol, 401, problem, "invalid_api_key"), "auth")
         if self._over_quota(len(call.request)):
             return call.refuse(
-                self._error(
+                error_response(
                     protocol,
                     507,
                     "the run's disk quota is used (the model transcript counts against it): "
@@ -518,7 +346,7 @@ class ModelGateway:
                 call.request if prepared.body is None else json.dumps(prepared.body).encode("utf-8")
             )
             del checked, prepared  # the parsed body is not held while the call is in flight
-            return await self._forward(request, call, data)
+            return await self._upstream.forward(request, call, data)
         finally:
             await self._settle(call, reservation)
 
@@ -545,21 +373,21 @@ class ModelGateway:
         try:
             body = parse_body(call.request)
         except RequestError as exc:
-            return call.refuse(self._error(protocol, 400, str(exc), "bad_request"), "bad_request")
+            return call.refuse(
+                error_response(protocol, 400, str(exc), "bad_request"), "bad_request"
+            )
         model = body.get("model")
         call.model = model if isinstance(model, str) else None
         call.stream = body.get("stream") is True
         if not self.policy.allows(call.model):
             return call.refuse(
-                self._error(protocol, 403, self.policy.refusal(call.model), "model_not_allowed"),
+                error_response(protocol, 403, self.policy.refusal(call.model), "model_not_allowed"),
                 "model",
             )
-        use = provider_tools(
-            call.endpoint, body, _agent_headers(request), self.policy.allowed_tools
-        )
+        use = provider_tools(call.endpoint, body, agent_headers(request), self.policy.allowed_tools)
         if use is not None:
             return call.refuse(
-                self._error(protocol, 400, use.message(), "provider_tool_not_allowed"), "tool"
+                error_response(protocol, 400, use.message(), "provider_tool_not_allowed"), "tool"
             )
         budget = self.policy.budget_tokens
         try:
@@ -567,7 +395,9 @@ class ModelGateway:
                 call.endpoint, body, output_cap=None if budget is None else DEFAULT_OUTPUT_CAP
             )
         except RequestError as exc:
-            return call.refuse(self._error(protocol, 400, str(exc), "bad_request"), "bad_request")
+            return call.refuse(
+                error_response(protocol, 400, str(exc), "bad_request"), "bad_request"
+            )
         if budget is None or prepared.free:
             return prepared, 0
         if not prepared.bounded_input or prepared.max_output is None:
@@ -584,7 +414,7 @@ class ModelGateway:
         if admission == "go":
             return None
         return call.refuse(
-            self._error(
+            error_response(
                 call.protocol,
                 429,
                 self.policy.budget_message(self.ledger.used()),
@@ -617,113 +447,3 @@ class ModelGateway:
                 counted=counted,
             )
             self._settled.notify_all()
-
-    def _upstream_headers(self, request: web.Request, protocol: Protocol) -> dict[str, str]:
-        headers = {k: v for k, v in _agent_headers(request).items() if _passed(k)}
-        headers["content-type"] = "application/json"
-        headers["accept-encoding"] = "identity"
-        if protocol == "anthropic":
-            headers.setdefault("anthropic-version", _DEFAULT_ANTHROPIC_VERSION)
-            if self._upstream_key:
-                headers["x-api-key"] = self._upstream_key
-        elif self._upstream_key:
-            headers["authorization"] = f"Bearer {self._upstream_key}"
-        return headers
-
-    def _upstream_error(self, call: GatewayCall, message: str) -> web.Response:
-        return call.refuse(self._error(call.protocol, 502, message, "upstream_error"), "upstream")
-
-    async def _forward(
-        self, request: web.Request, call: GatewayCall, data: bytes
-    ) -> web.StreamResponse:
-        assert self._session is not None
-        url = self.upstream + call.endpoint + _query(request.query_string)
-        try:
-            upstream = await self._session.post(
-                url,
-                data=data,
-                headers=self._upstream_headers(request, call.protocol),
-                allow_redirects=False,
-            )
-        except (ClientError, TimeoutError, OSError) as exc:
-            return self._upstream_error(
-                call, f"the model upstream could not be reached ({type(exc).__name__})"
-            )
-        async with upstream:
-            if 300 <= upstream.status < 400:
-                return self._upstream_error(
-                    call,
-                    f"the model upstream answered {upstream.status} (a redirect), which the "
-                    "gateway does not follow: the operator must give --model-upstream the "
-                    "final URL",
-                )
-            call.reached = True  # it answered: whatever it did for the call is counted
-            try:
-                decoder = decoder_for(upstream.headers.get("content-encoding", ""))
-            except DecodeError as exc:
-                return self._upstream_error(
-                    call,
-                    f"the model upstream answered in {exc}, which the gateway cannot decode "
-                    "(it asks for identity)",
-                )
-            headers = {
-                k: v for k in _PASSED_RESPONSE_HEADERS if (v := upstream.headers.get(k)) is not None
-            }
-            call.status = upstream.status
-            try:
-                if upstream.headers.get("content-type", "").startswith("text/event-stream"):
-                    call.stream = True
-                    return await self._stream(request, call, upstream.content, headers, decoder)
-                body = await upstream.read()
-                if decoder is not None:
-                    call.response = body  # what it sent, if it does not decode
-                    body = decoder.feed(body) + decoder.end()
-            except (ClientError, TimeoutError, OSError) as exc:
-                return self._upstream_error(
-                    call, f"the model upstream's answer broke off ({type(exc).__name__})"
-                )
-            except DecodeError as exc:
-                return self._upstream_error(call, f"the model upstream answered a {exc}")
-            call.response = body
-            call.count = usage_from_body(call.protocol, body, call.endpoint)
-            return web.Response(status=upstream.status, body=body, headers=headers)
-
-    async def _stream(
-        self,
-        request: web.Request,
-        call: GatewayCall,
-        content: Any,
-        headers: dict[str, str],
-        decoder: Decoder | None,
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(status=call.status, headers=headers)
-        sse = SseUsage(call.protocol)
-        chunks: list[bytes] = []
-        await response.prepare(request)
-        client_gone = False
-        try:
-            async for raw in content.iter_any():
-                chunk = raw if decoder is None else decoder.feed(raw)
-                if not chunk:
-                    continue
-                # Each chunk is passed on when the next one arrives: the last one (the end
-                # of the stream, which an SDK stops reading at) only once the call is
-                # recorded.
-                if chunks and not client_gone:
-                    client_gone = not await write_chunk(response, chunks[-1])
-                chunks.append(chunk)
-                sse.feed(chunk)
-            if decoder is not None and (tail := decoder.end()):
-                chunks.append(tail)
-                sse.feed(tail)
-        except (ClientError, TimeoutError, OSError, DecodeError) as exc:
-            logger.info(
-                "the model upstream's stream broke off (%s) after %d chunks", exc, len(chunks)
-            )
-        sse.close()
-        call.response = b"".join(chunks)
-        call.count = sse.count
-        if not client_gone:
-            call.open_stream = response
-            call.held = chunks[-1] if chunks else b""
-        return response
