@@ -2,14 +2,20 @@
 
 One gateway per run, run by the harness (trusted side). The agent sees the variables the
 official SDKs read (``OPENAI_BASE_URL``, ``OPENAI_API_KEY``, ``ANTHROPIC_BASE_URL``,
-``ANTHROPIC_API_KEY``) and ``ALE_MODEL``; the key is the run's own and dies with it, the
-operator's upstream key never enters the sandbox. The gateway enforces the model
-allow-list and the token budget and records every call as evidence.
+``ANTHROPIC_API_KEY``, ``CODEX_API_KEY``) and ``ALE_MODEL``; the key is the run's own and
+dies with it, the operator's upstream key never enters the sandbox. The gateway enforces
+the model allow-list, the token budget and the offline rule (no provider-side tools), and
+records every call as evidence.
 
-* :mod:`.usage`     the policy (allowed models, token budget) and the run's account
+* :mod:`.usage`     the policy (allowed models, token budget, tools) and the run's account,
+                    with the reservations that keep calls made at once within the budget
 * :mod:`.protocols` what is read from and written in the OpenAI and Anthropic protocols
+* :mod:`.tools`     the provider-side tools a request asks for (refused unless allowed)
 * :mod:`.recorder`  ``model_calls.jsonl`` and the ``model_call`` trajectory events
-* :mod:`.server`    the HTTP gateway on a Unix socket (aiohttp), forwarding to the upstream
+* :mod:`.server`    the HTTP gateway on a Unix socket (aiohttp): whether a call goes
+* :mod:`.upstream`  what goes to the upstream and what comes back (allow-lists, redirects)
+* :mod:`.encoding`  answers the upstream compressed anyway, decoded
+* :mod:`.listing`   what is answered without the upstream (models, unknown paths, the key)
 * :mod:`.call`      what one request turned into, as the server fills it in for the recorder
 * :mod:`.relay`     the sandbox's loopback port relayed to that socket (standard library)
 
