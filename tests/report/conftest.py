@@ -17,7 +17,10 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 if str(Path(__file__).parents[1] / "runs") not in sys.path:
     sys.path.insert(0, str(Path(__file__).parents[1] / "runs"))
+if str(Path(__file__).parents[1] / "gateway") not in sys.path:  # the scripted upstream
+    sys.path.insert(0, str(Path(__file__).parents[1] / "gateway"))
 
+from cost_helpers import cost_runs
 from report_helpers import (
     HOPPER,
     HOSTILE,
@@ -97,5 +100,16 @@ def set_runs() -> Iterator[Runs]:
         assert sorted(dirs) == ["td3/rep0", "td3/rep1", "zero/rep0", "zero/rep1"], dirs
         forge(dirs["zero/rep1"], dirs["td3/rep0"], 1.5 * 982.02)
         yield Runs(root, {**dirs, "forged": dirs["zero/rep1"]})
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def model_cost_runs() -> Iterator[Path]:
+    """A real eval set of two agents reaching their model through each run's gateway and
+    a run without one (``cost_helpers.cost_runs``, ~45 s): the runs root."""
+    base = Path(tempfile.mkdtemp(prefix="ale-cost-"))
+    try:
+        yield cost_runs(base)
     finally:
         shutil.rmtree(base, ignore_errors=True)

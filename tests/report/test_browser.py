@@ -11,6 +11,7 @@ the test's tmp dir and to /tmp/ale-report-screenshots/ for a person to look at.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import select
@@ -306,6 +307,11 @@ def test_eval_set_page_reads_at_desktop_and_phone_width(
         assert page.locator("#unverified-count").inner_text() == "1"
         images = _loaded_images(page)
         assert len(images) == 3 and all(w > 0 for w in images.values()), images
+        # issue 45: no run of this set had a model gateway: no cost plot, and the page says why
+        assert "score_vs_tokens.png" not in " ".join(images)
+        why = page.locator("#no-cost-plot")
+        assert why.is_visible() and "none ran with a model gateway" in why.inner_text()
+        assert page.locator("table.cost").count() == 0
         for img in page.locator("#plots img").all():
             box = img.bounding_box()
             assert box is not None and box["x"] + box["width"] <= width
@@ -462,3 +468,104 @@ def test_eval_set_plots_read_at_their_width(
             assert natural > 0 and right <= width, (src, natural, shown, right)
             if width >= 1280:
                 assert shown / natural >= 2 / 3, (src, natural, shown)
+
+
+# ----------------------------------------------- issue 45: the model's cost beside the score --
+
+
+@pytest.fixture(scope="module")
+def cost_viewer(model_cost_runs: Path) -> Iterator[Viewer]:
+    with _view(model_cost_runs) as running:
+        yield running
+
+
+def _summaries(root: Path) -> dict[str, list[dict[str, object]]]:
+    """The runs under ``root`` by label, as ``runs list --json`` gives them."""
+    from runs_helpers import cli
+
+    r = cli("runs", "list", str(root), "--json")
+    assert r.returncode == 0, r.stderr
+    found: dict[str, list[dict[str, object]]] = {}
+    for s in json.loads(r.stdout)["runs"]:
+        found.setdefault(str(s["label"]), []).append(s)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS, ids=["desktop", "phone"])
+def test_the_index_shows_tokens_and_calls_beside_each_score(
+    browser: Browser, cost_viewer: Viewer, model_cost_runs: Path, tmp_path: Path, width: int
+) -> None:
+    """The leaderboard has the best run's model tokens and calls beside its score, All
+    runs each run's, '—' (never 0) for the run without a gateway; the eval set's row has
+    each agent's tokens per run; every table fits at 1280 and 390 px."""
+    from cost_helpers import CALLS, TOKENS
+
+    by_label = _summaries(model_cost_runs)
+    with _open(browser, cost_viewer, {"width": width, "height": 900}) as page:
+        page.goto(cost_viewer.url)
+        for table in ("table.leaderboard", "table.runs", "table.sets"):
+            _fits(page, table)
+        board = page.locator("table.leaderboard tr.leader")
+        labels = board.locator("td.label").all_inner_texts()
+        assert sorted(labels) == ["chatty", "plain", "terse"]
+        tokens = _on_screen(page, "table.leaderboard td.tokens", width)
+        calls = _on_screen(page, "table.leaderboard td.calls", width)
+        for label, t, c in zip(labels, tokens, calls, strict=True):
+            if label == "plain":
+                assert (t, c) == ("—", "—")
+            else:
+                assert (t, c) == (str(TOKENS[label]), str(CALLS[label])), label
+        assert "not 0" in page.locator("#cost-note").inner_text()
+        for label, runs in by_label.items():
+            expected = "—" if label == "plain" else f"{TOKENS[label]} tokens {CALLS[label]} calls"
+            for s in runs:
+                link = page.locator(f"a:text-is('{s['run_id']}')")
+                row = page.locator("table.runs tr.run", has=link)
+                use = " ".join(row.locator("td.model-use").inner_text().split())
+                assert use == expected, (label, use)
+        _on_screen(page, "table.runs td.model-use", width)
+        per_run = page.locator("table.sets .tokens-per-run").all_inner_texts()
+        assert per_run == ["480 model tokens per run", "2880 model tokens per run"], per_run
+        _shot(page, tmp_path, f"index-cost-{width}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", WIDTHS, ids=["desktop", "phone"])
+def test_the_eval_set_page_draws_score_against_tokens_with_its_frontier(
+    browser: Browser, cost_viewer: Viewer, tmp_path: Path, width: int
+) -> None:
+    """The set's page: each agent's mean score, tokens and calls per run with their
+    intervals, which agent is on the Pareto frontier (terse: the same score for fewer
+    tokens) and which is dominated, and the score-vs-tokens plot, within the screen."""
+    from cost_helpers import COST_SET
+
+    with _open(browser, cost_viewer, {"width": width, "height": 900}) as page:
+        page.goto(f"{cost_viewer.url}sets/{COST_SET}.html")
+        for table in ("table.cost", "table.per-task", "table.runs", "table.across"):
+            _fits(page, table)
+        rows = {
+            label: page.locator(f'table.cost tr.agent-cost[data-label="{label}"]')
+            for label in ("terse", "chatty")
+        }
+        assert _on_screen(page, 'tr.agent-cost[data-label="terse"] td.tokens', width) == [
+            "480 [480, 480]"
+        ]
+        assert _on_screen(page, 'tr.agent-cost[data-label="chatty"] td.tokens', width) == [
+            "2880 [2880, 2880]"
+        ]
+        assert rows["terse"].locator("td.calls").inner_text() == "4.0"
+        assert rows["chatty"].locator("td.calls").inner_text() == "6.0"
+        assert rows["terse"].locator("td.pareto").inner_text() == "on it"
+        assert rows["chatty"].locator("td.pareto").inner_text() == "dominated"
+        assert page.locator("#frontier .frontier-label").all_inner_texts() == ["terse"]
+        assert page.locator("#no-cost-plot").count() == 0
+        assert page.locator("table.per-task td.tokens").all_inner_texts() == ["480", "2880"]
+        assert sorted(page.locator("table.runs td.tokens").all_inner_texts()) == [
+            "2880", "2880", "480", "480"
+        ]  # fmt: skip
+        plot = page.locator('#plots img[data-plot="score_vs_tokens.png"]')
+        assert plot.count() == 1
+        natural, right = plot.evaluate("e => [e.naturalWidth, e.getBoundingClientRect().right]")
+        assert natural > 0 and right <= width
+        _shot(page, tmp_path, f"set-cost-{width}")

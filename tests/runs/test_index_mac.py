@@ -109,6 +109,26 @@ def test_runs_show_reads_a_forged_row_again(forged_root: Path) -> None:
     assert FORGED_LABEL not in table.stdout and str(FORGED_SCORE) not in table.stdout
 
 
+def test_json_documents_and_runs_show_warn_that_the_index_was_edited(forged_root: Path) -> None:
+    """The warning goes to stderr with --json too (stdout stays one document), and in
+    'runs show', which looks the run up in the index: a reader of a document or of one run
+    learns the index was edited as a reader of the tables does."""
+    for args in (
+        ("runs", "list", str(forged_root), "--json"),
+        ("leaderboard", str(forged_root), "--json"),
+        ("runs", "show", "beta-1", "--root", str(forged_root), "--json"),
+        ("runs", "show", "beta-1", "--root", str(forged_root)),
+    ):
+        _forge_row(forged_root)  # each listing signs the row again: forge it each time
+        r = cli(*args)
+        assert r.returncode == 0, (args, r.stderr)
+        warning = " ".join(r.stderr.split())
+        assert "warning:" in warning and "was edited outside ale-robotics" in warning, args
+        assert "verified again from their files: beta-1" in warning, args
+        if "--json" in args:
+            json.loads(r.stdout)  # the document alone on stdout
+
+
 def test_the_report_never_shows_a_forged_row(forged_root: Path, tmp_path: Path) -> None:
     out = tmp_path / "site"
     r = cli("report", str(forged_root), "--out", str(out))

@@ -57,8 +57,9 @@ def report(
     ] = Path("report"),
 ) -> None:
     """Write the runs as a static HTML site: the leaderboard, every run and every eval
-    set, one page each; a run whose result.json disagrees with its signed events is
-    marked UNVERIFIED and never ranked.
+    set, one page each, the model's tokens and calls beside each score (where the run's
+    model gateway counted them); a run whose result.json disagrees with its signed
+    events is marked UNVERIFIED and never ranked.
 
     The site is self-contained (its stylesheet and plots are copied in;
     nothing is fetched when it is viewed): open DIR/index.html, or serve

@@ -7,7 +7,10 @@ leaderboard, the eval sets and every run (``index.html``), one page per run
 is not comparable about it, the per-episode outcomes and plots, the trajectory as a
 timeline with each event's signature status and the verifier's verdict, and the end
 of the agent's log; and one page per eval set (``sets/<page>.html``, :mod:`.sets`)
-with its per-task and across-task statistics, intervals, plots and runs.
+with its per-task and across-task statistics, intervals, plots and runs. Wherever a
+score is listed, the model's tokens and calls go beside it (what the run's model
+gateway counted; '—' for a run without one, never 0), and a set's page draws its
+agents' mean score against their tokens per run with the Pareto frontier.
 
 A run whose ``result.json`` disagrees with its signed events (:mod:`ale_robotics.runs.
 verify`) is marked UNVERIFIED wherever it appears, never ranks and is left out of its
