@@ -31,6 +31,8 @@ from scripted_upstream import COPY_CHECKPOINT, DONE, UPSTREAM_KEY, ScriptedUpstr
 TASK = "td3-inverted-pendulum-v2"
 COST_SET = "costs"
 """The eval set :func:`cost_runs` runs."""
+EVAL_SET_OUTPUT = "eval-set.txt"
+"""Beside the runs root: what ``eval-set`` printed on stdout (its tables)."""
 AGENT = f"{sys.executable} examples/agents/llm_agent.py"
 CALLS = {"terse": 4, "chatty": 6}
 TOKENS = {"terse": 4 * 120, "chatty": 6 * 480}
@@ -104,7 +106,7 @@ def cost_runs(base: Path) -> Path:
         )
         proc = subprocess.run(
             [*CLI, "eval-set", str(spec), "--runs-root", str(base / "runs"), "--jobs", "2"],
-            env=_env(base),
+            env={**_env(base), "COLUMNS": "80"},
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -112,6 +114,7 @@ def cost_runs(base: Path) -> Path:
             check=False,
         )
         assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-4000:])
+        (base / EVAL_SET_OUTPUT).write_text(proc.stdout)
     finally:
         upstream.stop()
     real_run(base, "plain", TASK, SUBMIT, "--label", "plain", "--no-videos")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cost_helpers import CALLS, COST_SET, TOKENS
+from cost_helpers import CALLS, COST_SET, EVAL_SET_OUTPUT, TOKENS
 from runs_helpers import cli
 
 pytestmark = pytest.mark.slow  # a real eval set of four gateway runs and a fifth run
@@ -128,3 +128,9 @@ def test_the_eval_sets_aggregate_has_tokens_per_agent_and_the_frontier(
     md = (out / "aggregate.md").read_text()
     assert "Pareto frontier (a higher mean score, fewer tokens per run): terse." in md
     assert "| chatty | 2/2 | 2880 [2880, 2880] | 6.0 |" in md
+
+    printed = (model_cost_runs.parent / EVAL_SET_OUTPUT).read_text()  # eval-set's tables
+    assert max(len(line) for line in printed.splitlines()) <= 80, printed
+    cost_table = printed[printed.index("model cost per run") :]
+    assert re.search(r"terse\s+1\.018\s+480\s+\[480, 480\]\s+4\.0\s+yes", cost_table)
+    assert re.search(r"chatty\s+1\.018\s+2880\s+\[2880, 2880\]\s+6\.0\s+no", cost_table)

@@ -45,13 +45,13 @@ _EPILOG = """Example SPEC (YAML):
 
 Runs go to RUNS_ROOT/NAME/TASK/LABEL/rep<k>/ (NAME: the SPEC's name, else its file \
 stem); the aggregate (aggregate.json, aggregate.md, interval_estimates.png, \
-per_task_iqm.png, performance_profile.png) to the SPEC's out, else \
-RUNS_ROOT/NAME/aggregate/. Running the same command again skips completed runs and \
-redoes interrupted or failed ones. Exit codes: 0 every run completed, 1 some run \
-failed (the others are aggregated) or, with --strict, some run's agent ended in error \
-without submitting, 2 a usage error (a bad SPEC, an unknown task, an agent command that \
-cannot start; nothing was started), 130 or 143 interrupted by Ctrl-C or SIGTERM (rerun \
-to resume).
+per_task_iqm.png, performance_profile.png, and score_vs_tokens.png where runs had a \
+model gateway) to the SPEC's out, else RUNS_ROOT/NAME/aggregate/. Running the same \
+command again skips completed runs and redoes interrupted or failed ones. Exit codes: \
+0 every run completed, 1 some run failed (the others are aggregated) or, with \
+--strict, some run's agent ended in error without submitting, 2 a usage error (a bad \
+SPEC, an unknown task, an agent command that cannot start; nothing was started), 130 \
+or 143 interrupted by Ctrl-C or SIGTERM (rerun to resume).
 """
 
 
@@ -169,8 +169,41 @@ def _print_tables(agg: EvalSetAggregate) -> None:
     for a in agg.agents:
         t.add_row(a.label, str(a.runs_per_task), *_ci(a.iqm), *_ci(a.optimality_gap))
     out.print(t)
+    _print_cost(agg, pct)
     for note in [*agg.notes, *(f"{a.label}: {a.note}" for a in agg.agents if a.note)]:
         out.print(f"note: {note}", highlight=False, markup=False)  # wrapped to the width
+
+
+def _print_cost(agg: EvalSetAggregate, pct: str) -> None:
+    """The model's cost beside the score (issue 45): each agent's mean tokens and calls per
+    run and whether it is on the score-vs-tokens Pareto frontier; nothing for a set none
+    of whose runs had a model gateway (aggregate.md and the report say why)."""
+    from ale_robotics.evalset.render import tokens_text
+
+    if not any(c.runs_counted for c in agg.cost):
+        return
+    t = Table(
+        title="model cost per run (frontier: no agent scores higher on fewer tokens)",
+        box=box.SIMPLE_HEAD,
+        title_justify="left",
+        title_style="bold",
+    )
+    t.add_column("agent", overflow="fold", min_width=8)
+    t.add_column("mean", justify="right", no_wrap=True)
+    t.add_column("tokens", justify="right", no_wrap=True)
+    t.add_column(f"{pct} CI", no_wrap=True)
+    t.add_column("calls", justify="right", no_wrap=True)
+    t.add_column("frontier", no_wrap=True)
+    for c in agg.cost:
+        score = "-" if c.score is None else f"{c.score.value:.3f}"
+        tokens, ci = "-", ""
+        if c.tokens is not None:
+            tokens = tokens_text(c.tokens.value)
+            ci = f"[{tokens_text(c.tokens.low)}, {tokens_text(c.tokens.high)}]"
+        calls = "-" if c.calls is None else f"{c.calls:.1f}"
+        frontier = {True: "yes", False: "no", None: "-"}[c.pareto]
+        t.add_row(c.label, score, tokens, ci, calls, frontier)
+    out.print(t)
 
 
 def _runs_json(outcome: SetOutcome) -> list[dict[str, Any]]:
