@@ -50,3 +50,43 @@ def test_wait_still_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(client, "status", lambda job_id="": _status("RUNNING"))
     with pytest.raises(TimeoutError, match="still RUNNING after 3s"):
         client.wait("job-1", timeout_s=3.0)
+
+
+def test_a_poll_past_its_deadline_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The harness froze the agent while a host-timed job ran (a ROS graph's): the poll the
+    freeze caught comes back past its deadline, and the next one finds the job done."""
+    from ale_robotics.errors import DeadlineExceededError
+
+    monkeypatch.setattr(sdk.time, "sleep", lambda s: None)
+    answers: list[object] = [
+        _status("RUNNING"),
+        DeadlineExceededError("Deadline Exceeded"),
+        _status("SUCCEEDED"),
+    ]
+
+    def status(job_id: str = "") -> JobStatus:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        assert isinstance(answer, JobStatus)
+        return answer
+
+    client = AleClient.__new__(AleClient)
+    monkeypatch.setattr(client, "status", status)
+    assert client.wait("job-1").state == "SUCCEEDED"
+
+
+def test_an_evaluator_that_never_answers_still_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ale_robotics.errors import DeadlineExceededError
+
+    calls = []
+
+    def status(job_id: str = "") -> JobStatus:
+        calls.append(job_id)
+        raise DeadlineExceededError("Deadline Exceeded")
+
+    client = AleClient.__new__(AleClient)
+    monkeypatch.setattr(client, "status", status)
+    with pytest.raises(DeadlineExceededError):
+        client.wait("job-1")
+    assert len(calls) == sdk.LATE_POLLS + 1
