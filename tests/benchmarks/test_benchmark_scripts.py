@@ -266,3 +266,23 @@ def test_cold_run_times_both_executors_from_their_trajectories() -> None:
         data["ray"]["wall_s"] / data["local"]["wall_s"]
     )
     assert "ray / local: whole run" in out
+
+
+@pytest.mark.slow  # two training loops on three envs each, one a real evaluator: ~40 s
+def test_one_env_training_runs_td3_and_ppo_on_every_env_kind() -> None:
+    out, data = _run("one_env_training.py", "--quick")
+    rows = {(r["algo"], r["side"]): r for r in data["rows"]}
+    assert set(rows) == {(a, s) for a in ("td3", "ppo") for s in ("local", "shm", "stream")}
+    for (algo, side), row in rows.items():
+        assert row["steps"] == (20 if algo == "td3" else 256)  # 2 rounds of 10 / of 128
+        assert row["steps_per_s_min"] <= row["steps_per_s"] <= row["steps_per_s_max"]
+        assert len(row["vs_local_per_round"]) == 2 and row["vs_local"] > 0
+        assert 0 < row["env_share"] < 1 and row["agent_cpu_us_per_step"] > 0
+        if side == "local":
+            assert row["vs_local"] == 1.0 and row["cpu_vs_local"] == 1.0
+        elif algo == "ppo":  # the evaluator's process stepped the env (TD3's 10-step slices
+            # are too short for /proc's 10 ms ticks)
+            evaluator_us = row["evaluator_cpu_us_per_step"]
+            assert evaluator_us > rows[(algo, "local")]["evaluator_cpu_us_per_step"]
+        assert f"{algo:<4} {side:<6}" in out
+    assert len(data["loadavg"]) == 2 * 3  # before each round and after the last, per loop
