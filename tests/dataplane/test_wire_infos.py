@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ale_robotics.dataplane.wire_infos import InfoOverflow, read_infos, write_infos
+from ale_robotics.dataplane import wire_infos
+from ale_robotics.dataplane.wire_infos import InfoOverflow, _write_general, read_infos, write_infos
 from ale_robotics.infos import decode_infos, encode_infos
 
 
@@ -111,3 +112,51 @@ def test_infos_past_the_area_are_refused_before_anything_is_written() -> None:
         write_infos(area, [{"big": np.zeros(100)}])
     assert caught.value.needed > 256 and caught.value.capacity == 256
     assert bytes(area[:4]) == b"keep"
+
+
+_SHAPES = (
+    # a Hopper step's infos, its reset's, a bare {} (an idle eval env), another kind of key
+    lambda r: {
+        "x_position": np.float64(r.normal()),
+        "z_distance_from_origin": np.float64(r.normal()),
+        "x_velocity": np.float64(r.normal()),
+        "reward_ctrl": np.float32(r.normal()),
+        "reward_survive": float(r.integers(2)),
+    },
+    lambda r: {"x_position": np.float64(r.normal()), "z_distance_from_origin": np.float64(0.5)},
+    lambda r: {},
+    lambda r: {"success": bool(r.integers(2)), "steps": int(r.integers(-5, 5))},
+    lambda r: {"z_distance_from_origin": np.float64(r.normal()), "x_position": np.float64(1)},
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, len(_SHAPES) - 1), min_size=1, max_size=70), st.integers(0, 99))
+def test_infos_of_several_shapes_pack_to_the_general_ways_bytes(
+    shapes: list[int], seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    infos = [_SHAPES[k](rng) for k in shapes]
+    fast, general = memoryview(bytearray(1 << 14)), memoryview(bytearray(1 << 14))
+    used = write_infos(fast, infos)
+    assert used == _write_general(general, infos)
+    assert bytes(fast[:used]) == bytes(general[:used])
+
+
+def test_a_step_with_restarted_envs_takes_the_packing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step infos beside reset infos and {} (a Step in which episodes restarted) never reach
+    the general way's per-env walk."""
+    rng = np.random.default_rng(0)
+    infos = [_SHAPES[k](rng) for k in [1, 0, 0, 2, 0, 1, 0, 0]]
+
+    def walked(*_: Any) -> Any:
+        raise AssertionError("the general way")
+
+    monkeypatch.setattr(wire_infos, "info_columns", walked)
+    area = memoryview(bytearray(1 << 12))
+    write_infos(area, infos)
+    got = read_infos(area, len(infos)).per_env()
+    assert all(_same(a, b) for a, b in zip(got, infos, strict=True))
+    # a key of two types between shapes goes the general way (which refuses here)
+    with pytest.raises(AssertionError, match="general way"):
+        write_infos(area, [{"x_position": 1.0}, {"x_position": np.float64(2)}, {}])
