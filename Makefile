@@ -7,7 +7,7 @@ STAMP := $(VENV)/.ale-installed
 SRC_DIRS := src tests benchmarks examples scripts
 
 .PHONY: venv demo test test-slow lint typecheck unit bench proto clean sandbox-deps postgres-deps \
-	browser-deps docker-deps images bench-peers engines agent-tools
+	browser-deps docker-deps images bench-peers engines agent-tools ros-engine
 
 $(STAMP): pyproject.toml constraints/dev.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -93,6 +93,14 @@ images: venv docker-deps
 ENGINES ?=
 engines: venv
 	$(BIN)/ale-robotics engines install $(ENGINES)
+
+# The ros engine (docs/ros.md), which `make engines` builds too: Debian's ROS 1 from apt (as
+# root: ros-core, python3-rospy, python3-roslaunch, python3-std-msgs, rosout), then a venv of
+# Debian's /usr/bin/python3 with the pins of constraints/engine-ros.txt, opened to its
+# site-packages; its warm-up runs one graph episode. Its tests: ALE_REQUIRE_ROS=1 .venv/bin/pytest
+# tests/rollouts/ros (-m 'slow' for the runs end to end).
+ros-engine: venv
+	$(BIN)/ale-robotics engines install ros
 
 demo: venv sandbox-deps
 	$(BIN)/ale-robotics run td3-inverted-pendulum-v2 \
