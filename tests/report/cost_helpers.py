@@ -113,7 +113,11 @@ def cost_runs(base: Path) -> Path:
             timeout=900,
             check=False,
         )
-        assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-4000:])
+        logs = {
+            str(log.relative_to(base)): log.read_text(errors="replace")[-2000:]
+            for log in sorted((base / "runs" / COST_SET).rglob("rep*.log"))
+        }
+        assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-4000:], logs)
         (base / EVAL_SET_OUTPUT).write_text(proc.stdout)
     finally:
         upstream.stop()

@@ -280,7 +280,7 @@ def test_the_timeline_is_in_time_order_and_says_where_the_chain_differs(
     agent_exited, appended as it happened, before the evaluator's signed events of the
     seconds before, appended when the harness read them). The timeline shows the events in
     time order: 'since start' never decreases, every event once, seq kept."""
-    from ale_robotics.report.pages import timeline
+    from ale_robotics.report.timeline import timeline
 
     for name in ("alpha", "walker"):
         report = load_run_report(real_runs.dirs[name] / "result.json")

@@ -6,7 +6,8 @@ place: tables that fit 80 columns and never cut a run id (what a user copies int
 next command), labels and task ids broken only between their words (after ``_``, ``-``,
 ``.`` or ``+``) when they do not fit, one number format per column (:mod:`ale_robotics.
 runs.numbers`), messages wrapped at the terminal's width, unverified runs marked, times
-in UTC.
+in UTC, and the model's tokens and calls beside the score where a gateway counted them
+(:mod:`.runs_cost`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ale_robotics.cli.app import console, out
+from ale_robotics.cli.runs_cost import COST_HEADER, cost_cells, cost_note, cost_width, model_text
 from ale_robotics.model.video import VIDEOS_DIR, VideoIndex
 from ale_robotics.runs import Comparison, LeaderRow, RunIndex, RunSummary, spread
 from ale_robotics.runs.compare import SCORE_DECIMALS, SIGNIFICANT, diff_text, fmt_fixed
@@ -111,42 +113,6 @@ def _score(s: RunSummary) -> str:
     return "unscored" if s.score is None else f"{s.score:.{SCORE_DECIMALS}f}"
 
 
-_COST_HEADER = "tokens/\ncalls"
-"""The cost column's header: two lines ('tokens/', 'calls') over cells like '48.2k/12'."""
-
-
-def _say_cost(whose: str) -> None:
-    """What the cost column holds (said under a table that has one)."""
-    _say(
-        f"tokens/calls: the model's input + output tokens of {whose} and its model calls, "
-        "as the run's model gateway counted them ('-': the run had no gateway, nothing "
-        "counted)"
-    )
-
-
-def _cost_cells(rows: Sequence[RunSummary | LeaderRow]) -> list[str]:
-    """Each row's model cost beside its score, 'TOKENS/CALLS' ('48.2k/12'), the tokens in
-    one format for the column (:func:`~ale_robotics.runs.numbers.fmt_tokens`) and
-    aligned on the '/'; '-' for a run that no gateway counted (never 0). Empty when no
-    row has a count: then the table has no such column and keeps its room. One column,
-    not two, so that a label keeps room for its longest word at 80 columns."""
-    if all(r.model_tokens is None for r in rows):
-        return []
-    tokens = fmt_tokens([r.model_tokens for r in rows], missing="")
-    calls = fmt_column([r.model_calls for r in rows], missing="")
-    tokens_w = max(map(len, tokens))
-    calls_w = max(map(len, calls))
-    return [
-        f"{t:>{tokens_w}}/{c:<{calls_w}}" if t else f"{'-':>{tokens_w}}{'':<{calls_w + 1}}"
-        for t, c in zip(tokens, calls, strict=True)
-    ]
-
-
-def _cost_width(cells: list[str]) -> tuple[int, ...]:
-    """The cost column's width for :func:`_room` (none without the column)."""
-    return (max(len("tokens/"), *map(len, cells)),) if cells else ()
-
-
 def _kind(s: RunSummary) -> Text:
     return Text("UNVERIFIED", style="bold red") if s.kind == "unverified" else Text(s.kind)
 
@@ -227,22 +193,22 @@ def print_run_list(
         header, year = _started_header([s.started_at for s in group])
         started = [_when(s.started_at, year=year) for s in group]
         scores = [_score(s) for s in group]
-        cost = _cost_cells(group)  # model tokens and calls: only where some run has them
+        cost = cost_cells(group)  # model tokens and calls: only where some run has them
         score_w = max(len("score"), *map(len, scores))
         kind_w = max(len("kind"), *(len(s.kind) for s in group))
         label_w = max(len("label"), *(len(s.label) for s in group))
         when_w = max(len(header), *map(len, started))
-        room = _room(widest, score_w, *_cost_width(cost), kind_w, when_w)
+        room = _room(widest, score_w, *cost_width(cost), kind_w, when_w)
         if label_w > room:  # the time goes under the date before a label is broken
             when_w = max(len(w) for w in (*header.split(), *" ".join(started).split()))
-            room = _room(widest, score_w, *_cost_width(cost), kind_w, when_w)
+            room = _room(widest, score_w, *cost_width(cost), kind_w, when_w)
         label_w = max(len("label"), min(label_w, room))
         table.add_column("run", no_wrap=True, min_width=widest)
         table.add_column("label", no_wrap=True, width=label_w)
         table.add_column(header, width=when_w)
         table.add_column("score", justify="right", no_wrap=True)
         if cost:
-            table.add_column(Text(_COST_HEADER), width=_cost_width(cost)[0], no_wrap=True)
+            table.add_column(Text(COST_HEADER), width=cost_width(cost)[0], no_wrap=True)
         table.add_column("kind", no_wrap=True)
         for i, (s, when, score) in enumerate(zip(group, started, scores, strict=True)):
             table.add_row(
@@ -250,7 +216,7 @@ def print_run_list(
             )
         out.print(table)
     if any(s.model_tokens is not None for s in runs):
-        _say_cost("the run")
+        _say(cost_note("the run"))
     _say_unverified(runs)
     _say(
         "times are UTC; a run ranks only when the evaluator measured what it was given "
@@ -275,7 +241,7 @@ def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None =
         ("kind", f"{s.kind} ({ranked})"),
         ("verified", _verified_text(s)),
         ("score", s.score_line or f"none: {s.reason}"),
-        ("model", _model_text(s)),
+        ("model", model_text(s)),
         *([("eval set", f"{place.set_name}, repetition {place.rep}")] if place else []),
         ("started", f"{_when(s.started_at)} UTC"),
         ("wall", f"{s.wall_s:.1f} s"),
@@ -314,24 +280,6 @@ def print_run(s: RunSummary, place: SetPlace | None, videos: VideoIndex | None =
             mark = " (primary)" if name == s.primary_metric else ""
             metrics.add_row(Text(name + mark), fmt_significant(measured))
         out.print(metrics)
-
-
-def _model_text(s: RunSummary) -> str:
-    """What the run's model cost: its calls and tokens, or why nothing says (never 0)."""
-    if s.model_calls is None or s.model_tokens is None:
-        if s.state != "completed":
-            return "not recorded: the run stopped before its result"
-        return "none counted: the run had no model gateway"
-    calls = f"{s.model_calls:,} call{'s' if s.model_calls != 1 else ''}"
-    split = ""
-    if s.model_tokens_in is not None and s.model_tokens_out is not None:
-        split = f" ({s.model_tokens_in:,} in, {s.model_tokens_out:,} out)"
-    estimated = (
-        f"; {s.model_estimated_calls} call(s) estimated (no usage reported upstream)"
-        if s.model_estimated_calls
-        else ""
-    )
-    return f"{calls}, {s.model_tokens:,} tokens{split}{estimated}"
 
 
 def _videos_text(s: RunSummary, index: VideoIndex) -> str:
@@ -465,11 +413,11 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
         scores = [f"{r.score:.{SCORE_DECIMALS}f}" for r in group]
         counts = [str(r.runs) for r in group]
         dates = [_when(r.started_at, date_only=True) for r in group]
-        cost = _cost_cells(group)  # the best run's model tokens and calls, where counted
+        cost = cost_cells(group)  # the best run's model tokens and calls, where counted
         room = _room(
             max(1, *map(len, ranks)),
             max(len("score"), *map(len, scores)),
-            *_cost_width(cost),
+            *cost_width(cost),
             max(len("runs"), *map(len, counts)),
             widest,
             max(len("started"), *map(len, dates)),
@@ -479,7 +427,7 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
         table.add_column("label", no_wrap=True, width=label_w)
         table.add_column("score", justify="right", no_wrap=True)
         if cost:
-            table.add_column(Text(_COST_HEADER), width=_cost_width(cost)[0], no_wrap=True)
+            table.add_column(Text(COST_HEADER), width=cost_width(cost)[0], no_wrap=True)
         table.add_column("runs", justify="right", no_wrap=True)
         table.add_column("best run", no_wrap=True, min_width=widest)
         table.add_column("started", no_wrap=True)
@@ -497,7 +445,7 @@ def print_leaderboard(rows: list[LeaderRow], left_out: list[RunSummary], root: P
             )
         out.print(table)
     if any(r.model_tokens is not None for r in rows):
-        _say_cost("the best run")
+        _say(cost_note("the best run"))
     if left_out:
         n = len(left_out)
         _say(

@@ -238,6 +238,7 @@ def _cell(task: str, label: str, spec: SetGrid, runs: Sequence[ScoredRun]) -> Ce
             matrix, ("mean", "iqm"), reps=b.reps, confidence=b.confidence, seed=b.seed
         )
         mean, iqm = _interval(points, cis, 0), _interval(points, cis, 1)
+    counted = [r.tokens for r in scored if r.tokens is not None]  # by a model gateway
     return CellAggregate(
         task_id=task,
         label=label,
@@ -252,12 +253,8 @@ def _cell(task: str, label: str, spec: SetGrid, runs: Sequence[ScoredRun]) -> Ce
         mean=mean,
         iqm=iqm,
         tokens=[r.tokens for r in scored],
-        mean_tokens=_mean([r.tokens for r in scored if r.tokens is not None]),
+        mean_tokens=sum(counted) / len(counted) if counted else None,
     )
-
-
-def _mean(values: Sequence[int]) -> float | None:
-    return sum(values) / len(values) if values else None
 
 
 def _agent_matrix(

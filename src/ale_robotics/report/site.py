@@ -61,8 +61,6 @@ from ale_robotics.report.pages import (
     learning_curve_table,
     log_tail,
     run_facts,
-    signature_text,
-    timeline,
     visible,
 )
 from ale_robotics.report.sets import (
@@ -74,6 +72,7 @@ from ale_robotics.report.sets import (
     group_sets,
     set_view,
 )
+from ale_robotics.report.timeline import signature_text, timeline
 from ale_robotics.report.transcript import transcript_view, usage_view
 from ale_robotics.report.videos import video_view
 from ale_robotics.runs.index import LeaderRow, RunIndex, RunSummary, leaderboard
@@ -254,6 +253,15 @@ def _staging(out: Path) -> Iterator[Path]:
             shutil.rmtree(stage, ignore_errors=True)
 
 
+def _copy_assets(stage: Path) -> None:
+    """The stylesheet and the icon, into the site (nothing is fetched when it is viewed)."""
+    assets = stage / "assets"
+    assets.mkdir()
+    templates = resources.files("ale_robotics.report") / "templates"
+    for asset in ("style.css", "favicon.svg"):
+        (assets / asset).write_bytes((templates / asset).read_bytes())
+
+
 def build_site(runs_root: Path, out: Path) -> SiteBuild:
     """Write the site for the runs under ``runs_root`` into ``out`` (new, empty, or a
     site built before, which is replaced); what was written.
@@ -290,11 +298,7 @@ def build_site(runs_root: Path, out: Path) -> SiteBuild:
     }
     written: dict[str, Path] = {}
     with _staging(out) as stage:
-        assets = stage / "assets"
-        assets.mkdir()
-        templates = resources.files("ale_robotics.report") / "templates"
-        for asset in ("style.css", "favicon.svg"):
-            (assets / asset).write_bytes((templates / asset).read_bytes())
+        _copy_assets(stage)
         (stage / "runs").mkdir()
         run_template = env.get_template("run.html.j2")
         for summary in runs:
