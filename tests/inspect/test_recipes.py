@@ -96,6 +96,7 @@ def test_the_react_recipe_against_a_scripted_openai_upstream_scores_1018(tmp_pat
     )
     [run] = json.loads(listed.stdout)["runs"]
     assert run["run_id"] == report.run_id and round(run["score"], 3) == 1.018
+    assert (run["model_calls"], run["model_tokens"]) == (2, 2280)  # Inspect's count, listed
 
 
 def test_the_recipe_is_the_command_the_readme_gives() -> None:
