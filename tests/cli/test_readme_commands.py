@@ -51,6 +51,12 @@ OTHER_PROGRAMS_FLAGS = {
     "--check-seed",
     "--seed",
     "--timesteps",
+    "--chat",  # examples/agents/openai_agents_sdk.py
+    "--dangerously-skip-permissions",  # Claude Code (examples/agents/claude_code.sh)
+    "--dangerously-bypass-approvals-and-sandbox",  # Codex (examples/agents/codex_cli.sh)
+    "--disable",
+    "--disable-userns",  # bwrap (the agent sandbox)
+    "--ipc",  # docker create --ipc private (the container sandbox)
 }
 CODE_DIRS = ("src", "examples", "benchmarks", "deploy")
 
