@@ -70,6 +70,20 @@ class Engine(abc.ABC):
     a system's own (Debian's ``/usr/bin/python3``, for which its packages are built);
     None: found by version (:mod:`.pythons`)."""
 
+    omitted_requirements: ClassVar[frozenset[str]] = frozenset()
+    """Distributions that the pinned ones declare as requirements but the engine leaves out
+    on purpose (normalized names): what the kind's code path never imports, measured, so
+    that a lean engine need not install a framework's every extra (Isaac Lab declares open3d,
+    transformers, Isaac Sim's client...). The build's ``pip check`` allows exactly these to
+    be missing; any other complaint still fails it. Empty by default: every requirement
+    pinned."""
+
+    agent_trains_with: ClassVar[bool] = False
+    """Whether an agent of the kind's tasks trains with the engine's packages (Isaac Lab's
+    env, RSL-RL): the run's sandbox then shows the built engine read-only and names its
+    Python in ``ALE_ENGINE_PYTHON`` (:func:`.usage.agent_engine`). Never for a task whose
+    simulator runs only in the evaluator."""
+
     system_site_packages: ClassVar[bool] = False
     """Open the venv to the interpreter's system site-packages once its pins are installed
     and checked (what apt installed imports behind the pins, :mod:`.system`)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ale_robotics.client.sdk import AleClient, JobStatus
+from ale_robotics.engines.usage import AGENT_PYTHON_VAR, agent_engine
 from ale_robotics.errors import FailedPreconditionError, NotFoundError
 from ale_robotics.evaluator.results.metrics import HOST_TIMED
 from ale_robotics.harness.agent_access import AgentAccess
@@ -205,6 +206,7 @@ def run_agent(
     scratch.mkdir()
     home = scratch / AGENT_HOME  # its software's settings and caches: in its disk quota
     home.mkdir(mode=0o700)
+    engine = agent_engine(ctx.task)  # Isaac Lab's, to train with: read-only
     launch = AgentLaunch(
         run_id=ctx.run_id,
         task_id=ctx.task.id,
@@ -223,10 +225,12 @@ def run_agent(
             **agent_env_pairs(opts),
             **run_env(opts),
             **(access.env if access is not None else {}),
+            **({AGENT_PYTHON_VAR: str(engine.python)} if engine is not None else {}),
         },
         extra_rw=(access.socket_dir,) if access is not None else (),
         wrap=access.wrap if access is not None else None,
         tools=opts.agent_tools,
+        shown=engine.paths if engine is not None else (),
         home=home,
     )
     log_path = ctx.run_dir / "agent.log"

@@ -126,6 +126,10 @@ class AgentLaunch:
     tools: tuple[Path, ...] = ()
     """Directories of agent software (``--agent-tools``), shown read-only at their own
     path, each one's ``bin/`` (else itself) first on ``PATH``."""
+    shown: tuple[Path, ...] = ()
+    """More host directories shown read-only at their own path and put on no ``PATH``: an
+    engine environment the agent trains with (its build and its interpreter's
+    installation). Host sandboxes only; an agent image has its own software."""
     home: Path | None = None
     """The agent's ``HOME``: a writable directory of its own inside the scratch directory
     (so what its software keeps there counts against the disk quota); None: ``/tmp``."""

@@ -90,7 +90,7 @@ class PaperRef(_Strict):
 
 
 class SimulatorSpec(_Strict):
-    name: Literal["mujoco", "pybullet", "dm_control"]
+    name: Literal["mujoco", "pybullet", "dm_control", "isaaclab"]
     package: str = Field(description="Python distribution whose version is recorded in results.")
 
 

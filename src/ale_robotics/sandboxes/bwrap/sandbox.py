@@ -97,10 +97,11 @@ class BwrapSandbox(Sandbox):
             )
         sock = Path(launch.endpoint.removeprefix("unix://"))
         workspace = launch.workspace
-        shown = shown_trees(workspace, extra_ro=launch.tools)  # what is hidden in them too
+        ro = [*launch.tools, *launch.shown]
+        shown = shown_trees(workspace, extra_ro=ro)  # what is hidden in them too
         # The task packet is bound read-only after the covers (it lies in the run's own,
         # hidden, directory): the innermost mount at its path.
-        extra_ro = [*launch.tools, *([launch.task_dir] if launch.task_dir is not None else [])]
+        extra_ro = [*ro, *([launch.task_dir] if launch.task_dir is not None else [])]
 
         def plan(hide: list[Path]) -> list[Mount]:
             return sandbox_mounts(
