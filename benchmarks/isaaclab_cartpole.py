@@ -14,8 +14,9 @@ the seconds to create the env, env-steps/s, the peak resident set, the first env
 No network: the USD assets Isaac Lab fetches from NVIDIA's asset server at run time come from
 the ``isaaclab`` kind's ``src/ale_robotics/rollouts/isaaclab/assets`` (``ISAACSIM_ASSET_ROOT``),
 authored for the project: a cartpole with Isaac Lab's joint names (``slider_to_cart``,
-``cart_to_pole``; an 8 m rail, a 1 kg cart, a 1 m pole of 1 kg, sizes from Newton's cartpole example: not NVIDIA's ``cartpole.usd``, which
-is not redistributed here, so its physics is not that task's) and a collision plane. Every
+``cart_to_pole``; an 8 m rail, a 1 kg cart, a 1 m pole of 1 kg, sizes from Newton's cartpole
+example: not NVIDIA's ``cartpole.usd``, which is not redistributed here, so its physics is
+not that task's) and a collision plane. Every
 ``socket.connect`` and every name lookup of a host other than this one's is recorded and
 refused; the run fails (exit 1) if anything tried.
 Warp compiles its kernels on the first run (minutes on a CPU), cached in ``~/.cache/warp``
