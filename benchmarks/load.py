@@ -69,11 +69,17 @@ def _tree_rss_mb(pid: int) -> float:
     return total / 1024
 
 
-def _wait_for(path: Path, timeout: float = 60.0) -> None:
+def _wait_for(path: Path, server: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Until the evaluator made ``path``; an evaluator that exited says so with its output
+    (a busy host only makes the wait longer: ``timeout`` is generous)."""
     t0 = time.monotonic()
     while not path.exists():
+        if server.poll() is not None:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"the evaluator exited ({server.returncode}) before {path}:\n{tail}")
         if time.monotonic() - t0 > timeout:
-            raise SystemExit(f"evaluator did not create {path} within {timeout:.0f}s")
+            tail = log.read_text(errors="replace")[-3000:]
+            raise SystemExit(f"evaluator did not create {path} within {timeout:.0f}s:\n{tail}")
         time.sleep(0.1)
 
 
@@ -88,6 +94,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ale-load-"))
     state, volume = tmp / "state", tmp / "vol"
     volume.mkdir()
+    log = tmp / "evaluator.log"
+    log_fh = log.open("wb")
     server = subprocess.Popen(
         [
             sys.executable,
@@ -108,8 +116,8 @@ def main() -> None:
             "--workers",
             "1",
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        stdout=log_fh,
+        stderr=subprocess.STDOUT,
     )
     calls: Counter[str] = Counter()
     failures: Counter[str] = Counter()
@@ -119,8 +127,8 @@ def main() -> None:
     stop = threading.Event()
     rss: list[float] = []
     try:
-        _wait_for(state / "harness.token")
-        _wait_for(tmp / "a" / "agent.sock")
+        _wait_for(state / "harness.token", server, log, timeout=120)
+        _wait_for(tmp / "a" / "agent.sock", server, log, timeout=120)
         time.sleep(0.5)
         endpoint = f"unix://{tmp}/a/agent.sock"
         # A shared evaluator: every simulated agent is a run of its own, opened on the
@@ -221,6 +229,7 @@ def main() -> None:
         stop.set()
         server.terminate()
         server.wait(timeout=30)
+        log_fh.close()
         shutil.rmtree(tmp, ignore_errors=True)  # the state dir holds the secret and keys
 
     lat = np.array(latencies) * 1000 if latencies else np.zeros(1)

@@ -24,6 +24,7 @@ from matplotlib.text import Text
 
 from ale_robotics.evaluator.results.metrics import METRICS, compute
 from ale_robotics.harness.plots.episodes import (
+    NOT_PER_EPISODE,
     PER_EPISODE,
     EpisodePlot,
     episode_plot,
@@ -95,7 +96,7 @@ def hlines(fig: Figure) -> dict[str, float]:
 def test_every_metric_has_a_per_episode_value_but_the_spread() -> None:
     """A new metric in metrics.py must be given its per-episode value here (or be drawn as
     the return, saying so)."""
-    assert set(METRICS) - set(PER_EPISODE) == {"std_return"}
+    assert set(METRICS) - set(PER_EPISODE) == NOT_PER_EPISODE
     assert set(PER_EPISODE) <= set(METRICS)
 
 
@@ -390,3 +391,26 @@ def test_plot_episodes_keeps_its_old_call_and_takes_the_task(tmp_path: Path) -> 
     for name in ("a.png", "b.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(b"\x89PNG") and len(data) > 10_000
+
+
+def test_control_loop_metrics_per_episode_average_to_the_evaluators() -> None:
+    """The ros kind's timing metrics are means of one value per episode; the held commands'
+    rate is pooled over all steps (NOT_PER_EPISODE), which a mean of rates would not give."""
+    from ale_robotics.model.control_loop import ControlLoop
+
+    def loop(p50: float, p99: float, start: float, held: int) -> ControlLoop:
+        holds = ((0, held, 1),) if held else ()
+        return ControlLoop(holds, 0, held, p50, p99, p99, 0.0, start)
+
+    outcomes = [
+        EpisodeOutcome(0, 10.0, 100, False, control=loop(800.0, 2500.0, 1.5, 0)),
+        EpisodeOutcome(1, 5.0, 20, True, control=loop(1200.0, 4100.0, 2.5, 10)),
+    ]
+    expected = compute(outcomes, METRICS)
+    for name in ("command_latency_p50_ms", "command_latency_p99_ms", "graph_start_s"):
+        fn = PER_EPISODE[name][0]
+        values = [fn(o) for o in outcomes]
+        assert expected[name] == pytest.approx(sum(float(v or 0) for v in values) / 2), name
+    assert expected["command_latency_p50_ms"] == pytest.approx(1.0)
+    held_mean_of_rates = (0 / 100 + 10 / 20) / 2
+    assert expected["held_command_rate"] == pytest.approx(10 / 120) != held_mean_of_rates

@@ -185,10 +185,20 @@ def test_a_signal_stops_serve_quietly_while_a_job_runs(
     _until("the second job to run", second_running)
     workers = _workers(ev.proc.pid)
     assert workers
-    os.killpg(ev.proc.pid, sig)  # as a terminal's Ctrl-C does: the whole process group
-    _until("the drain to start", lambda: "draining:" in ev.output())
-    os.killpg(ev.proc.pid, sig)  # the second signal: stop at once, the job not waited for
-    assert ev.proc.wait(timeout=30) == 0, ev.output()
+    # Frozen, so that the job is still under way at the second signal however fast this host
+    # rolls a pendulum out (it used to finish during the drain): the stop SIGKILLs workers,
+    # which ends stopped processes too.
+    for pid in workers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        os.killpg(ev.proc.pid, sig)  # as a terminal's Ctrl-C does: the whole process group
+        _until("the drain to start", lambda: "draining:" in ev.output())
+        os.killpg(ev.proc.pid, sig)  # the second signal: stop at once, the job not waited for
+        assert ev.proc.wait(timeout=30) == 0, ev.output()
+    finally:
+        for pid in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
     assert "drain cut short by a second signal" in ev.output()
 
     out = ev.output()

@@ -46,6 +46,9 @@ SIMULATOR_PACKAGES: dict[str, tuple[str, ...]] = {
         "pybullet_robots",
         "pybullet_examples",
     ),
+    # Isaac Lab lives in its engine's environment alone (docs/engines.md), never in this one,
+    # and its tasks' agents train with that engine: nothing here to hide.
+    "isaaclab": (),
 }
 """Top-level packages hidden from the agent of a task whose simulator runs only in the
 evaluator, by the task's ``simulator.name``: the simulator and every package that embeds

@@ -81,6 +81,7 @@ def write(p):
         return False
 out["wrote_submission"] = write(os.path.join(os.environ["ALE_SUBMISSION_DIR"], "note.txt"))
 out["wrote_cwd"] = write("cwd-note.txt")
+out["wrote_home"] = write(os.path.join(os.environ["HOME"], ".probe-rc"))
 out["wrote_tmp"] = write("/tmp/ale-probe-x")
 out["wrote_workspace"] = write(os.path.join(os.environ["ALE_WORKSPACE"], "planted.py"))
 out["wrote_etc"] = write("/etc/planted")
@@ -156,7 +157,8 @@ def test_the_agent_container_is_offline_blind_capped_and_reaches_the_evaluator(
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = _probe(run_dir / "agent.log")
     assert (out["uid"], out["gid"]) == (65534, 65534)  # not root
-    assert out["cwd"] == "/scratch" and out["home"] == "/tmp"
+    # HOME is the scratch's home/ (agent software keeps its config there, within the quota)
+    assert out["cwd"] == "/scratch" and out["home"] == "/scratch/home" and out["wrote_home"]
     # No network: only a loopback of its own; the host's TCP port and abstract socket
     # (per network namespace) are unreachable, and so is the harness's socket.
     assert out["interfaces"] == ["lo"]
@@ -173,7 +175,8 @@ def test_the_agent_container_is_offline_blind_capped_and_reaches_the_evaluator(
     assert not Path("/tmp/ale-probe-x").exists()
     for name in ("wrote_workspace", "wrote_etc", "wrote_venv", "wrote_socket_dir"):
         assert out[name] is False, (name, out)
-    assert out["socket_dir"] == ["agent.sock"]  # the agent socket's directory, nothing else
+    # the agent socket's directory: the socket and its shared-memory data plane's, nothing else
+    assert out["socket_dir"] == ["agent.sock", "agent.sock.data"]
     assert isinstance(out["tmp_bytes"], int) and out["tmp_bytes"] <= 2 * 1024**3
     assert out["nested_userns"] is False
     # The limits, as the kernel applies them to the container.

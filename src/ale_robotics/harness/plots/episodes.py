@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
+    "NOT_PER_EPISODE",
     "PER_EPISODE",
     "EpisodePlot",
     "Series",
@@ -52,6 +53,11 @@ def _flag(value: bool | None) -> float | None:
     return None if value is None else float(value)
 
 
+def _control_ms(o: EpisodeOutcome, field: str) -> float | None:
+    value = None if o.control is None else getattr(o.control, field)
+    return None if value is None else float(value) / 1000.0
+
+
 PER_EPISODE: dict[str, tuple[PerEpisodeFn, str, bool]] = {
     "mean_return": (lambda o: o.ret, "return", False),
     "mean_cost": (lambda o: -o.ret, "cost (= −return)", False),
@@ -65,6 +71,21 @@ PER_EPISODE: dict[str, tuple[PerEpisodeFn, str, bool]] = {
         "wall-clock planning time [{unit}]",
         False,
     ),
+    "command_latency_p50_ms": (
+        lambda o: _control_ms(o, "latency_p50_us"),
+        "median command latency [{unit}]",
+        False,
+    ),
+    "command_latency_p99_ms": (
+        lambda o: _control_ms(o, "latency_p99_us"),
+        "p99 command latency [{unit}]",
+        False,
+    ),
+    "graph_start_s": (
+        lambda o: None if o.control is None else o.control.graph_start_s,
+        "graph start [{unit}]",
+        False,
+    ),
 }
 """Metric name -> (one episode's value, its axis label, whether it is 0/1).
 
@@ -74,6 +95,11 @@ one value per episode, and this table names that value, so that the bars average
 to the evaluator's number (the tests check it against :func:`.metrics.compute`
 for every name). A primary metric missing here is drawn as the return, saying so.
 """
+
+NOT_PER_EPISODE = frozenset({"std_return", "held_command_rate"})
+"""The metrics that are no mean of one value per episode: the spread of the returns, and the
+held commands' share of all control steps (pooled over the episodes, so a long episode
+weighs more than a short one)."""
 
 
 @dataclass(frozen=True)
@@ -321,17 +347,7 @@ def episodes_figure(plot: EpisodePlot) -> Figure:
             handles.append(
                 Patch(facecolor=ok, alpha=0.6, hatch="////", edgecolor="white", label="abandoned")
             )
-        if plot.measured is not None:
-            label = f"measured {plot.metric} {plot.measured:.4g}"
-            handles.append(ax.axhline(plot.measured, color="#dd8452", lw=2, label=label))
-        if plot.target is not None:
-            label = f"paper {plot.metric} {plot.target:g}"
-            handles.append(ax.axhline(plot.target, color="#1f7a1f", lw=2, ls="--", label=label))
-        if plot.floor is not None:
-            how = "zero weights" if plot.floor_policy == "zero_output" else "null action"
-            label = f"floor {plot.floor:.4g} (doing nothing: {how})"
-            floor_line = ax.axhline(plot.floor, color="#222222", lw=1.8, ls=":", label=label)
-            handles.append(floor_line)
+        handles += _reference_lines(ax, plot)
         if plot.binary:
             ax.set_ylim(-0.04, 1.08)
             ax.set_yticks([0, 0.5, 1])
@@ -369,6 +385,22 @@ def episodes_figure(plot: EpisodePlot) -> Figure:
             frameon=False,
         )
         return fig
+
+
+def _reference_lines(ax: Axes, plot: EpisodePlot) -> list[Artist]:
+    """The measured value, the paper's and the floor across the bars, for the legend."""
+    lines: list[Artist] = []
+    if plot.measured is not None:
+        label = f"measured {plot.metric} {plot.measured:.4g}"
+        lines.append(ax.axhline(plot.measured, color="#dd8452", lw=2, label=label))
+    if plot.target is not None:
+        label = f"paper {plot.metric} {plot.target:g}"
+        lines.append(ax.axhline(plot.target, color="#1f7a1f", lw=2, ls="--", label=label))
+    if plot.floor is not None:
+        how = "zero weights" if plot.floor_policy == "zero_output" else "null action"
+        label = f"floor {plot.floor:.4g} (doing nothing: {how})"
+        lines.append(ax.axhline(plot.floor, color="#222222", lw=1.8, ls=":", label=label))
+    return lines
 
 
 def _style(ax: Axes, ylabel: str) -> None:
