@@ -83,3 +83,31 @@ def evaluator(short_tmp: Path, registry: Registry) -> Iterator[RunningEvaluator]
         yield running
     finally:
         running.stop(grace=0.5)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` (make test) as pytest-xdist means it, under pytest 9.
+
+    xdist 3.8 names an ``xdist_group`` test's group by appending ``@group`` to
+    ``item._nodeid``, which pytest 9 no longer reads (a node's id is ``item._id``): the
+    groups were silently ignored and a grouped module's tests spread over both workers
+    (tests/hardening/test_fuzz_protocol.py's last test then saw none of the fuzzers' codes
+    of the other worker). Done here the way pytest 9 stores it, on the workers of a
+    loadgroup run only; an id that does not come out with its suffix fails the run, so a
+    later pytest or xdist that changes this again cannot split the groups unnoticed.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+             for m in item.iter_markers("xdist_group")}
+        )  # fmt: skip
+        if not names or "@" in item.nodeid:
+            continue
+        wanted = f"{item.nodeid}@{'_'.join(names)}"
+        item._id = coerce_node_id(wanted)  # type: ignore[attr-defined]
+        assert item.nodeid == wanted, f"cannot group {item.nodeid} for xdist (loadgroup)"

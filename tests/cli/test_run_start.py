@@ -118,7 +118,7 @@ main()
 """
 
 
-@pytest.mark.parametrize("module", ["typer", "pydantic", "ale_robotics.harness.option_flags"])
+@pytest.mark.parametrize("module", ["typer", "pydantic", "ale_robotics.harness.options.flags"])
 def test_ctrl_c_while_the_command_line_loads(tmp_path: Path, module: str) -> None:
     """Before any handler of the run's is installed: Python's KeyboardInterrupt, cutting an
     import short (a traceback of it, before)."""

@@ -14,7 +14,7 @@ from gateway_helpers import MODEL, Start
 from scripted_upstream import UPSTREAM_KEY, Turn
 
 from ale_robotics.gateway import relay
-from ale_robotics.harness.model_gateway import UPSTREAM_KEY_ENV, ModelSettings, model_gateway
+from ale_robotics.harness.agent.model_gateway import UPSTREAM_KEY_ENV, ModelSettings, model_gateway
 from ale_robotics.trajectory import TrajectoryWriter
 
 AGENT = textwrap.dedent(

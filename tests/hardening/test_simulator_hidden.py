@@ -21,7 +21,7 @@ from typing import get_args
 import pytest
 
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.harness.hidden_modules import (
+from ale_robotics.harness.agent.hidden_modules import (
     SIMULATOR_PACKAGES,
     module_path,
     sandbox_hidden_paths,

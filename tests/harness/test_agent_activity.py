@@ -25,7 +25,7 @@ import pytest
 from ale_robotics.client import AleClient, RemoteEnv
 from ale_robotics.errors import PermissionDeniedError
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
-from ale_robotics.harness.agent_activity import LastLine
+from ale_robotics.harness.agent.activity import LastLine
 from ale_robotics.v1 import ale_env_pb2 as pb
 
 CLI = [sys.executable, "-m", "ale_robotics"]

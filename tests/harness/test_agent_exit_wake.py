@@ -1,6 +1,6 @@
 """The agent phase goes on the moment the agent exits, and still stops at once on a signal.
 
-The supervisor's loop sleeps between passes; :func:`agent_proc._exit_event` wakes it when
+The supervisor's loop sleeps between passes; :func:`.supervisor._exit_event` wakes it when
 the agent's process exits (a pidfd, which reaps nothing: ``Popen.poll`` still gets the
 exit status), and :meth:`StopRequest.sleep` wakes on that event or on a stop request.
 """
@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from ale_robotics.harness.agent_proc import _exit_event
+from ale_robotics.harness.agent.supervisor import _exit_event
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
 
 pidfd = pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="no pidfds here")

@@ -17,7 +17,7 @@ from ale_robotics.client.tls import ClientTls
 from ale_robotics.errors import UnavailableError
 from ale_robotics.evaluator import EvaluatorConfig, RunningEvaluator, serve
 from ale_robotics.evaluator.server.tls import ServerTls
-from ale_robotics.harness.evaluator_relay import EvaluatorRelay, Upstream
+from ale_robotics.harness.remote.relay import EvaluatorRelay, Upstream
 from ale_robotics.tasks import Registry
 
 TASK_ID = "td3-inverted-pendulum-v1"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ale_robotics.harness.hidden_modules import module_path, sandbox_hidden_paths
+from ale_robotics.harness.agent.hidden_modules import module_path, sandbox_hidden_paths
 from ale_robotics.sandboxes.bwrap.command import bwrap_command, sandbox_available
 from ale_robotics.tasks import TaskSpec, default_registry
 

@@ -342,7 +342,7 @@ def test_no_cgroup_mount_is_unavailable_with_the_reason() -> None:
 
 
 def test_the_task_budget_sets_limits_and_the_command_line_overrides_them() -> None:
-    from ale_robotics.harness.agent_proc import agent_limits as _agent_limits
+    from ale_robotics.harness.agent.proc import agent_limits as _agent_limits
     from ale_robotics.harness.run import RunOptions
     from ale_robotics.sandboxes.cgroups import Limits
     from ale_robotics.tasks.manifest import ComputeBudget, ManifestEntry
@@ -392,7 +392,7 @@ def _until_cpu(cg: Any, at_least: float, timeout_s: float = 60.0) -> None:
 def test_a_run_cgroup_counts_freezes_kills_and_goes(version: Literal[1, 2]) -> None:
     """Both hierarchies where this host has them (a hybrid host: v1 controllers, and a v2
     hierarchy without controllers, which still counts CPU time, freezes and kills)."""
-    from ale_robotics.harness.agent_io import limited_argv
+    from ale_robotics.harness.agent.io import limited_argv
     from ale_robotics.sandboxes.cgroup_setup import create_run_cgroup
     from ale_robotics.sandboxes.cgroups import Limits
 

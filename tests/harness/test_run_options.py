@@ -14,13 +14,13 @@ from ale_robotics.cli.main import app
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evalset import EvalSetRunner, load_spec, plan_slots
 from ale_robotics.evalset.runner import agent_seed
-from ale_robotics.harness.option_flags import (
+from ale_robotics.harness.options import MIB, RunOptions, RunSettings, flag_of
+from ale_robotics.harness.options.flags import (
     command_fields,
     flag_args,
     from_command_line,
     parse_flags,
 )
-from ale_robotics.harness.options import MIB, RunOptions, RunSettings, flag_of
 
 TASK = "td3-inverted-pendulum-v2"
 PROGRAM_SET = {"run_id", "runs_root", "job_timeout_s"}

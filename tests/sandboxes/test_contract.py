@@ -1,7 +1,7 @@
 """The sandbox contract: one suite, run against every sandbox installed (and available here).
 
 Every :class:`~ale_robotics.sandboxes.Sandbox` the registry knows is driven the way the
-harness drives it (:func:`ale_robotics.harness.agent_proc.run_agent`): ``prepare`` a
+harness drives it (:func:`ale_robotics.harness.agent.proc.run_agent`): ``prepare`` a
 launch, start the command it wraps with its environment, ``attach``, wait, ``kill_all``,
 ``close``, the exit code through it, ``check_started``. A probe agent (``python -c``,
 so that it runs the same on the host and in an image) reports what it sees; what it
@@ -27,7 +27,7 @@ import pytest
 from docker_support import AGENT_IMAGE, need_docker
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.harness.agent_io import limited_argv
+from ale_robotics.harness.agent.io import limited_argv
 from ale_robotics.harness.options import RunOptions
 from ale_robotics.harness.preflight import check_agent_command
 from ale_robotics.sandboxes import (

@@ -7,7 +7,7 @@ few seconds instead, and at once when the phase or the job's state changes.
 
 While the agent runs, both show what it is doing: its last line of output (or the
 model gateway's last refusal), and, once it has made no model or evaluator call for
-``--agent-idle-s``, that it is idle (:mod:`ale_robotics.harness.agent_activity`): a
+``--agent-idle-s``, that it is idle (:mod:`ale_robotics.harness.agent.activity`): a
 stuck agent is visible, not only a long one.
 """
 
@@ -27,7 +27,7 @@ from rich.progress import (
 )
 
 from ale_robotics.client.sdk import JobStatus
-from ale_robotics.harness.agent_activity import AgentActivity
+from ale_robotics.harness.agent.activity import AgentActivity
 
 __all__ = ["PlainProgress", "RichProgress", "run_progress"]
 

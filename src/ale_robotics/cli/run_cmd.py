@@ -19,7 +19,7 @@ import annotated_types
 import typer
 
 from ale_robotics.cli.app import app, console, friendly
-from ale_robotics.harness.option_flags import command_fields
+from ale_robotics.harness.options.flags import command_fields
 
 if TYPE_CHECKING:
     from ale_robotics.evaluator.execution import LocalExecutor
@@ -58,7 +58,7 @@ usage error (nothing was started), 130 or 143 interrupted by Ctrl-C or SIGTERM \
 
 
 def _parameters() -> list[inspect.Parameter]:
-    """One parameter per run option (:func:`~ale_robotics.harness.option_flags.command_fields`):
+    """One parameter per run option (:func:`~ale_robotics.harness.options.flags.command_fields`):
     the field's type in its flag's unit, its default, description as help, lower bound
     as the option's range, group as the help panel."""
     params = []
@@ -130,7 +130,7 @@ def _start(
     # evaluator) is imported after the evaluator's workers started, while they warm up
     # (see ale_robotics.harness.prestart).
     from ale_robotics.harness.host_guard import harden_harness_process
-    from ale_robotics.harness.option_flags import from_command_line
+    from ale_robotics.harness.options.flags import from_command_line
     from ale_robotics.harness.preflight import check_run
     from ale_robotics.harness.prestart import prestarted_executor
     from ale_robotics.tasks.registry import default_registry

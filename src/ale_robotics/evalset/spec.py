@@ -50,8 +50,8 @@ from pydantic import (
 )
 
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.harness.option_flags import flag_args, from_command_line, parse_flags
 from ale_robotics.harness.options import RunOptions, RunSettings, check_label, flag_of
+from ale_robotics.harness.options.flags import flag_args, from_command_line, parse_flags
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.submission.yaml_strict import Position, YamlPath, load_yaml_positions
 

@@ -21,9 +21,9 @@ from ale_robotics.engines import require_engine
 from ale_robotics.errors import InvalidArgumentError
 from ale_robotics.evaluator.state.directory import DB_NAME
 from ale_robotics.evaluator.store.sqlite import damage
-from ale_robotics.harness.agent_access import AgentAccess
+from ale_robotics.harness.agent.access import AgentAccess
 from ale_robotics.harness.options import RunOptions, default_state_dir
-from ale_robotics.harness.remote_checks import check_remote
+from ale_robotics.harness.remote.checks import check_remote
 from ale_robotics.harness.writable import check_writable, run_writes
 from ale_robotics.sandboxes import AgentCommand, Sandbox, resolve_sandbox
 from ale_robotics.sandboxes.process import tool_bins, workspace_argv

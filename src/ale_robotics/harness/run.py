@@ -7,7 +7,7 @@ result on the harness channel, scores it and writes the report. The agent never
 gets the harness token, the evaluator state dir or the result.
 
 This module drives the run; its other parts are modules of their own: the context
-every step reads (:mod:`.run_context`), a separate evaluator (:mod:`.remote_evaluator`),
+every step reads (:mod:`.run_context`), a separate evaluator (:mod:`.remote.evaluator`),
 the result awaited and scored (:mod:`.verdict`), and a run stopped without a score
 (:mod:`.stopped_run`).
 """
@@ -31,11 +31,11 @@ from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution.local import LocalExecutor
 from ale_robotics.evaluator.server.listeners import RunningEvaluator, serve
 from ale_robotics.gateway import ModelUsage
-from ale_robotics.harness.agent_access import AgentAccess
-from ale_robotics.harness.agent_options import agent_env_pairs
-from ale_robotics.harness.agent_proc import AgentRun, Progress, run_agent
+from ale_robotics.harness.agent.access import AgentAccess
+from ale_robotics.harness.agent.context import AgentRun, Progress
+from ale_robotics.harness.agent.model_gateway import ModelAccess, ModelSettings, model_gateway
+from ale_robotics.harness.agent.proc import run_agent
 from ale_robotics.harness.interrupt import RunInterrupted, StopRequest
-from ale_robotics.harness.model_gateway import ModelAccess, ModelSettings, model_gateway
 from ale_robotics.harness.options import (
     RunOptions,
     check_label,
@@ -43,9 +43,10 @@ from ale_robotics.harness.options import (
     default_state_dir,
     new_run_id,
 )
+from ale_robotics.harness.options.agent import agent_env_pairs
 from ale_robotics.harness.plots.canvas import import_matplotlib
 from ale_robotics.harness.preflight import check_run, make_run_dir
-from ale_robotics.harness.remote_evaluator import (
+from ale_robotics.harness.remote.evaluator import (
     close_remote_run_with,
     connect_remote_run,
     open_relays,

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ale_robotics.harness.agent_access import AgentAccess
-from ale_robotics.harness.agent_proc import AgentRunContext
+from ale_robotics.harness.agent.access import AgentAccess
+from ale_robotics.harness.agent.context import AgentRunContext
 from ale_robotics.tasks.registry import Registry, default_registry
 
 if TYPE_CHECKING:

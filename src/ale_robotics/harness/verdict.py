@@ -24,9 +24,10 @@ from ale_robotics.client.sdk import AleClient, poll_interval
 from ale_robotics.errors import UnavailableError
 from ale_robotics.evaluator.batch.smoke import smoke_run
 from ale_robotics.gateway import ModelUsage
-from ale_robotics.harness.agent_options import agent_env_pairs
-from ale_robotics.harness.agent_proc import AgentRun, latest_job
+from ale_robotics.harness.agent.context import AgentRun
+from ale_robotics.harness.agent.supervisor import latest_job
 from ale_robotics.harness.evidence import gate_evidence, harness_evidence
+from ale_robotics.harness.options.agent import agent_env_pairs
 from ale_robotics.harness.report import RunReport, start_report
 from ale_robotics.harness.run_context import RunContext
 from ale_robotics.model.result import EvalResult, SmokeRun

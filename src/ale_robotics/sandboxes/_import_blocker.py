@@ -4,7 +4,7 @@ Never imported on purpose: :func:`ale_robotics.sandboxes.bwrap.command.bwrap_com
 binds this file read-only over the ``__init__.py`` of a hidden package (or over
 a hidden module file), so that inside the sandbox ``import`` of that module
 fails with a message that says why, instead of silently finding an empty
-namespace package. See :mod:`ale_robotics.harness.hidden_modules`.
+namespace package. See :mod:`ale_robotics.harness.agent.hidden_modules`.
 """
 
 raise ImportError(

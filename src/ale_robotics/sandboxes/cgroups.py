@@ -9,7 +9,7 @@ count: a fork bomb stops there), and counts its CPU-seconds and peak memory for
 ``result.json``. Memory counts as the kernel charges it: the agent's tmpfs files
 (the sandbox's ``/tmp`` and ``/dev/shm``) and page cache included.
 
-**Entering before exec.** The agent's launcher (:func:`ale_robotics.harness.agent_io.limited_argv`)
+**Entering before exec.** The agent's launcher (:func:`ale_robotics.harness.agent.io.limited_argv`)
 writes its own pid into every ``cgroup.procs`` of the run, then execs bwrap or the
 agent, so whatever the agent starts is born inside: there is no window in which a
 child could be forked outside and escape. ``preexec_fn`` would do the same in the

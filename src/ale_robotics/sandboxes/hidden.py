@@ -2,7 +2,7 @@
 
 A task names modules its agent must not import (``metaworld.policies``; the simulator
 of a task whose simulator runs only in the evaluator, see
-:mod:`ale_robotics.harness.hidden_modules`). A sandbox covers each where it is
+:mod:`ale_robotics.harness.agent.hidden_modules`). A sandbox covers each where it is
 installed: a package directory with a read-only empty tmpfs holding only
 :data:`IMPORT_BLOCKER` as its ``__init__.py``, a module file with that file. The host's
 install paths are found here (:func:`install_paths`) without importing anything; the

@@ -102,7 +102,7 @@ class EnvSpec(_Strict):
         default_factory=list,
         description="Python packages or modules the agent's sandbox must not be able to "
         "import, e.g. a simulator's bundled scripted solutions ('metaworld.policies'); see "
-        "ale_robotics.harness.hidden_modules.",
+        "ale_robotics.harness.agent.hidden_modules.",
     )
 
 

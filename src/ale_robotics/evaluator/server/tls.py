@@ -12,7 +12,7 @@ non-loopback address unless the operator said ``--insecure``: a loopback address
 (127.0.0.0/8, ::1, localhost) and a Unix socket stay plaintext, since only this host
 reaches them. Unix sockets are never TLS: the agent's sandbox reaches its socket as a
 file, and the harness relays a remote evaluator's TLS channel to one (see
-:mod:`ale_robotics.harness.evaluator_relay`).
+:mod:`ale_robotics.harness.remote.relay`).
 
 The files are read and checked here with the standard library's :mod:`ssl` (a key
 that does not match its certificate, a file that is no PEM), so that a mistake is one

@@ -308,7 +308,7 @@ def bwrap_command(
     inside the read-only Python paths: each is covered, after those are mounted, by an empty
     tmpfs holding only an ``__init__.py`` that raises ``ImportError`` (a module file is
     replaced by it), so their files cannot be read either (see
-    :mod:`ale_robotics.harness.hidden_modules`). ``tmp_size_bytes`` caps each of the
+    :mod:`ale_robotics.harness.agent.hidden_modules`). ``tmp_size_bytes`` caps each of the
     RAM-backed ``/tmp`` and ``/dev/shm`` (None: no cap). Run it with the harness's curated
     environment; the sandbox sets ``TMPDIR`` to its private ``/tmp``, and ``HOME`` to
     ``home`` (a writable directory the mounts show, the agent's own in its scratch

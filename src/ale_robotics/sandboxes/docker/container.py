@@ -23,7 +23,7 @@ code) runs with
   the evaluator's state dir, the run directories, the workspace and the harness
   socket do not exist inside. The agent's code comes from the image (its working
   directory, ``/workspace`` in the base image);
-* **limits from the task's budget** (:func:`ale_robotics.harness.agent_proc.agent_limits`,
+* **limits from the task's budget** (:func:`ale_robotics.harness.agent.proc.agent_limits`,
   as under bubblewrap): ``--cpus``, ``--memory`` (= ``--memory-swap``: no swap),
   ``--pids-limit``, and ``RLIMIT_FSIZE`` (``--ulimit fsize``) at the disk quota;
 * **no log kept by the daemon** (``--log-driver none``): its output reaches the
@@ -169,7 +169,7 @@ def _bind(source: Path, target: str, *, readonly: bool = False) -> list[str]:
 class AgentContainer:
     """One run's agent container: created, then started attached; sampled; removed.
 
-    Plays the part of the run's cgroup for :mod:`ale_robotics.harness.agent_proc` (``sample``,
+    Plays the part of the run's cgroup for :mod:`ale_robotics.harness.agent.proc` (``sample``,
     ``cpu_s``, ``freeze``/``thaw``, ``kill_all``, ``close``), since Docker makes
     and owns the container's cgroup.
     """
@@ -387,7 +387,7 @@ def launch_agent_container(
     ``argv`` is the ``--agent`` command as given; the container sees the agent
     socket's directory at :data:`SOCKET_MOUNT`, so the endpoint is rewritten to it.
     ``hidden_modules`` (the task's,
-    :func:`ale_robotics.harness.hidden_modules.hidden_module_names`) are looked up in
+    :func:`ale_robotics.harness.agent.hidden_modules.hidden_module_names`) are looked up in
     the image and made unimportable there, as bubblewrap does on the host.
     ``extra_env``, ``gateway_dir`` and ``wrap``: the run's model gateway (its variables,
     its socket's directory, shown at :data:`GATEWAY_MOUNT`, and the relay around the

@@ -88,6 +88,46 @@ def _wait_connected(pubs: list[tuple[Any, int]], sub: Any, timeout: float) -> No
         time.sleep(0.005)
 
 
+def _command(commands: _Commands, step: int, replay: list[int] | None) -> tuple[int, Any]:
+    """The command this tick applies and its sequence number: the newest received, or in
+    a replay the one the recorded hold schedule names (waited for)."""
+    if replay is None:
+        with commands.cond:
+            seq = commands.newest
+            return seq, commands.values.get(seq)
+    seq = replay[step]
+    # every command up to this step's own, so that a later hold finds the one it names
+    if not commands.wait_for(step, _REPLAY_WAIT_S) or (
+        seq != NULL_COMMAND and not commands.wait_for(seq, _REPLAY_WAIT_S)
+    ):
+        raise RuntimeError(f"replay: no command for step {step} from the policy node")
+    return seq, commands.values.get(seq)
+
+
+def _loop_timing(
+    commands: _Commands,
+    published: np.ndarray,
+    loop_start: float,
+    steps: int,
+    period: float,
+    lag_max: float,
+) -> wire.LoopTiming:
+    """The episode's command latencies and lateness (late: received after the tick that
+    applies it, in a replay too, where the tick then waited for it)."""
+    with commands.cond:
+        got = commands.received_at[:steps]
+        latency = (got - published[:steps]) * 1e6
+        received = np.isfinite(latency)
+        deadline = loop_start + np.arange(1, steps + 1) * period
+        return wire.LoopTiming(
+            loop_start=loop_start,
+            received=int(received.sum()),
+            late=int(np.sum(received & (got > deadline))),
+            latency_us=[float(x) for x in latency[received]],
+            max_tick_lag_us=lag_max * 1e6,
+        )
+
+
 def run(directory: Path) -> None:
     """One episode (see the module docstring)."""
     from ale_robotics.envs.make import make_env
@@ -130,18 +170,8 @@ def run(directory: Path) -> None:
             time.sleep(tick - now)
             now = time.monotonic()
         lag_max = max(lag_max, now - tick)
-        if replay is None:
-            with commands.cond:
-                seq = commands.newest
-                value = commands.values.get(seq)
-        else:
-            seq = replay[step]
-            # every command up to this step's own, so that a later hold finds the one it names
-            if not commands.wait_for(step, _REPLAY_WAIT_S) or (
-                seq != NULL_COMMAND and not commands.wait_for(seq, _REPLAY_WAIT_S)
-            ):
-                raise RuntimeError(f"replay: no command for step {step} from the policy node")
-            value = commands.values.get(seq)
+        seq, value = _command(commands, step, replay)
+        if replay is not None:  # the tick waited for the command: applied now
             now = time.monotonic()
         action = null if value is None else value.astype(dtype)
         if not np.isfinite(action).all():
@@ -170,18 +200,7 @@ def run(directory: Path) -> None:
     # period; the rest are missing. Late: received after its deadline, the tick that
     # applies it (in a replay too, where the tick then waited for it).
     time.sleep(period)
-    with commands.cond:
-        got = commands.received_at[:step]
-        latency = (got - published[:step]) * 1e6
-        received = np.isfinite(latency)
-        deadline = loop_start + np.arange(1, step + 1) * period
-        timing = wire.LoopTiming(
-            loop_start=loop_start,
-            received=int(received.sum()),
-            late=int(np.sum(received & (got > deadline))),
-            latency_us=[float(x) for x in latency[received]],
-            max_tick_lag_us=lag_max * 1e6,
-        )
+    timing = _loop_timing(commands, published, loop_start, step, period, lag_max)
     end = {"steps": step, "terminated": terminated, "timing": timing.model_dump(mode="json")}
     if fault is not None:
         end["fault"] = fault.model_dump(mode="json")

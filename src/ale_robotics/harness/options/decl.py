@@ -1,7 +1,7 @@
 """What a run option is declared with: its :class:`Flag`, and the base of an option group.
 
 Apart from :mod:`.options` (which re-exports both) so that a group can be declared in a
-module of its own (:mod:`.video_options`) and joined to the run's options there, without
+module of its own (:mod:`.video`) and joined to the run's options there, without
 either module importing the other's half.
 """
 

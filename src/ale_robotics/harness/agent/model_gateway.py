@@ -5,7 +5,7 @@ A run gets a gateway when it is given an upstream (``run --model-upstream URL``,
 allowed models ``--model NAME`` and ``--model-budget-tokens N``, else the task's
 ``compute_budget.model_tokens``). The operator's key is read here, from the harness's
 environment (:data:`UPSTREAM_KEY_ENV`), and stays in this process: the agent's
-environment is built from a short list of variables (:func:`.agent_proc.agent_env`) plus
+environment is built from a short list of variables (:func:`.proc.run_agent`) plus
 :attr:`ModelAccess.env`, which holds only the run's own gateway key.
 
 What the agent's sandbox is given (:class:`ModelAccess`):

@@ -1,6 +1,6 @@
 """What the agent reaches of the harness through its sandbox, besides the evaluator.
 
-Apart from :mod:`.agent_proc` (which shows it to the agent) because its implementations
+Apart from :mod:`.proc` (which shows it to the agent) because its implementations
 live elsewhere: the run's model gateway (:class:`.model_gateway.ModelAccess`) and an Inspect
 sample's toolbox channel (:class:`ale_robotics.inspect.channel.ToolboxAccess`).
 """
@@ -49,7 +49,7 @@ class AgentAccess(Protocol):
 
     def last_call_unix(self) -> float:
         """When the agent last called the service (seconds since the epoch; 0.0: never):
-        a model call is activity (:mod:`.agent_activity`)."""
+        a model call is activity (:mod:`ale_robotics.harness.agent.activity`)."""
         ...
 
     def last_refusal(self) -> tuple[float, str] | None:

@@ -2,7 +2,7 @@
 
 ``--evaluator`` names the evaluator's agent listener: a Unix socket, or ``HOST:PORT``
 on TCP, or several (``A:P,B:P``: replicas, tried in order for each connection, see
-:mod:`.evaluator_relay`). A TCP evaluator needs its harness listener
+:mod:`ale_robotics.harness.remote.relay`). A TCP evaluator needs its harness listener
 (``--evaluator-harness``: two listeners, two ports, two tokens), its harness token, and
 ``--tls-ca`` unless every address is a loopback one or ``--insecure`` is given. Each
 missing piece is refused here with what to give (exit 2, nothing made), not found out
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from ale_robotics.addresses import is_loopback, split_host_port
 from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.harness.evaluator_relay import Upstream
 from ale_robotics.harness.options import RunSettings, default_state_dir
+from ale_robotics.harness.remote.relay import Upstream
 
 if TYPE_CHECKING:
     from ale_robotics.client.tls import ClientTls

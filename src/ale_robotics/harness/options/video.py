@@ -1,7 +1,7 @@
 """The run options of the evaluation videos (``--videos K``, ``--no-videos``).
 
 After the official result, the evaluator renders the run's first K hidden-seed episodes
-and the harness writes them to ``runs/<run_id>/videos/`` (:mod:`.videos`); these options
+and the harness writes them to ``runs/<run_id>/videos/`` (:mod:`..videos`); these options
 say how many, or none. An eval set's SPEC sets them for every run (``videos``,
 ``no_videos``). Without ``--videos``, the environment variable ``ALE_VIDEOS`` (a count)
 gives the default, else :data:`DEFAULT_VIDEOS`: ``ALE_VIDEOS=0`` turns them off for every
@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ale_robotics.harness.option_decl import Flag, OptionGroup
+from ale_robotics.harness.options.decl import Flag, OptionGroup
 
 __all__ = ["DEFAULT_VIDEOS", "MAX_VIDEOS", "VIDEOS_ENV", "VideoOptions", "default_videos"]
 

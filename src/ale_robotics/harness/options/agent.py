@@ -26,8 +26,8 @@ from typing import Annotated, Final
 
 from pydantic import Field, field_validator
 
-from ale_robotics.harness.agent_activity import DEFAULT_IDLE_S
-from ale_robotics.harness.option_decl import Flag, OptionGroup
+from ale_robotics.harness.agent.activity import DEFAULT_IDLE_S
+from ale_robotics.harness.options.decl import Flag, OptionGroup
 from ale_robotics.paths import state_home
 
 __all__ = ["AgentOptions", "agent_env_pairs"]

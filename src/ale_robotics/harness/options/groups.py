@@ -1,157 +1,26 @@
-"""What one ``ale-robotics run`` is asked to do, declared once: the run options.
-
-Every option of a run is one field of one group below, with its type, default,
-validation, help text (its ``description``) and command-line flag (:class:`Flag`):
-
-============================  ===========================================================
-:class:`SandboxOptions`       how the agent is confined (``--sandbox``, its image, workspace)
-:class:`ExecutorOptions`      what the embedded evaluator runs, and where (smoke episodes,
-                              workers, ``--executor``)
-:class:`LimitOptions`         the agent's budget and caps (wall clock, disk, log, CPU, memory)
-:class:`ModelOptions`         the agent's model through the run's gateway (upstream, allowed
-                              models, token budget)
-:class:`EndpointOptions`      a separate evaluator to use instead (socket, tokens, volume,
-                              state dir, an evaluator container)
-:class:`RetryOptions`         how long an evaluator gone is waited out (:mod:`.retry_options`)
-:class:`VideoOptions`         the evaluation videos (``--videos K``, ``--no-videos``), in
-                              :mod:`.video_options`
-:class:`OutputOptions`        where this run goes and what it is called (run dir, label,
-                              ``--strict``)
-============================  ===========================================================
-
-Built from it: :class:`RunOptions` (:func:`.run.run_task`'s), :class:`RunSettings` (what
-an eval set's SPEC sets for every run) and the ``run`` command's options (:mod:`.option_flags`).
-Validation is here only: each field's rule in a validator, the rules between fields in
-:meth:`RunSettings.check`; what needs the task or the disk, in :mod:`.preflight`.
-"""
+"""The run options' groups (see :mod:`ale_robotics.harness.options`): each field one option,
+with its type, default, validation, help text and flag."""
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import re
-import secrets
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
-from ale_robotics.errors import InvalidArgumentError
-from ale_robotics.harness.agent_options import AgentOptions
-from ale_robotics.harness.option_decl import Flag, OptionGroup
-from ale_robotics.harness.retry_options import RetryOptions
-from ale_robotics.harness.tls_options import TlsOptions
-from ale_robotics.harness.video_options import VideoOptions
-from ale_robotics.paths import state_home
+from ale_robotics.harness.options.agent import AgentOptions
+from ale_robotics.harness.options.decl import Flag, OptionGroup
+from ale_robotics.harness.options.labels import LABEL_MAX_LEN, LABEL_OK, LABEL_RULE
+from ale_robotics.harness.options.retry import RetryOptions
+from ale_robotics.harness.options.tls import TlsOptions
+from ale_robotics.harness.options.video import VideoOptions
 from ale_robotics.sandboxes.registry import (
     AUTO,
     check_sandbox_name,
     sandbox_choices,
-    sandboxes_taking,
-    takes_option,
 )
-
-__all__ = [
-    "GROUPS",
-    "LABEL_MAX_LEN",
-    "MIB",
-    "AgentOptions",
-    "EndpointOptions",
-    "ExecutorOptions",
-    "Flag",
-    "LimitOptions",
-    "ModelOptions",
-    "OutputOptions",
-    "RetryOptions",
-    "RunOptions",
-    "RunSettings",
-    "SandboxOptions",
-    "VideoOptions",
-    "check_label",
-    "default_label",
-    "default_state_dir",
-    "new_run_id",
-]
-
-LABEL_MAX_LEN = 64
-"""Most characters a run label may have: it is a table cell and, for eval sets, a directory."""
-
-_LABEL_OK = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
-_LABEL_BAD_CHARS = re.compile(r"[^A-Za-z0-9._+-]+")
-_ENV_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_INTERPRETER = re.compile(r"(python|pypy)[0-9.]*|bash|sh|zsh|dash|node|ruby|perl|Rscript")
-_LAUNCHERS = frozenset({"env", "exec", "nice", "nohup", "time", "uv", "run", "poetry", "pipenv"})
-
-
-def new_run_id() -> str:
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    return f"run-{stamp}-{secrets.token_hex(3)}"
-
-
-def check_label(label: str) -> str:
-    """``label`` if it can name a run, else :class:`InvalidArgumentError` saying what can.
-
-    Labels group runs of one agent on the leaderboard and in ``runs list``, and eval sets
-    make a directory of each, so they are short identifiers: letters, digits, ``.``,
-    ``_``, ``+`` and ``-``, starting with a letter or a digit.
-    """
-    if len(label) > LABEL_MAX_LEN or not _LABEL_OK.fullmatch(label):
-        shown = label if len(label) <= LABEL_MAX_LEN else label[:LABEL_MAX_LEN] + "..."
-        raise InvalidArgumentError(f"--label {shown!r}: {_LABEL_RULE}")
-    return label
-
-
-_LABEL_RULE = (
-    f"a label is 1 to {LABEL_MAX_LEN} letters, digits, '.', '_', '+' or '-', starting with "
-    "a letter or a digit (e.g. td3-baseline)"
-)
-
-
-def default_label(agent_cmd: str) -> str:
-    """The label of a run started without ``--label``: what the agent command runs.
-
-    The script's file stem (``td3_train`` for ``python examples/agents/td3_train.py --x
-    1``), the module's last part for ``python -m pkg.agent``, else the program's name
-    (``my-agent`` for ``./bin/my-agent --fast``); interpreters, launchers (``env``,
-    ``uv run``), ``VAR=value`` prefixes and options are skipped. Whatever a label may
-    not hold becomes ``-``, so the result always passes :func:`check_label`.
-    """
-    try:
-        words = shlex.split(agent_cmd)
-    except ValueError:  # an unbalanced quote: the preflight refuses it; label it anyway
-        words = agent_cmd.split()
-    fallback = ""
-    chosen = ""
-    i = 0
-    while i < len(words):
-        word = words[i]
-        name = Path(word).name
-        if _ENV_ASSIGNMENT.match(word):
-            i += 1
-            continue
-        if word in ("-m", "-c") or (word.startswith("-m") and len(word) > 2):
-            module = word[2:] if len(word) > 2 else (words[i + 1] if i + 1 < len(words) else "")
-            chosen = module.rsplit(".", 1)[-1] if word != "-c" else ""
-            break
-        if word.startswith("-"):
-            i += 1
-            continue
-        if _INTERPRETER.fullmatch(name) or name in _LAUNCHERS:
-            fallback = fallback or name
-            i += 1
-            continue
-        chosen = Path(name).stem if "." in name[1:] else name
-        break
-    label = _LABEL_BAD_CHARS.sub("-", chosen or fallback or "agent").strip(".+-_")
-    return (label or "agent")[:LABEL_MAX_LEN]
-
-
-def default_state_dir() -> Path:
-    """Where an embedded evaluator keeps its secret and keys: outside any run directory."""
-    return state_home() / "evaluator"
-
 
 # --- The declaration -----------------------------------------------------------------
 
@@ -294,7 +163,7 @@ class LimitOptions(_Group):
 
 
 class ModelOptions(_Group):
-    """The run's model gateway (:mod:`ale_robotics.harness.model_gateway`): the agent's
+    """The run's model gateway (:mod:`ale_robotics.harness.agent.model_gateway`): the agent's
     model, reached through the harness, metered and recorded (docs/model-gateway.md)."""
 
     model_upstream: Annotated[str | None, Flag("--model-upstream", metavar="URL")] = Field(
@@ -393,8 +262,8 @@ class OutputOptions(_Group):
     @field_validator("label")
     @classmethod
     def _label(cls, value: str | None) -> str | None:
-        if value is not None and (len(value) > LABEL_MAX_LEN or not _LABEL_OK.fullmatch(value)):
-            raise ValueError(_LABEL_RULE)
+        if value is not None and (len(value) > LABEL_MAX_LEN or not LABEL_OK.fullmatch(value)):
+            raise ValueError(LABEL_RULE)
         return value
 
 
@@ -410,104 +279,3 @@ GROUPS: tuple[tuple[str, type[_Group]], ...] = (
     ("Output", OutputOptions),
 )
 """The groups in the order ``run --help`` shows them and an eval set writes them."""
-
-
-class RunSettings(
-    SandboxOptions,
-    AgentOptions,
-    ExecutorOptions,
-    LimitOptions,
-    ModelOptions,
-    EndpointOptions,
-    RetryOptions,
-    VideoOptions,
-):
-    """The options one setting of which holds for many runs: every group but the output.
-
-    An eval set's SPEC has one key per field (:mod:`ale_robotics.evalset.spec`).
-    """
-
-    def check(self) -> None:
-        """The rules between options, raising :class:`InvalidArgumentError` naming the flags.
-
-        Each field's own rule runs when the options are made; these run before anything
-        starts (the ``run`` command, an eval set's SPEC, :func:`.run.run_task`).
-        """
-        if self.ray_address is not None and self.executor != "ray":
-            raise InvalidArgumentError("--ray-address goes with --executor ray")
-        if self.evaluator is not None and (self.executor != "local" or self.ray_address):
-            raise InvalidArgumentError(
-                "a running evaluator (--evaluator) has its own executor: start it with "
-                "'ale-robotics evaluator serve --executor ray'"
-            )
-        if self.episodes is not None and self.evaluator is not None:
-            raise InvalidArgumentError(
-                "--episodes makes the embedded evaluator run a smoke run; an evaluator "
-                "started separately always runs the task's full protocol"
-            )
-        for name in SandboxOptions.model_fields.keys() - {"sandbox", "workspace"}:
-            # A sandbox's own option (docker's image): only with a sandbox that takes it.
-            if getattr(self, name) is not None and not takes_option(self.sandbox, name):
-                which = " or ".join(sandboxes_taking(name)) or "no installed sandbox"
-                raise InvalidArgumentError(f"{flag_of(name).name} goes with --sandbox {which}")
-        if self.model_upstream is None and (
-            self.models or self.model_budget_tokens or self.model_allow_tools
-        ):
-            raise InvalidArgumentError(
-                "--model, --model-budget-tokens and --model-allow-tool go with --model-upstream URL"
-            )
-        if self.model_upstream is not None and not self.models:
-            raise InvalidArgumentError(
-                "--model-upstream needs at least one --model NAME (the models the agent may use)"
-            )
-        self._check_evaluator_image()
-
-    def _check_evaluator_image(self) -> None:
-        if self.evaluator_image is None:
-            return
-        if self.evaluator is not None:
-            raise InvalidArgumentError(
-                "--evaluator-image starts an evaluator container for the run; --evaluator "
-                "uses one that is already running: give one of them"
-            )
-        if self.episodes is not None:
-            raise InvalidArgumentError(
-                "--episodes makes the embedded evaluator run a smoke run; an evaluator "
-                "container (--evaluator-image) always runs the task's full protocol"
-            )
-        if self.executor != "local":
-            raise InvalidArgumentError(
-                "--executor ray is for the embedded evaluator; an evaluator container runs "
-                "its rollouts in local worker processes"
-            )
-
-
-class RunOptions(RunSettings, OutputOptions):
-    """One run: the task, the agent command, and every option (see the module docstring).
-
-    ``run_id``, ``runs_root`` and ``job_timeout_s`` are no options of the ``run``
-    command: the program that starts a run sets them (the command: a new id and
-    ``./runs``; tests: their own).
-    """
-
-    task_id: Annotated[str, Flag("task_id", argument=True)] = Field(
-        description="Task id, e.g. td3-inverted-pendulum-v2."
-    )
-    agent_cmd: Annotated[str, Flag("--agent")] = Field(description="Command that starts the agent.")
-    run_id: str | None = None
-    """The run's id (None: a new one, :func:`new_run_id`)."""
-    runs_root: Path | None = None
-    """Where ``<run_id>/`` is created when ``run_dir`` is not given (default: ./runs)."""
-    job_timeout_s: float = 900.0
-    """The embedded evaluator's deadline for one job."""
-
-    def __init__(self, task_id: str, agent_cmd: str, **options: Any) -> None:
-        BaseModel.__init__(self, task_id=task_id, agent_cmd=agent_cmd, **options)
-
-
-def flag_of(name: str) -> Flag:
-    """The :class:`Flag` of the run option ``name`` (KeyError: it has none)."""
-    for meta in RunOptions.model_fields[name].metadata:
-        if isinstance(meta, Flag):
-            return meta
-    raise KeyError(name)

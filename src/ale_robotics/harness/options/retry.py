@@ -17,7 +17,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
-from ale_robotics.harness.option_decl import Flag, OptionGroup
+from ale_robotics.harness.options.decl import Flag, OptionGroup
 
 __all__ = ["DEFAULT_EVALUATOR_RETRY_S", "RetryOptions"]
 

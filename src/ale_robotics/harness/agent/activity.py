@@ -29,7 +29,7 @@ from ale_robotics.v1 import ale_env_pb2 as pb
 
 if TYPE_CHECKING:
     from ale_robotics.client.sdk import AleClient
-    from ale_robotics.harness.agent_access import AgentAccess
+    from ale_robotics.harness.agent.access import AgentAccess
     from ale_robotics.trajectory import TrajectoryWriter
 
 __all__ = ["DEFAULT_IDLE_S", "ActivityWatch", "AgentActivity", "LastLine"]

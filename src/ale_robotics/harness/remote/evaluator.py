@@ -8,7 +8,7 @@ unfinished jobs. Apart from :mod:`.run` because none of it concerns an embedded
 evaluator or an evaluator container, which :mod:`.run` starts itself.
 
 An evaluator on TCP (``--evaluator HOST:PORT``, replicas ``A,B``) is reached through two
-relays (:mod:`.evaluator_relay`, :func:`open_relays`): the agent's Unix socket, in a
+relays (:mod:`.relay`, :func:`open_relays`): the agent's Unix socket, in a
 directory of its own that the sandbox binds, and the harness's, beside it in the same
 private directory; both carry their connections to the evaluator over TLS.
 """
@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ale_robotics.client.sdk import AleClient
-from ale_robotics.harness.agent_proc import latest_job
-from ale_robotics.harness.evaluator_relay import EvaluatorRelay
+from ale_robotics.harness.agent.supervisor import latest_job
 from ale_robotics.harness.options import RunOptions
-from ale_robotics.harness.remote_checks import default_harness_token, remote_tls, tcp_upstreams
+from ale_robotics.harness.remote.checks import default_harness_token, remote_tls, tcp_upstreams
 from ale_robotics.harness.run_context import RunContext
 from ale_robotics.sandboxes.errors import HarnessError
 from ale_robotics.v1 import ale_env_pb2 as pb
+
+from .relay import EvaluatorRelay
 
 __all__ = [
     "RemoteRelays",
@@ -58,7 +59,7 @@ class RemoteRelays:
 def open_relays(opts: RunOptions) -> RemoteRelays | None:
     """The relays to a TCP ``--evaluator`` (None for a Unix socket: no relay needed).
 
-    The options were checked (:func:`.remote_checks.check_remote`) before the run began.
+    The options were checked (:func:`.checks.check_remote`) before the run began.
     """
     assert opts.evaluator is not None
     agent_upstreams = tcp_upstreams(opts.evaluator, "--evaluator")

@@ -4,7 +4,7 @@ An evaluator on another host serves TCP listeners with TLS (``evaluator serve
 --tls-cert``, see docs/remote-evaluator.md); the harness verifies it against
 ``--tls-ca`` and, under mutual TLS, presents ``--tls-client-cert/--tls-client-key``.
 These go with ``--evaluator HOST:PORT`` only; what they are checked against is
-:mod:`.remote_checks`, before the run directory is made.
+:mod:`ale_robotics.harness.remote.checks`, before the run directory is made.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from ale_robotics.harness.option_decl import Flag, OptionGroup
+from ale_robotics.harness.options.decl import Flag, OptionGroup
 
 __all__ = ["TlsOptions"]
 

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import IO
 
-from ale_robotics.harness.agent_activity import LastLine
+from ale_robotics.harness.agent.activity import LastLine
 
 __all__ = ["LogPump", "disk_usage", "format_bytes", "limited_argv"]
 
