@@ -41,12 +41,21 @@ from ale_robotics.evaluator.execution.worker_process import (
 
 __all__ = ["EngineSpawnContext", "engine_command"]
 
-_MAIN = "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd={}, pipe_handle={})"
+_MAIN = (
+    "import os; os.dup2(2, 1); "
+    "from multiprocessing.spawn import spawn_main; spawn_main(tracker_fd={}, pipe_handle={})"
+)
 
 
 def engine_command(python: str, tracker_fd: int, pipe_handle: int) -> list[str]:
     """The command line of an engine worker: its interpreter, isolated, running
-    multiprocessing's child side."""
+    multiprocessing's child side, its standard output sent to its standard error.
+
+    An engine's libraries print to standard output (Isaac Lab: ``[INFO]: Parsing
+    configuration ...`` for every env it makes), which the worker would share with the
+    command that started the evaluator; that command's output must stay its own (``audit
+    --json`` printed Isaac Lab's lines before its JSON). The worker talks to its pool over
+    pipes of its own, never its standard output."""
     return [python, "-I", "-c", _MAIN.format(tracker_fd, pipe_handle), "--multiprocessing-fork"]
 
 
