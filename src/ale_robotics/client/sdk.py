@@ -77,6 +77,7 @@ T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
+
 class AleClient:
     """A connection to one evaluator listener, authenticated with its bearer token."""
 
