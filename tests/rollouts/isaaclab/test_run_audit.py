@@ -52,6 +52,7 @@ def _result(run_dir: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # a run and its audit (or a training) on a loaded host
 def test_the_shipped_checkpoint_scores_and_audit_reproduces_it(tmp_path: Path) -> None:
     need_engine("isaaclab")
     agent = f"{sys.executable} examples/agents/submit_checkpoint.py --checkpoint {SHIPPED}"
@@ -91,6 +92,7 @@ def test_the_shipped_checkpoint_scores_and_audit_reproduces_it(tmp_path: Path) -
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # a run and its audit (or a training) on a loaded host
 def test_the_reference_agent_trains_with_rsl_rl_in_the_sandbox(tmp_path: Path) -> None:
     need_engine("isaaclab")
     agent = f"{sys.executable} examples/agents/isaaclab_rsl_rl.py"
