@@ -33,6 +33,8 @@ def test_null_artifact_matches_the_contract_and_does_nothing(task_id: str) -> No
             task, null, np.full(rules[f"{task.policy.layer_names[-1]}.bias"].shape, 3.0)
         )
         assert not act(obs.astype(np.float32)).any()  # every step: the null action, 0
+    elif task.eval.rollout == "isaaclab":  # RSL-RL's actor, all zero: its mean action is 0
+        assert kind.floor_policy == "zero_output" and "mlp.4.bias" in null
     else:
         assert kind.floor_policy == "null_action"
 

@@ -16,6 +16,7 @@ CA); a plaintext one on a non-loopback address is refused unless ``insecure`` (s
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
 
 from ale_robotics.addresses import normalize_address, split_host_port
+from ale_robotics.dataplane.layout import data_socket_name
 from ale_robotics.dataplane.regions import seals_supported
 from ale_robotics.evaluator.core import Evaluator, EvaluatorConfig
 from ale_robotics.evaluator.execution import Executor
@@ -322,4 +324,19 @@ def _data_plane(
         log.warning("this kernel cannot seal memfds (Linux < 5.1): no shared-memory data plane")
         return None
     path = Path(agent_addr[len("unix://") :])
+    data_path = path.parent / data_socket_name(path.name)
+    if len(os.fsencode(data_path)) >= _SUN_PATH_MAX:
+        # The agent socket's path fits, its data plane's (".data" longer) does not: serve
+        # without it (clients step over gRPC) rather than fail to start.
+        log.warning(
+            "the data plane's socket path %s is too long for a Unix socket (%d bytes at most): "
+            "no shared-memory data plane (give the agent socket a shorter path)",
+            data_path,
+            _SUN_PATH_MAX - 1,
+        )
+        return None
     return DataPlaneServer(evaluator.sessions, path, max_message_bytes)
+
+
+_SUN_PATH_MAX = 108
+"""Bytes of a Unix socket's path on Linux (``sun_path``), its final NUL included."""
