@@ -102,6 +102,9 @@ def test_a_run_that_starts_imports_them_after_its_checks(tmp_path: Path) -> None
 
 _INTERRUPTED_IMPORT = """
 import os, signal, sys
+# Python's own Ctrl-C, as from a terminal: a test run started in the background (nohup, a
+# non-interactive shell's &) inherits SIGINT ignored, and Python then keeps it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class SigintOnImport:
     # Ctrl-C as the command line imports {module}: a real SIGINT to this process.
