@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -126,6 +127,18 @@ def _load_torch(path: Path, shown: str, max_bytes: int) -> dict[str, npt.NDArray
         raise SubmissionRejected(
             shown, "state dict", f"holds a {type(obj).__name__}, not a dict of tensors"
         )
+    return state_dict_arrays(obj, shown, max_bytes)
+
+
+def state_dict_arrays(
+    obj: dict[Any, Any], shown: str, max_bytes: int
+) -> dict[str, npt.NDArray[np.generic]]:
+    """A loaded torch state dict's tensors as numpy arrays, once each is checked: string keys,
+    dense float tensors, at most ``max_bytes`` of values in all (stride-0 views and shared
+    storage hold more values than the file had bytes). Shared by every torch contract (the
+    RSL-RL checkpoint's actor, :mod:`.isaaclab.checkpoint`, included)."""
+    import torch
+
     if len(obj) > _MAX_KEYS:
         raise SubmissionRejected(
             shown, "no extra keys", f"holds {len(obj)} entries; at most {_MAX_KEYS}"

@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ale_robotics.model.snapshot import SnapshotFile
-from ale_robotics.rollouts.weights import Weights, _check_zip, validate_tensors
+from ale_robotics.rollouts.weights import Weights, _check_zip, state_dict_arrays, validate_tensors
 from ale_robotics.submission.rejected import SubmissionRejected
 from ale_robotics.submission.rejected import first_line as _first_line
 from ale_robotics.submission.rejected import quote_key as _key
@@ -36,11 +36,9 @@ __all__ = ["ACTOR_KEY", "load_actor"]
 ACTOR_KEY = "actor_state_dict"
 """Where RSL-RL's ``OnPolicyRunner.save`` puts the policy's weights."""
 _MAX_ENTRIES = 64
-_MAX_KEYS = 4096
 
 
 def _tensors(obj: Any, shown: str, max_bytes: int) -> dict[str, npt.NDArray[np.generic]]:
-    import torch
 
     if not isinstance(obj, dict):
         raise SubmissionRejected(
@@ -59,31 +57,7 @@ def _tensors(obj: Any, shown: str, max_bytes: int) -> dict[str, npt.NDArray[np.g
             f"has no {ACTOR_KEY!r} dict (entries: {found}); submit the model_<iteration>.pt "
             "that RSL-RL's OnPolicyRunner.save writes",
         )
-    if len(actor) > _MAX_KEYS:
-        raise SubmissionRejected(shown, "no extra keys", f"{ACTOR_KEY} holds {len(actor)} keys")
-    logical = 0
-    for key, value in actor.items():
-        if not isinstance(key, str):
-            raise SubmissionRejected(shown, "state dict", f"has a non-string key {_key(key)}")
-        if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
-            raise SubmissionRejected(
-                shown,
-                "state dict",
-                f"{ACTOR_KEY} key {_key(key)} is a {type(value).__name__}, not a dense tensor",
-            )
-        if value.dtype not in (torch.float32, torch.float64):
-            raise SubmissionRejected(
-                shown, "tensor dtype", f"key {_key(key)} has dtype {value.dtype}; expected float32"
-            )
-        logical += value.numel() * value.element_size()
-    if logical > max_bytes:
-        raise SubmissionRejected(
-            shown,
-            "size limit",
-            f"its actor's tensors hold {logical} bytes of values but the contract allows "
-            f"{max_bytes} (expanded views or shared storage)",
-        )
-    return {k: v.detach().contiguous().numpy().copy() for k, v in actor.items()}
+    return state_dict_arrays(actor, f"{shown}: {ACTOR_KEY}", max_bytes)
 
 
 def load_actor(files: list[SnapshotFile], contract: SubmissionContract) -> Weights:
