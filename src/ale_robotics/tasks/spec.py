@@ -344,6 +344,8 @@ class TaskSpec(_Strict):
                 raise ValueError(
                     f"task {self.id}: " + message.format(kinds=_kinds_reading(setting))
                 )
+        if kind.engine is not None:
+            self._check_engine_kind(kind.name, kind.engine)
         kind.check_task(self)
         if self.mode is TaskMode.INTERACTIVE and self.session is None:
             raise ValueError(f"task {self.id}: an interactive task needs 'session' settings")
@@ -395,6 +397,23 @@ class TaskSpec(_Strict):
             raise ValueError(
                 f"task {self.id}: training.checkpoints.base_seeds {shared} are also "
                 "eval.base_seeds: checkpoint episodes must not replay the evaluation's"
+            )
+
+    def _check_engine_kind(self, kind: str, engine: str) -> None:
+        """The rules of every kind whose shards run in an engine environment: its episodes
+        are a batch job's (never an evaluator session's), and checkpoints, which the
+        evaluator measures in its own process, cannot be taken there."""
+        where = f"task {self.id}: eval.backend {kind!r}"
+        if self.mode is not TaskMode.BATCH:
+            raise ValueError(
+                f"{where} runs batch tasks only (its shards run in the {engine} engine, not "
+                "in the evaluator's sessions)"
+            )
+        if self.training is not None and self.training.checkpoints is not None:
+            raise ValueError(
+                f"{where}: training.checkpoints are measured in the evaluator's own process, "
+                f"and this kind runs only in its engine environment ({engine}): leave "
+                "checkpoints out"
             )
 
     @property

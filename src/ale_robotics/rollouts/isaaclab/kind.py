@@ -26,7 +26,7 @@ from ale_robotics.model.rollout_kind import (
     Shard,
     WorkerNeeds,
 )
-from ale_robotics.tasks.spec import TaskMode, TaskSpec
+from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.model.episode import EpisodeOutcome
@@ -58,8 +58,6 @@ class IsaacLabKind(RolloutKind):
 
     def check_task(self, task: TaskSpec) -> None:
         where = f"task {task.id}: eval.backend {self.name!r}"
-        if task.mode is not TaskMode.BATCH:
-            raise ValueError(f"{where} runs batch tasks only (its env is in the {ENGINE} engine)")
         if task.env.gym_id != SPACES_ENV:
             raise ValueError(f"{where} needs env.gym_id {SPACES_ENV!r} (the task's spaces)")
         isaac_task = task.env.kwargs.get("task")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ale_robotics.model.rollout_kind import Artifact, EpisodeCallback, Shard, WorkerNeeds
 from ale_robotics.rollouts.policy import PolicyRolloutKind
-from ale_robotics.tasks.spec import TaskMode, TaskSpec
+from ale_robotics.tasks.spec import TaskSpec
 
 if TYPE_CHECKING:
     from ale_robotics.model.episode import EpisodeOutcome
@@ -58,20 +58,6 @@ class MujocoWarpKind(PolicyRolloutKind):
     video_source: ClassVar[str | None] = None
     """No videos: they are episodes played again one env at a time by the evaluator's own
     Gymnasium env, which here is another simulator (C MuJoCo 3.3) than the one scored."""
-
-    def check_task(self, task: TaskSpec) -> None:
-        super().check_task(task)
-        if task.mode is not TaskMode.BATCH:
-            raise ValueError(
-                f"task {task.id}: eval.backend {self.name!r} runs batch tasks only (its "
-                f"physics is in the {ENGINE} engine, not in the evaluator's sessions)"
-            )
-        if task.training is not None and task.training.checkpoints is not None:
-            raise ValueError(
-                f"task {task.id}: training.checkpoints are measured in the evaluator's own "
-                f"process, and eval.backend {self.name!r} runs only in its engine "
-                f"environment ({ENGINE}): leave checkpoints out"
-            )
 
     def run_shard(
         self,
