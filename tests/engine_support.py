@@ -10,7 +10,12 @@ missing engine fails them instead, so CI can never pass by skipping them.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,3 +52,18 @@ def need_engine(name: str) -> InstalledEngine:
     record = installed(get_engine(name))
     assert record is not None
     return record
+
+
+def audit_ok(run_dir: Path, secret: Path, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    """``ale-robotics audit RUN_DIR --secret SECRET --json`` of a run in an engine kind, which
+    re-runs its job there (minutes on a busy host): its stdout is one JSON document and says
+    ok; that document, for the test's own checks."""
+    audit = subprocess.run(
+        [sys.executable, "-m", "ale_robotics", "audit", str(run_dir), "--secret", str(secret),
+         "--json"],
+        env=env, capture_output=True, text=True, timeout=1200, cwd=cwd, check=False,
+    )  # fmt: skip
+    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
+    doc: dict[str, Any] = json.loads(audit.stdout)
+    assert doc["ok"] is True, doc["failed_checks"]
+    return doc

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from engine_support import need_engine
+from engine_support import audit_ok, need_engine
 
 from ale_robotics.runs import load_summary
 from ale_robotics.runs.leaderboard import board
@@ -58,15 +58,4 @@ def test_run_scores_names_the_engine_and_audit_reproduces_it(tmp_path: Path) -> 
     assert summary.engine == "mujoco-warp/cpu" and summary.ranked
     assert board(summary) == f"{TASK} on mujoco-warp/cpu"
 
-    audit = subprocess.run(
-        [*CLI, "audit", str(run_dir), "--secret", str(state / "secret"), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
-    doc = json.loads(audit.stdout)
-    assert doc["ok"] is True, doc["failed_checks"]
+    audit_ok(run_dir, state / "secret", env, tmp_path)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engine_support import need_engine
+from engine_support import audit_ok, need_engine
 
 ROOT = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-m", "ale_robotics"]
@@ -77,18 +77,7 @@ def test_the_shipped_checkpoint_scores_and_audit_reproduces_it(tmp_path: Path) -
     ]
     assert signed and signed[-1]["payload"]["engine"] == engine
 
-    audit = subprocess.run(
-        [*CLI, "audit", str(run_dir), "--secret", str(state / "secret"), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
-    doc = json.loads(audit.stdout)
-    assert doc["ok"] is True, doc["failed_checks"]
+    audit_ok(run_dir, state / "secret", env, tmp_path)
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import ros_support
+from engine_support import audit_ok
 
 ROOT = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-m", "ale_robotics"]
@@ -75,18 +76,7 @@ def test_the_reference_agent_scores_in_bwrap_and_audit_reproduces_it(tmp_path: P
     assert signed and signed[-1]["payload"]["engine"] == engine
     assert signed[-1]["payload"]["outcomes"] == result["outcomes"]
 
-    audit = subprocess.run(
-        [*CLI, "audit", str(run_dir), "--secret", str(state / "secret"), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        cwd=tmp_path,
-        check=False,
-    )
-    assert audit.returncode == 0, audit.stdout[-3000:] + audit.stderr[-3000:]
-    doc = json.loads(audit.stdout)
-    assert doc["ok"] is True, doc["failed_checks"]
+    doc = audit_ok(run_dir, state / "secret", env, tmp_path)
     checks = {c["name"]: c for c in doc["checks"]}
     assert "re-measured on this host" in checks["timed metrics"]["detail"]
     assert "match" in checks["re-run outcomes"]["detail"]
