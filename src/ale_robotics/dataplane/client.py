@@ -33,7 +33,7 @@ from ale_robotics.dataplane.layout import (
     Layout,
 )
 from ale_robotics.dataplane.regions import Region, map_region
-from ale_robotics.dataplane.wake import DEFAULT_SPIN_S, Waiter, Wake, notify
+from ale_robotics.dataplane.wake import CLIENT_SPIN_S, Waiter, Wake, notify
 from ale_robotics.dataplane.wire_infos import read_infos
 from ale_robotics.errors import AleError, DeadlineExceededError, UnavailableError
 from ale_robotics.infos import WireInfos
@@ -89,7 +89,7 @@ class ClientChannel:
     """One session's data plane on the client side (not thread-safe, as a session is not)."""
 
     def __init__(
-        self, path: str, ticket: bytes, *, timeout_s: float, spin_s: float = DEFAULT_SPIN_S
+        self, path: str, ticket: bytes, *, timeout_s: float, spin_s: float = CLIENT_SPIN_S
     ) -> None:
         self.pid = os.getpid()
         self.timeout_s = timeout_s

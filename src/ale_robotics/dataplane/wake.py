@@ -39,13 +39,25 @@ import select
 import time
 from enum import Enum
 
-__all__ = ["CAN_SPIN", "DEFAULT_SPIN_S", "Waiter", "Wake", "notify"]
+__all__ = ["CAN_SPIN", "CLIENT_SPIN_S", "DEFAULT_SPIN_S", "Waiter", "Wake", "notify"]
 
 CAN_SPIN = platform.machine().lower() in ("x86_64", "amd64")
 
 DEFAULT_SPIN_S = float(os.environ.get("ALE_SHM_SPIN_US", "200")) / 1e6
 """How long a reader spins before it blocks (``ALE_SHM_SPIN_US``; 0: never spin). Longer
 than a light one-env Step, shorter than anything a sleep would cost a loaded machine."""
+
+CLIENT_SPIN_S = float(os.environ.get("ALE_SHM_CLIENT_SPIN_US", "1000")) / 1e6
+"""How long the agent's side spins for its answer (``ALE_SHM_CLIENT_SPIN_US``; 0: never).
+
+Longer than the evaluator's: a client waiting for its Step's answer has nothing else to
+do (the call is synchronous), while the evaluator waiting for the next request would take
+a core from an agent that is computing. A one-env Hopper Step takes 250-300 µs on the
+evaluator's side, past 200 µs: with 200 the client slept through every answer, and the
+answer's eventfd write woke it, a Step measured 373-421 µs against 271-292 spinning up to
+1 ms (``benchmarks/interactive.py``'s one-env row, alternated, quiet 2-core host); 16- and
+32-env Steps, whose physics shares the second core with a helper thread, were the same
+either way. A Step longer than this (64 envs: milliseconds) is slept through as before."""
 
 _AVG_WEIGHT = 0.125
 """Weight of the latest wait in the moving average (about the last eight count)."""

@@ -70,7 +70,7 @@ from ale_robotics.errors import (
 )
 from ale_robotics.evaluator.sessions import rendering
 from ale_robotics.evaluator.sessions.envs import make_stepper, null_action
-from ale_robotics.evaluator.sessions.inputs import check_action, practice_seeds, reset_targets
+from ale_robotics.evaluator.sessions.inputs import ActionCheck, practice_seeds, reset_targets
 from ale_robotics.evaluator.sessions.types import (
     AUTORESET_MODE,
     AUTORESET_MODES,
@@ -142,6 +142,9 @@ class Session:
         self.action_shape: tuple[int, ...] = (self.num_envs, *act.shape)
         self._low = np.broadcast_to(np.asarray(act.low, self.action_dtype), self.action_shape)
         self._high = np.broadcast_to(np.asarray(act.high, self.action_dtype), self.action_shape)
+        self._check_action = ActionCheck(
+            self.action_dtype, self.action_shape, self._low, self._high, self.float64_actions
+        )
         self.null_action = null_action(act.low, act.high, self.action_dtype)
         """One env's null action (shape ``action_shape[1:]``): what abandoned episodes get."""
         self._null_batch = np.ascontiguousarray(
@@ -154,6 +157,7 @@ class Session:
         self._started = False
         self._pending = [False] * self.num_envs  # episode ended: autoreset on the next Step
         self._active = [False] * self.num_envs  # running an episode (eval: False when idle)
+        self._every = list(range(self.num_envs))
         self._episode: list[int] = [-1] * self.num_envs  # eval: budget index of the episode
         self._ret = np.zeros(self.num_envs, dtype=np.float64)  # the running episodes' returns
         self._len = np.zeros(self.num_envs, dtype=np.int64)  # ... and steps
@@ -231,54 +235,82 @@ class Session:
         if self._meter is not None:
             self._meter.charge(self.num_envs)  # before any env moves: refused means untouched
         n = self.num_envs
-        rewards = np.zeros(n, dtype=np.float64)
-        terminated = np.zeros(n, dtype=np.bool_)
-        truncated = np.zeros(n, dtype=np.bool_)
-        infos: list[dict[str, Any]] = [{} for _ in range(n)]
+        infos: list[dict[str, Any]]
         # The envs move first, all together, and what is the same for each is done for all
         # at once; what depends on the env (autoreset, eval episodes) then goes env by env,
         # in env order (eval episodes begin in that order). Envs are independent, so this
         # equals stepping and resetting them one by one.
-        moving = [i for i in range(n) if self._active[i] and not self._pending[i]]
+        if all(self._active) and not any(self._pending):
+            moving = self._every  # the usual Step: every env moves, whole arrays, no indices
+        else:
+            moving = [i for i in range(n) if self._active[i] and not self._pending[i]]
         obs_k: Sequence[Any] = ()
         info_k: Sequence[dict[str, Any]] = ()
-        if moving:
-            # every env moving (the usual Step): whole-array writes, no index arrays
-            rows: slice | list[int] = slice(None) if len(moving) == n else moving
-            acts = action if len(moving) == n else action[moving]
-            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, acts)
+        if len(moving) == n:
+            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, action)
             if self._tape is not None:
-                self._tape.record(self._episode, moving, acts)
-            self._obs[rows] = obs_k
-            rewards[rows] = r_k
-            terminated[rows] = term_k
-            truncated[rows] = trunc_k
-            self._ret[rows] += rewards[rows]
-            self._len[rows] += 1
-            self.env_steps += len(moving)
-        j = 0  # row of env i in the stepper's results, when it moved (moving is in env order)
-        restart: list[int] = []  # envs whose next episode begins now, in env order
-        for i in range(n):
-            if j < len(moving) and moving[j] == i:
-                info = infos[i] = info_k[j]
-                self._note_success(i, info)
-                if terminated[i] or truncated[i]:
-                    self._pending[i] = True
-                    if self.kind is SessionKind.EVAL:
+                self._tape.record(self._episode, moving, action)
+            # the stepper's arrays are its answer to this Step alone: taken as they are
+            rewards = np.asarray(r_k, dtype=np.float64)
+            terminated = np.asarray(term_k, dtype=np.bool_)
+            truncated = np.asarray(trunc_k, dtype=np.bool_)
+            self._obs[:] = obs_k
+            self._ret += rewards
+            self._len += 1
+            self.env_steps += n
+        else:
+            rewards = np.zeros(n, dtype=np.float64)
+            terminated = np.zeros(n, dtype=np.bool_)
+            truncated = np.zeros(n, dtype=np.bool_)
+            infos = [{} for _ in range(n)]
+            if moving:
+                acts = action[moving]
+                obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, acts)
+                if self._tape is not None:
+                    self._tape.record(self._episode, moving, acts)
+                self._obs[moving] = obs_k
+                rewards[moving] = r_k
+                terminated[moving] = term_k
+                truncated[moving] = trunc_k
+                self._ret[moving] += rewards[moving]
+                self._len[moving] += 1
+                self.env_steps += len(moving)
+        # What depends on the env goes env by env, but only for the envs it concerns: those
+        # whose episode ended now, those waiting for their autoreset, and (eval) the success
+        # of every env that moved, each noted before its own episode's end is recorded.
+        restart = [i for i in range(n) if self._pending[i]] if any(self._pending) else []
+        for i in restart:  # ended last Step (next_step autoreset): they restart now
+            self._pending[i] = False
+        if moving:
+            if len(moving) == n:
+                infos = list(info_k)
+            else:
+                for j, i in enumerate(moving):
+                    infos[i] = info_k[j]
+            ended = (
+                np.flatnonzero(terminated | truncated).tolist()
+                if n > 1
+                else ([0] if terminated[0] or truncated[0] else [])
+            )
+            for i in ended:
+                self._pending[i] = True
+            if self._recorder is not None:
+                for j, i in enumerate(moving):
+                    self._note_success(i, info_k[j])
+                    if terminated[i] or truncated[i]:
                         self._end_episode(i, terminated=bool(terminated[i]))
-                    if self.autoreset_mode == "same_step":
-                        self._pending[i] = False
-                        infos[i] = {"final_obs": np.array(obs_k[j]), "final_info": info}
-                        restart.append(i)
-                j += 1
-            elif self._pending[i]:
-                self._pending[i] = False
-                infos[i] = {}
-                restart.append(i)
+            if ended and self.autoreset_mode == "same_step":
+                row = None if len(moving) == n else {i: j for j, i in enumerate(moving)}
+                for i in ended:
+                    self._pending[i] = False
+                    j = i if row is None else row[i]
+                    infos[i] = {"final_obs": np.array(obs_k[j]), "final_info": infos[i]}
+                restart = sorted(restart + ended) if restart else ended
         # All at once after the loop: an env's reset and the next env's end are independent,
         # and eval episodes still begin in env order (_begin_episodes assigns them in order).
-        for i, info in zip(restart, self._begin_episodes(restart), strict=True):
-            infos[i] = {**infos[i], **info}
+        if restart:
+            for i, info in zip(restart, self._begin_episodes(restart), strict=True):
+                infos[i] = {**infos[i], **info}
         if self._recorder is not None:
             self._recorder.heartbeat()
             if self.episodes_completed == self.budget:
@@ -339,14 +371,7 @@ class Session:
     def check_action(self, action: npt.NDArray[Any]) -> None:
         """INVALID_ARGUMENT unless ``action`` has the spec's dtype (or float64, see
         :attr:`float64_actions`), [num_envs, *shape] and is within the bounds."""
-        check_action(
-            action,
-            dtype=self.action_dtype,
-            shape=self.action_shape,
-            low=self._low,
-            high=self._high,
-            float64_ok=self.float64_actions,
-        )
+        self._check_action(action)
 
     # --------------------------------------------------------------- private --
 

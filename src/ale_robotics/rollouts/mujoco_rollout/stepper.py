@@ -158,6 +158,7 @@ class NativeStepper:
             for body in family.bodies
         }
         self._post_constraint = bool(_POST_CONSTRAINT.intersection(family.fields))
+        self._all = list(range(len(self._envs)))
         self._helper: Any = None  # a one-thread pool, made at the first large Step
 
     def step(self, which: Sequence[int], action: npt.NDArray[Any]) -> StepBatch:
@@ -298,12 +299,22 @@ class NativeStepper:
         just those fields (``qpos``/``qvel`` not named are left ``[k, 0]``, bodies out),
         for the view before the physics, of which a family reads little
         (:attr:`~.families.Family.before_fields`)."""
+        every = isinstance(which, list) and which == self._all  # all, in order: views as is
         if only is None:
-            fields = {name: np.array([v[i] for i in which]) for name, v in self._fields.items()}
-            xpos = {body: np.array([rows[i] for i in which]) for body, rows in self._bodies.items()}
+            fields = {
+                name: np.array(v if every else [v[i] for i in which])
+                for name, v in self._fields.items()
+            }
+            xpos = {
+                body: np.array(rows if every else [rows[i] for i in which])
+                for body, rows in self._bodies.items()
+            }
             return StepView(xpos=xpos, **fields)
         empty: npt.NDArray[np.float64] = np.empty((len(which), 0))
-        got = {name: np.array([self._fields[name][i] for i in which]) for name in only}
+        got = {
+            name: np.array(self._fields[name] if every else [self._fields[name][i] for i in which])
+            for name in only
+        }
         return StepView(qpos=got.get("qpos", empty), qvel=got.get("qvel", empty))
 
     def _count(self, which: Sequence[int]) -> npt.NDArray[np.bool_]:
