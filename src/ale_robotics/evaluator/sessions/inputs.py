@@ -58,10 +58,11 @@ class ActionCheck:
     A one-env Step's action is a few numbers, and numpy's five calls on them (~11 µs here)
     cost more than the rest of the session's bookkeeping: compared in Python, element by
     element against bounds converted once, a good action passes in ~1 µs. Any action that
-    fails that comparison (or is not a small array of the spec's dtype and shape) goes
+    fails that comparison (or is not a small array of an accepted dtype and the shape) goes
     through :func:`check_action`, whose message says what is wrong, so the answer to a bad
-    action is the same either way. The comparisons are of the exact values: ``tolist``
-    gives the float nearest each float32, which is that float32.
+    action is the same either way. The comparisons are of the exact values, as numpy's are:
+    ``tolist`` gives each float32 as the float64 it equals (float64 actions, where the
+    session takes them, are compared as they are).
     """
 
     SMALL = 32
@@ -87,7 +88,8 @@ class ActionCheck:
             self._finite = bool(np.isfinite(low).all() and np.isfinite(high).all())
 
     def __call__(self, action: npt.NDArray[Any]) -> None:
-        if self._fast and action.dtype == self.dtype and action.shape == self.shape:
+        dtype_ok = action.dtype == self.dtype or (self.float64_ok and action.dtype == np.float64)
+        if self._fast and dtype_ok and action.shape == self.shape:
             values = action.ravel().tolist()
             # NaN fails every comparison; infinity fails finite bounds
             if all(lo <= v <= hi for v, (lo, hi) in zip(values, self._bounds, strict=True)) and (
