@@ -49,16 +49,15 @@ A Step moves all the envs that step in one call of the session's
 ``env.step``; see :mod:`.envs`), then does the per-env bookkeeping in env
 order (autoreset, eval episodes). Abandoned episodes are played out through the
 same stepper, all the envs that need it together, so abandoning stays exactly
-playing the null action.
+playing the null action (:mod:`.completion`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -69,13 +68,13 @@ from ale_robotics.errors import (
     OutOfRangeError,
 )
 from ale_robotics.evaluator.sessions import rendering
+from ale_robotics.evaluator.sessions.completion import EpisodeCompletion
 from ale_robotics.evaluator.sessions.envs import make_stepper, null_action
 from ale_robotics.evaluator.sessions.inputs import ActionCheck, practice_seeds, reset_targets
 from ale_robotics.evaluator.sessions.types import (
     AUTORESET_MODE,
     AUTORESET_MODES,
     Batch,
-    CompletionAborted,
     EvalSink,
     SessionKind,
 )
@@ -88,10 +87,19 @@ if TYPE_CHECKING:
 
 __all__ = ["Session"]
 
-log = logging.getLogger(__name__)
+
+class _Moved(NamedTuple):
+    """What the envs that moved in a Step returned: ``obs`` and ``infos`` in the order of
+    the envs that moved, rewards and flags for every env (0 and False where it did not)."""
+
+    obs: Sequence[Any]
+    infos: Sequence[dict[str, Any]]
+    rewards: npt.NDArray[np.float64]
+    terminated: npt.NDArray[np.bool_]
+    truncated: npt.NDArray[np.bool_]
 
 
-class Session:
+class Session(EpisodeCompletion):
     """State of one session. Not thread-safe: :class:`SessionManager` serializes calls."""
 
     def __init__(
@@ -234,78 +242,8 @@ class Session:
             )
         if self._meter is not None:
             self._meter.charge(self.num_envs)  # before any env moves: refused means untouched
-        n = self.num_envs
-        infos: list[dict[str, Any]]
-        # The envs move first, all together, and what is the same for each is done for all
-        # at once; what depends on the env (autoreset, eval episodes) then goes env by env,
-        # in env order (eval episodes begin in that order). Envs are independent, so this
-        # equals stepping and resetting them one by one.
-        if all(self._active) and not any(self._pending):
-            moving = self._every  # the usual Step: every env moves, whole arrays, no indices
-        else:
-            moving = [i for i in range(n) if self._active[i] and not self._pending[i]]
-        obs_k: Sequence[Any] = ()
-        info_k: Sequence[dict[str, Any]] = ()
-        if len(moving) == n:
-            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, action)
-            if self._tape is not None:
-                self._tape.record(self._episode, moving, action)
-            # the stepper's arrays are its answer to this Step alone: taken as they are
-            rewards = np.asarray(r_k, dtype=np.float64)
-            terminated = np.asarray(term_k, dtype=np.bool_)
-            truncated = np.asarray(trunc_k, dtype=np.bool_)
-            self._obs[:] = obs_k
-            self._ret += rewards
-            self._len += 1
-            self.env_steps += n
-        else:
-            rewards = np.zeros(n, dtype=np.float64)
-            terminated = np.zeros(n, dtype=np.bool_)
-            truncated = np.zeros(n, dtype=np.bool_)
-            infos = [{} for _ in range(n)]
-            if moving:
-                acts = action[moving]
-                obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, acts)
-                if self._tape is not None:
-                    self._tape.record(self._episode, moving, acts)
-                self._obs[moving] = obs_k
-                rewards[moving] = r_k
-                terminated[moving] = term_k
-                truncated[moving] = trunc_k
-                self._ret[moving] += rewards[moving]
-                self._len[moving] += 1
-                self.env_steps += len(moving)
-        # What depends on the env goes env by env, but only for the envs it concerns: those
-        # whose episode ended now, those waiting for their autoreset, and (eval) the success
-        # of every env that moved, each noted before its own episode's end is recorded.
-        restart = [i for i in range(n) if self._pending[i]] if any(self._pending) else []
-        for i in restart:  # ended last Step (next_step autoreset): they restart now
-            self._pending[i] = False
-        if moving:
-            if len(moving) == n:
-                infos = list(info_k)
-            else:
-                for j, i in enumerate(moving):
-                    infos[i] = info_k[j]
-            ended = (
-                np.flatnonzero(terminated | truncated).tolist()
-                if n > 1
-                else ([0] if terminated[0] or truncated[0] else [])
-            )
-            for i in ended:
-                self._pending[i] = True
-            if self._recorder is not None:
-                for j, i in enumerate(moving):
-                    self._note_success(i, info_k[j])
-                    if terminated[i] or truncated[i]:
-                        self._end_episode(i, terminated=bool(terminated[i]))
-            if ended and self.autoreset_mode == "same_step":
-                row = None if len(moving) == n else {i: j for j, i in enumerate(moving)}
-                for i in ended:
-                    self._pending[i] = False
-                    j = i if row is None else row[i]
-                    infos[i] = {"final_obs": np.array(obs_k[j]), "final_info": infos[i]}
-                restart = sorted(restart + ended) if restart else ended
+        moving, moved = self._move(action)
+        infos, restart = self._settle(moving, moved)
         # All at once after the loop: an env's reset and the next env's end are independent,
         # and eval episodes still begin in env order (_begin_episodes assigns them in order).
         if restart:
@@ -319,12 +257,99 @@ class Session:
         return Batch(
             obs=self._obs,
             infos=infos,
-            rewards=rewards,
-            terminated=terminated,
-            truncated=truncated,
+            rewards=moved.rewards,
+            terminated=moved.terminated,
+            truncated=moved.truncated,
             episodes_completed=self.episodes_completed,
             eval_complete=self.eval_complete,
         )
+
+    def _move(self, action: npt.NDArray[Any]) -> tuple[list[int], _Moved]:
+        """Step the envs that step now (all of them but those waiting for their autoreset
+        and, in eval, those left idle), together; which ones, and what they returned.
+
+        The envs move first, all together, and what is the same for each is done for all
+        at once; what depends on the env (autoreset, eval episodes) then goes env by env
+        (:meth:`_settle`). Envs are independent, so this equals stepping and resetting
+        them one by one."""
+        n = self.num_envs
+        if all(self._active) and not any(self._pending):
+            moving = self._every  # the usual Step: every env moves, whole arrays, no indices
+        else:
+            moving = [i for i in range(n) if self._active[i] and not self._pending[i]]
+        if len(moving) == n:
+            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, action)
+            if self._tape is not None:
+                self._tape.record(self._episode, moving, action)
+            # the stepper's arrays are its answer to this Step alone: taken as they are
+            moved = _Moved(
+                obs_k,
+                info_k,
+                np.asarray(r_k, dtype=np.float64),
+                np.asarray(term_k, dtype=np.bool_),
+                np.asarray(trunc_k, dtype=np.bool_),
+            )
+            self._obs[:] = obs_k
+            self._ret += moved.rewards
+            self._len += 1
+            self.env_steps += n
+            return moving, moved
+        moved = _Moved(
+            (), (), np.zeros(n, np.float64), np.zeros(n, np.bool_), np.zeros(n, np.bool_)
+        )
+        if moving:
+            acts = action[moving]
+            obs_k, r_k, term_k, trunc_k, info_k = self._stepper.step(moving, acts)
+            if self._tape is not None:
+                self._tape.record(self._episode, moving, acts)
+            moved = moved._replace(obs=obs_k, infos=info_k)
+            self._obs[moving] = obs_k
+            moved.rewards[moving] = r_k
+            moved.terminated[moving] = term_k
+            moved.truncated[moving] = trunc_k
+            self._ret[moving] += moved.rewards[moving]
+            self._len[moving] += 1
+            self.env_steps += len(moving)
+        return moving, moved
+
+    def _settle(self, moving: list[int], moved: _Moved) -> tuple[list[dict[str, Any]], list[int]]:
+        """After the envs moved: every env's info, and the envs whose next episode begins
+        now, in env order. Env by env, but only for the envs it concerns: those whose
+        episode ended now, those waiting for their autoreset, and (eval) the success of
+        every env that moved, each noted before its own episode's end is recorded."""
+        n = self.num_envs
+        terminated, truncated = moved.terminated, moved.truncated
+        restart = [i for i in range(n) if self._pending[i]] if any(self._pending) else []
+        for i in restart:  # ended last Step (next_step autoreset): they restart now
+            self._pending[i] = False
+        if not moving:
+            return [{} for _ in range(n)], restart
+        if len(moving) == n:
+            infos = list(moved.infos)
+        else:
+            infos = [{} for _ in range(n)]
+            for j, i in enumerate(moving):
+                infos[i] = moved.infos[j]
+        ended = (
+            np.flatnonzero(terminated | truncated).tolist()
+            if n > 1
+            else ([0] if terminated[0] or truncated[0] else [])
+        )
+        for i in ended:
+            self._pending[i] = True
+        if self._recorder is not None:
+            for j, i in enumerate(moving):
+                self._note_success(i, moved.infos[j])
+                if terminated[i] or truncated[i]:
+                    self._end_episode(i, terminated=bool(terminated[i]))
+        if ended and self.autoreset_mode == "same_step":
+            row = None if len(moving) == n else {i: j for j, i in enumerate(moving)}
+            for i in ended:
+                self._pending[i] = False
+                j = i if row is None else row[i]
+                infos[i] = {"final_obs": np.array(moved.obs[j]), "final_info": infos[i]}
+            restart = sorted(restart + ended) if restart else ended
+        return infos, restart
 
     def close(
         self, why: str, *, infrastructure: bool = False, abort: threading.Event | None = None
@@ -380,90 +405,6 @@ class Session:
             raise OutOfRangeError(
                 f"the eval budget of {self.budget} episodes is used up and the result is "
                 "recorded; close the session"
-            )
-
-    def _record_unfinished(
-        self, why: str, infrastructure: bool, abort: threading.Event | None
-    ) -> None:
-        assert self._recorder is not None
-        self.eval_complete = True  # one way or another, nothing more happens here
-        if infrastructure:
-            reason = (
-                f"the eval session ended ({why}) after {self.episodes_completed} of "
-                f"{self.budget} episodes; the evaluator, not the agent, ended it, so this run "
-                "cannot be scored: re-run it"
-            )
-            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
-            return
-        try:
-            self._complete_budget(abort)
-        except CompletionAborted:
-            reason = (
-                f"the evaluator shut down while completing the episodes the agent left "
-                f"({why}; {self.episodes_completed} of {self.budget} ended): this run cannot "
-                "be scored, re-run it"
-            )
-            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
-            return
-        except Exception as exc:  # an env failed under the null action: the evaluator's
-            log.exception("session %s: completing abandoned episodes failed", self.id)
-            reason = (
-                f"the evaluator could not complete the episodes the agent left ({why}): "
-                f"{type(exc).__name__} after {self.episodes_completed} of {self.budget} "
-                "episodes; this run cannot be scored, re-run it"
-            )
-            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
-            return
-        self._recorder.finish(list(self._records.values()), self.env_steps, None)
-
-    def _complete_budget(self, abort: threading.Event | None) -> None:
-        """Play every episode the agent left with the null action: running ones from
-        where they are, then the never-started ones from their hidden-seed resets, as
-        many at a time as there are envs (an episode depends on its seed only)."""
-        self._play_out(
-            [i for i in range(self.num_envs) if self._active[i] and not self._pending[i]], abort
-        )
-        while self._next_episode < self.budget:
-            wave = list(range(min(self.num_envs, self.budget - self._next_episode)))
-            self._begin_episodes(wave)
-            self._play_out(wave, abort)
-
-    def _play_out(self, which: list[int], abort: threading.Event | None = None) -> None:
-        """Step envs ``which`` with the null action, together, until each one's episode
-        ends; record each abandoned.
-
-        The envs' TimeLimit (``max_episode_steps``) ends every episode; the bound
-        here only turns an env without one into an error instead of a hang.
-        """
-        agent_steps = {i: int(self._len[i]) for i in which}
-        running = list(which)
-        for _ in range(self.task.env.max_episode_steps + 1):
-            if not running:
-                return
-            if abort is not None and abort.is_set():
-                raise CompletionAborted
-            all_obs, all_r, all_term, all_trunc, all_info = self._stepper.step(
-                running, self._null_batch[: len(running)]
-            )
-            if self._tape is not None:
-                self._tape.record(self._episode, running, self._null_batch)
-            still = []
-            for j, i in enumerate(running):
-                self._obs[i] = all_obs[j]
-                self._ret[i] += float(all_r[j])
-                self._len[i] += 1
-                self.env_steps += 1
-                self._note_success(i, all_info[j])
-                if all_term[j] or all_trunc[j]:
-                    self._pending[i] = True
-                    self._end_episode(i, terminated=bool(all_term[j]), agent_steps=agent_steps[i])
-                else:
-                    still.append(i)
-            running = still
-        if running:
-            raise RuntimeError(
-                f"env {running[0]} of session {self.id} ran {self._len[running[0]]} steps "
-                f"without ending, past max_episode_steps = {self.task.env.max_episode_steps}"
             )
 
     def _note_success(self, i: int, info: dict[str, Any]) -> None:
