@@ -57,6 +57,8 @@ class EpisodeCompletion:
     _episode: list[int]
     _next_episode: int
 
+    # Session's own, the bookkeeping of a Step (declared here for the type checker only).
+
     @property
     def budget(self) -> int:
         raise NotImplementedError
