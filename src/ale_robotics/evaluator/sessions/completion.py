@@ -83,34 +83,31 @@ class EpisodeCompletion:
     ) -> None:
         assert self._recorder is not None
         self.eval_complete = True  # one way or another, nothing more happens here
+        failure: str | None = None  # set: an infrastructure failure, never a score
         if infrastructure:
-            reason = (
+            failure = (
                 f"the eval session ended ({why}) after {self.episodes_completed} of "
                 f"{self.budget} episodes; the evaluator, not the agent, ended it, so this run "
                 "cannot be scored: re-run it"
             )
-            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
-            return
-        try:
-            self._complete_budget(abort)
-        except CompletionAborted:
-            reason = (
-                f"the evaluator shut down while completing the episodes the agent left "
-                f"({why}; {self.episodes_completed} of {self.budget} ended): this run cannot "
-                "be scored, re-run it"
-            )
-            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
-            return
-        except Exception as exc:  # an env failed under the null action: the evaluator's
-            log.exception("session %s: completing abandoned episodes failed", self.id)
-            reason = (
-                f"the evaluator could not complete the episodes the agent left ({why}): "
-                f"{type(exc).__name__} after {self.episodes_completed} of {self.budget} "
-                "episodes; this run cannot be scored, re-run it"
-            )
-            self._recorder.finish(list(self._records.values()), self.env_steps, reason, True)
-            return
-        self._recorder.finish(list(self._records.values()), self.env_steps, None)
+        else:
+            try:
+                self._complete_budget(abort)
+            except CompletionAborted:
+                failure = (
+                    f"the evaluator shut down while completing the episodes the agent left "
+                    f"({why}; {self.episodes_completed} of {self.budget} ended): this run "
+                    "cannot be scored, re-run it"
+                )
+            except Exception as exc:  # an env failed under the null action: the evaluator's
+                log.exception("session %s: completing abandoned episodes failed", self.id)
+                failure = (
+                    f"the evaluator could not complete the episodes the agent left ({why}): "
+                    f"{type(exc).__name__} after {self.episodes_completed} of {self.budget} "
+                    "episodes; this run cannot be scored, re-run it"
+                )
+        records = list(self._records.values())
+        self._recorder.finish(records, self.env_steps, failure, failure is not None)
 
     def _complete_budget(self, abort: threading.Event | None) -> None:
         """Play every episode the agent left with the null action: running ones from

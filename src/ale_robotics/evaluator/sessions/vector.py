@@ -330,11 +330,7 @@ class Session(EpisodeCompletion):
             infos = [{} for _ in range(n)]
             for j, i in enumerate(moving):
                 infos[i] = moved.infos[j]
-        ended = (
-            np.flatnonzero(terminated | truncated).tolist()
-            if n > 1
-            else ([0] if terminated[0] or truncated[0] else [])
-        )
+        ended = np.flatnonzero(terminated | truncated).tolist()
         for i in ended:
             self._pending[i] = True
         if self._recorder is not None:
